@@ -1,0 +1,1 @@
+"""RDMA topology discovery: the per-node RoCE agent and the InfiniBand fabric collector."""

@@ -1,0 +1,55 @@
+"""The ``sky-scheduler`` command line: one console script, one subcommand per entry point.
+
+Each subcommand lives in its own module, which exposes ``add_arguments(parser)`` and
+``run(args) -> int``; this module only wires them together (imported lazily, so ``--help`` stays
+fast and a subcommand's dependencies load only when it runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Protocol, cast
+
+
+class _Command(Protocol):
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+# name → (module, one-line help). Order is the order of `sky-scheduler --help`.
+COMMANDS: dict[str, tuple[str, str]] = {}
+
+
+def _load(module: str) -> _Command:
+    return cast(_Command, importlib.import_module(module))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sky-scheduler",
+        description="Topology- and quota-aware scheduling for AI training on Kubernetes.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        cmd = _load(module)
+        cmd.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_module", None):
+        parser.print_help()
+        return 2
+    return _load(args._module).run(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

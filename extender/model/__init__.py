@@ -1,0 +1,4 @@
+"""Pure domain model: resources, nodes with their two ledgers, quotas, tasks, jobs, queues.
+
+No I/O, no Kubernetes client; ``extender.cache.convert`` is the only translation from API JSON.
+"""

@@ -1,0 +1,109 @@
+"""The shared contract: API group, annotation and label keys, resource names.
+
+Every key the project reads or writes on a Kubernetes object is spelled here and nowhere else.
+``webhooks`` and ``discovery`` import this module; it imports nothing from the project.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- API group of our custom resources -------------------------------------------------------
+GROUP: Final = "scheduling.infini-ai.com"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+# plural resource names (URL path segments) and kinds
+QUOTAS: Final = "quotas"
+NODETOPOLOGIES: Final = "nodetopologies"
+PODGROUPS: Final = "podgroups"
+QUEUES: Final = "queues"
+JOBQUEUES: Final = "jobqueues"
+
+KIND_QUOTA: Final = "Quota"
+KIND_NODETOPOLOGY: Final = "NodeTopology"
+KIND_PODGROUP: Final = "PodGroup"
+KIND_QUEUE: Final = "Queue"
+KIND_JOBQUEUE: Final = "JobQueue"
+
+SCHEDULER_NAME: Final = "sky-scheduler"
+
+PREFIX: Final = f"{GROUP}/"
+
+# --- pod annotations -------------------------------------------------------------------------
+ANNO_QUOTA_NAME: Final = PREFIX + "quota-name"
+"""The quota a pod claims (hop ①). Source of truth for the claim."""
+ANNO_QUOTA_NODE: Final = PREFIX + "quota-node"
+"""Written by the binder on pending pods once their quota is bound (makes kube-scheduler re-queue)."""
+ANNO_INHERIT_RESOURCE_FROM: Final = PREFIX + "inherit-resource-from"
+"""Name of an earlier pod (same namespace) whose reservation this pod may take over."""
+ANNO_ENABLE_TOPOLOGY: Final = PREFIX + "enable-topology-scheduling"
+"""``"true"`` forces topology scheduling with strict index order, ``"false"`` turns it off."""
+ANNO_TOPOLOGY_AFFINITY_KEY: Final = PREFIX + "topology-affinity-key"
+"""Jobs sharing this key are pulled into the same RDMA zone."""
+ANNO_TASK_INDEX: Final = PREFIX + "task-index"
+ANNO_REQUIRED_MOUNT_POINTS: Final = PREFIX + "required-mount-points"
+"""Comma-separated mount-point ids a pod needs ready on its node (storage plugin)."""
+ANNO_QUEUE_NAME: Final = PREFIX + "queue-name"
+"""Queue of a job without a PodGroup (a pod is a job of one)."""
+ANNO_SCHEDULING_REASON: Final = PREFIX + "scheduling-reason"
+"""Why the webhook could not choose a quota at admission (the loop takes over)."""
+ANNO_BIND_DECISION: Final = PREFIX + "bind-decision"
+"""Written with the Binding: which path placed the pod (quota / inline-quota / spot)."""
+
+# Volcano / scheduler-plugins group key, so Volcano- and Kubeflow-style pods work unchanged.
+ANNO_GROUP_NAME: Final = "scheduling.k8s.io/group-name"
+
+# Labels that frameworks put on pods carrying the replica index, most specific first.
+TASK_INDEX_LABELS: Final[tuple[str, ...]] = (
+    ANNO_TASK_INDEX,
+    "training.kubeflow.org/replica-index",
+    "batch.kubernetes.io/job-completion-index",
+    "jobset.sigs.k8s.io/job-index",
+    "leaderworkerset.sigs.k8s.io/worker-index",
+    "volcano.sh/task-index",
+)
+
+# --- namespace label -------------------------------------------------------------------------
+LABEL_INJECT: Final = PREFIX + "inject"
+"""Namespaces labelled ``<this>=enabled`` get GPU/RDMA pods routed to sky-scheduler."""
+LABEL_INJECT_ENABLED: Final = "enabled"
+
+# --- node annotations and labels -------------------------------------------------------------
+ANNO_NODE_INDEX: Final = PREFIX + "node-index"
+ANNO_RDMA_TOPOLOGY_KEY: Final = PREFIX + "rdma-topology-key"
+"""Operator override of a node's RDMA zone key."""
+LABEL_ZONE: Final = "zone"
+"""Written by the discovery agents: md5 of the node's sorted switch names."""
+LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
+ANNO_SPOT_SHARED: Final = PREFIX + "spot-shared"
+"""Node annotation: how many spot GPUs form the shared (low-power) pool; the rest are exclusive."""
+
+DEFAULT_GPU_SPEC_LABELS: Final[tuple[str, ...]] = (
+    "nvidia.com/gpu.product",
+    PREFIX + "gpu-spec",
+    "spec-prefix",
+)
+"""Node label keys that name the GPU model, tried longest key first."""
+
+STORAGE_CONDITION_PREFIX: Final = "infiniai-fs-"
+"""Node condition type ``infiniai-fs-<mount-point-id>`` reports a mount point ready."""
+
+# --- resource names --------------------------------------------------------------------------
+RESOURCE_CPU: Final = "cpu"
+RESOURCE_MEMORY: Final = "memory"
+RESOURCE_PODS: Final = "pods"
+RESOURCE_GPU: Final = "nvidia.com/gpu"
+RESOURCE_RDMA_HCA: Final = "rdma/hca"
+RESOURCE_RDMA_ROCE: Final = "rdma/roce"
+RDMA_RESOURCE_PREFIX: Final = "rdma/"
+RESOURCE_SPOT_GPU: Final = PREFIX + "spot-gpu"
+
+# --- zone keys -------------------------------------------------------------------------------
+ZONE_PREFIX_ROCE: Final = "roce#"
+ZONE_PREFIX_IB: Final = "ib#"
+
+# --- events / leases -------------------------------------------------------------------------
+COMPONENT: Final = "sky-scheduler"
+DEFAULT_BINDER_LEASE: Final = "sky-scheduler-binder"
+DEFAULT_IB_LEASE: Final = "sky-scheduler-ib-collector"

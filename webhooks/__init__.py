@@ -1,0 +1,1 @@
+"""The mutating admission webhook (hop ①: a training pod gets its quota at admission)."""
