@@ -284,7 +284,9 @@ def _parse_selector_string(text: str) -> LabelSelector:
                 try:
                     int(value)
                 except ValueError:
-                    raise SelectorError(f"label selector {text!r}: {key}{nxt} needs an integer, got {value!r}") from None
+                    raise SelectorError(
+                        f"label selector {text!r}: {key}{nxt} needs an integer, got {value!r}"
+                    ) from None
                 reqs.append(NodeSelectorRequirement(key, "Gt" if nxt == ">" else "Lt", (value,)))
             elif nxt in ("in", "notin"):
                 i += 1

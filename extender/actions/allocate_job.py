@@ -1,0 +1,149 @@
+"""``allocate_job`` — hop ①, task → quota, in the loop (seed 2.2, 2.4, 五).
+
+The webhook gives most pods their quota at admission; this action makes the claims right:
+
+1. **Re-validate** every claim. A quota whose claims exceed ``request + shadow`` (two webhook
+   replicas raced, or the quota shrank) keeps its placed tasks and its earliest claims; later
+   pending claims lose (invariant 3). A pending task whose claim no longer passes the TQ filters
+   for a reason that will not go away (queue, pod→quota affinity, spec) loses it too. Losers'
+   annotations are removed, and they are re-assigned below in the same cycle.
+2. **Assign** quotas to pending tasks without one (webhook down, nothing free at admission, a
+   job released by its JobQueue), job by job — queues by fair share, jobs by priority — through
+   the TQ pipeline (the tiers: reserved > bound/static > free). A gang's new claims are
+   committed only if at least ``minMember`` tasks then hold quotas (``job.tq_ready``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from extender.framework.ordering import ordered_jobs
+from extender.framework.pipeline import place
+from extender.framework.plugin import NoArgs
+from extender.framework.session import FitStage, Session
+from extender.framework.status import Code, Reason, Status
+from extender.model.job import JobInfo
+from extender.model.quota import QuotaClaim, QuotaInfo
+from extender.model.task import TaskInfo, TaskStatus
+
+NAME: Final = "allocate_job"
+Args = NoArgs
+
+_PLACED: Final = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING})
+
+
+def has_room(quota: QuotaInfo) -> bool:
+    """Cheap pre-filter: something is left of ``request + shadow`` (the TQ predicate decides)."""
+    cap = quota.capacity
+    return any(v > quota.allocated.get(k) for k, v in cap.q.items())
+
+
+def wants_quota(task: TaskInfo) -> bool:
+    return task.status is TaskStatus.PENDING and not task.quota and not task.node and not task.spot
+
+
+class Action:
+    NAME: Final = NAME
+    Args = NoArgs
+
+    def __init__(self, args: NoArgs) -> None:
+        self.args = args
+
+    def execute(self, ssn: Session) -> None:
+        self.revalidate(ssn)
+        jobs = [j for j in ssn.jobs() if any(wants_quota(t) for t in j.tasks.values())]
+        for job in ordered_jobs(ssn, jobs):
+            self.allocate(ssn, job)
+
+    # --- 1. re-validation ------------------------------------------------------------------
+    def revalidate(self, ssn: Session) -> None:
+        losers: list[tuple[str, str]] = []
+        for quota in list(ssn.quotas()):
+            if not quota.claims:
+                continue
+            if quota.over_claimed():
+                why = f"quota {quota.name} is over-claimed"
+                losers.extend((uid, why) for uid in self._over_claim_losers(ssn, quota))
+            for uid in quota.claims:
+                task = ssn.task(uid)
+                if task is None or task.status is not TaskStatus.ALLOCATED_TO_QUOTA or task.node:
+                    continue
+                status = ssn.tq.select(task, quota)
+                if status.ok:
+                    status = ssn.tq.predicate(task, quota)
+                if status.code >= Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    losers.append((uid, status.message()))
+        if not losers:
+            return
+        stmt = ssn.statement()
+        seen: set[str] = set()
+        for uid, why in losers:
+            if uid in seen:
+                continue
+            seen.add(uid)
+            stmt.unclaim(uid, why)
+        stmt.commit()
+
+    @staticmethod
+    def _over_claim_losers(ssn: Session, quota: QuotaInfo) -> list[str]:
+        """Pending claims to drop, latest first, until the rest fit ``request + shadow``."""
+        claims = list(quota.claims.values())
+
+        def keep_rank(c: QuotaClaim) -> tuple[int, float, str]:
+            t = ssn.task(c.uid)
+            placed = t is not None and (t.status in _PLACED or bool(t.node))
+            return (0 if placed else 1, c.created, c.name)
+
+        claims.sort(key=keep_rank)
+        capacity = quota.capacity
+        total = quota.allocated.clone()
+        losers: list[str] = []
+        for c in reversed(claims):
+            if total.less_equal(capacity):
+                break
+            t = ssn.task(c.uid)
+            if t is None or t.status is not TaskStatus.ALLOCATED_TO_QUOTA or t.node:
+                continue  # placed tasks are facts, never moved
+            total.isub(c.request)
+            losers.append(c.uid)
+        return losers
+
+    # --- 2. assignment ---------------------------------------------------------------------
+    def allocate(self, ssn: Session, job: JobInfo) -> None:
+        status = ssn.stages.valid(job)
+        if not status.ok:
+            ssn.verdict(job.key, FitStage.JOB_QUEUE if status.reason is Reason.BACKOFF else FitStage.GANG, status)
+            return
+        status = ssn.stages.enqueueable(job)
+        if not status.ok:
+            ssn.verdict(job.key, FitStage.JOB_QUEUE, status)
+            return
+        order = ssn.stages.task_order
+        tasks = sorted((t for t in job.tasks.values() if wants_quota(t)), key=lambda t: (order(t), t.name))
+        stmt = ssn.statement()
+        first_failure: tuple[TaskInfo, Status, dict[str, Status]] | None = None
+        for task in tasks:
+            candidates = [q for q in ssn.quotas_of_queue(job.queue) if has_room(q)]
+            result = place(ssn.tq, task, candidates)
+            if result.choice is None:
+                if not candidates:
+                    result.status = Status.unschedulable(
+                        Reason.NO_QUOTA, f"queue {job.queue or '(none)'} has no quota with room left"
+                    )
+                if first_failure is None:
+                    first_failure = (task, result.status, result.failures)
+                continue
+            stmt.allocate_task_to_quota(task.uid, result.choice.name)
+        gate = ssn.stages.tq_ready(job)
+        if gate.ok:
+            stmt.commit()
+            if first_failure is not None:
+                task, why, per_quota = first_failure
+                ssn.verdict(job.key, FitStage.QUOTA_ASSIGNMENT, why, per_node=per_quota)
+            return
+        stmt.discard()
+        if first_failure is not None:
+            task, why, per_quota = first_failure
+            ssn.verdict(job.key, FitStage.QUOTA_ASSIGNMENT, why, per_node=per_quota)
+        else:
+            ssn.verdict(job.key, FitStage.GANG, gate)

@@ -1,0 +1,140 @@
+"""``allocate_quota`` — hop ②, quota → node over the whole cluster (seed 2.6).
+
+The general case, after allocate_zone has placed the topology jobs:
+
+* quotas with ``spec.staticBindNode`` are pinned to that node first (when its predicates pass),
+  independently of any job — the operator asked for it;
+* then, job by job (queues by fair share, jobs by priority), every unbound quota its tasks claim
+  is placed through the QN pipeline over all nodes (tiers and re-check in ``placement``), in one
+  statement per job; the ``job.quota_allocate`` gate (gang ``quota_ready`` …) decides commit or
+  discard. A quota whose ``status.nodeName`` is already set is skipped entirely (static binding).
+
+Topology jobs are left to allocate_zone: binding their quotas node by node here would scatter
+the gang across switches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+from pydantic import Field
+
+from extender.actions.placement import place_quota
+from extender.framework.ordering import ordered_jobs
+from extender.framework.pipeline import adaptive_stop_after
+from extender.framework.plugin import ArgsModel
+from extender.framework.session import FitStage, Session
+from extender.framework.status import Reason, Status
+from extender.model.job import JobInfo
+from extender.model.node import LedgerError
+from extender.model.quota import QuotaInfo
+
+NAME: Final = "allocate_quota"
+
+
+class AllocateQuotaArgs(ArgsModel):
+    percentage_of_nodes_to_score: int = Field(
+        0, ge=0, le=100, description="like kube-scheduler's: 0 = adaptive, 100 = every feasible node"
+    )
+
+
+Args = AllocateQuotaArgs
+
+
+def job_quotas(ssn: Session, job: JobInfo) -> list[QuotaInfo]:
+    """The quotas a job's alive tasks claim, in rank order (smallest task index first)."""
+    names = {t.quota for t in job.alive_tasks() if t.quota}
+    out = [q for q in (ssn.quota(n) for n in names) if q is not None]
+    out.sort(key=lambda q: (ssn.quota_index(q) is None, ssn.quota_index(q) or 0, q.name))
+    return out
+
+
+def bind_job_quotas(
+    ssn: Session,
+    job: JobInfo,
+    quotas: list[QuotaInfo],
+    candidates: Iterator[list[str]] | None,
+    *,
+    rank_ordered: bool,
+    stop_after: int | None,
+) -> bool:
+    """Place ``quotas`` of ``job`` in one statement and apply the commit gate. True if committed.
+
+    ``candidates`` yields, per quota, the node names it may use (None: all nodes in rank order).
+    """
+    stmt = ssn.statement()
+    for quota in quotas:
+        names = next(candidates) if candidates is not None else None
+        if names is None:
+            nodes = list(ssn.nodes())
+        else:  # in the order given (the topology plugin orders its candidates)
+            nodes = [n for n in (ssn.node(x) for x in names) if n is not None]
+        current = ssn.quota(quota.name)
+        if current is None or current.node_name:
+            continue
+        result = place_quota(ssn, current, nodes, rank_ordered=rank_ordered, stop_after=stop_after)
+        if result.choice is None:
+            ssn.verdict(
+                job.key,
+                FitStage.ZONE_SELECTION if names is not None and not nodes else FitStage.NODE_PREDICATES,
+                result.status,
+                per_node=result.failures,
+                quota=quota.name,
+            )
+            break
+        try:
+            stmt.allocate_quota_to_node(quota.name, result.choice.name)
+        except LedgerError as exc:  # the pipeline and the ledger disagree: never bind blindly
+            ssn.verdict(job.key, FitStage.NODE_PREDICATES, Status.error(str(exc)), quota=quota.name)
+            break
+    gate = ssn.stages.quota_allocate(job)
+    if gate.ok and stmt.ops:
+        stmt.commit()
+        return True
+    stmt.discard()
+    if not gate.ok:
+        ssn.verdict(job.key, FitStage.GANG if gate.reason is Reason.WAITING_FOR_GANG else FitStage.ZONE_SELECTION, gate)
+    return False
+
+
+class Action:
+    NAME: Final = NAME
+    Args = AllocateQuotaArgs
+
+    def __init__(self, args: AllocateQuotaArgs) -> None:
+        self.args = args
+
+    def execute(self, ssn: Session) -> None:
+        self.pin_static(ssn)
+        stop_after = adaptive_stop_after(len(ssn.snap.node_order), self.args.percentage_of_nodes_to_score)
+        jobs = []
+        for job in ssn.jobs():
+            if job.topology:
+                continue
+            quotas = [q for q in job_quotas(ssn, job) if not q.node_name]
+            if quotas:
+                jobs.append(job)
+        for job in ordered_jobs(ssn, jobs):
+            if not ssn.stages.valid(job).ok or not ssn.stages.enqueueable(job).ok:
+                continue
+            quotas = [q for q in job_quotas(ssn, job) if not q.node_name]
+            bind_job_quotas(ssn, job, quotas, None, rank_ordered=False, stop_after=stop_after)
+
+    def pin_static(self, ssn: Session) -> None:
+        for quota in list(ssn.quotas()):
+            if quota.node_name or not quota.static_bind_node:
+                continue
+            node = ssn.node(quota.static_bind_node)
+            if node is None:
+                continue
+            result = place_quota(ssn, quota, [node])
+            if result.choice is None:
+                for c in quota.claims.values():
+                    ssn.verdict(
+                        c.job, FitStage.NODE_PREDICATES, result.status, per_node=result.failures, quota=quota.name
+                    )
+                continue
+            stmt = ssn.statement()
+            stmt.allocate_quota_to_node(quota.name, node.name)
+            stmt.commit()

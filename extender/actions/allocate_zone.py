@@ -1,0 +1,70 @@
+"""``allocate_zone`` — hop ②, quota → node for topology jobs, inside RDMA zones (seed 2.6, 三 3.4).
+
+A job qualifies when topology scheduling is on for it and every one of its alive tasks holds a
+quota (``canAllocateZone``). Its unbound quotas are placed in rank order (smallest task index
+first); each quota's candidates are the nodes ``job.zone_candidates`` returns (the topology
+plugin's zone plan: the zone of the bound siblings, or the zones chosen for the whole gang), in
+node-index order, through the QN pipeline. When the best_n stage is rank-ordered (topology), the
+first feasible node in index order is the answer. The ``job.quota_allocate`` gate (gang
+``quota_ready`` AND topology ``force_node_order``) commits the job's bindings or discards them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+from extender.actions.allocate_quota import bind_job_quotas, job_quotas
+from extender.framework.ordering import ordered_jobs
+from extender.framework.plugin import NoArgs
+from extender.framework.session import FitStage, Session
+from extender.framework.status import Reason, Status
+from extender.model.job import JobInfo
+from extender.model.quota import QuotaInfo
+
+NAME: Final = "allocate_zone"
+Args = NoArgs
+
+
+def can_allocate_zone(job: JobInfo) -> bool:
+    tasks = [t for t in job.alive_tasks() if not t.spot]
+    return job.topology and bool(tasks) and all(t.quota for t in tasks)
+
+
+class Action:
+    NAME: Final = NAME
+    Args = NoArgs
+
+    def __init__(self, args: NoArgs) -> None:
+        self.args = args
+
+    def execute(self, ssn: Session) -> None:
+        jobs = []
+        for job in ssn.jobs():
+            if not job.topology:
+                continue
+            if not any(not q.node_name for q in job_quotas(ssn, job)):
+                continue
+            if not can_allocate_zone(job):
+                missing = sum(1 for t in job.alive_tasks() if not t.spot and not t.quota)
+                ssn.verdict(
+                    job.key,
+                    FitStage.QUOTA_ASSIGNMENT,
+                    Status.unschedulable(Reason.WAITING_FOR_GANG, f"{missing} task(s) still without a quota"),
+                )
+                continue
+            jobs.append(job)
+        for job in ordered_jobs(ssn, jobs):
+            if not ssn.stages.valid(job).ok or not ssn.stages.enqueueable(job).ok:
+                continue
+            quotas = [q for q in job_quotas(ssn, job) if not q.node_name]
+            bind_job_quotas(
+                ssn, job, quotas, self._candidates(ssn, job, quotas), rank_ordered=ssn.qn.rank_ordered, stop_after=None
+            )
+
+    @staticmethod
+    def _candidates(ssn: Session, job: JobInfo, quotas: list[QuotaInfo]) -> Iterator[list[str]]:
+        for quota in quotas:
+            current = ssn.quota(quota.name) or quota
+            zone = ssn.stages.zone_candidates(job, current)
+            yield [n.name for n in ssn.nodes()] if zone is None else list(zone)

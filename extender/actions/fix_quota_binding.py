@@ -1,0 +1,64 @@
+"""``fix_quota_binding`` — self-healing of quota placement (seed 2.6 fixQuotaBinding).
+
+Live pods are the truth, the quota object is the abstraction. Throttled to once per
+``min_interval_seconds``: for every quota, the nodes its placed (bound or running) claimants
+are on are collected (``QuotaBindingFixPlan``):
+
+* all on one node N, and ``status.nodeName`` is not N → the quota moves to N: the old node's
+  ledger gives the request back to ``quota_idle``, N's takes it (even past N's ``quota_idle``:
+  the pods are there), and the status is rewritten;
+* on several nodes → an error Event on the quota; it is not touched.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from pydantic import Field
+
+from extender.framework.plugin import ArgsModel
+from extender.framework.session import Session
+
+NAME: Final = "fix_quota_binding"
+
+
+class FixQuotaBindingArgs(ArgsModel):
+    min_interval_seconds: float = Field(10.0, ge=0, description="MinFixQuotaInterval")
+
+
+Args = FixQuotaBindingArgs
+
+
+class Action:
+    NAME: Final = NAME
+    Args = FixQuotaBindingArgs
+
+    def __init__(self, args: FixQuotaBindingArgs) -> None:
+        self.args = args
+
+    def execute(self, ssn: Session) -> None:
+        if ssn.now - ssn.snap.last_fix < self.args.min_interval_seconds:
+            return
+        scattered: list[tuple[str, list[str]]] = []
+        ssn.notes[NAME] = {"ran": True, "scattered": scattered}
+        for quota in list(ssn.quotas()):
+            if not quota.claims:
+                continue
+            nodes = set()
+            for uid in quota.claims:
+                t = ssn.task(uid)
+                if t is not None and t.node and t.is_alive():
+                    nodes.add(t.node)
+            if not nodes:
+                continue
+            if len(nodes) > 1:
+                scattered.append((quota.name, sorted(nodes)))
+                continue
+            (actual,) = nodes
+            if quota.node_name == actual or ssn.node(actual) is None:
+                continue
+            stmt = ssn.statement()
+            if quota.node_name:
+                stmt.release_quota(quota.name, f"its pods run on {actual}")
+            stmt.allocate_quota_to_node(quota.name, actual, force=True)
+            stmt.commit()

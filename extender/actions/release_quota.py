@@ -1,0 +1,116 @@
+"""``release_quota`` — give bound quotas back (seed 五 releaseQuota, DESIGN §1).
+
+Three cases, each a statement of its own:
+
+* **Unschedulable jobs.** A job that holds bound quotas while some of its tasks stay unplaced for
+  ``unschedulable_cycles`` consecutive cycles gives back the quotas no placed task uses (never a
+  statically bound one), and waits an exponential back-off (``backoff_seconds · 2^k``, at most
+  ``max_backoff_seconds``) before its quotas are placed again. The reason is recorded for
+  /diagnose (``QuotaReleasedUnschedulable``).
+* **Idle quotas.** A bound, non-static quota that no task claims and no unexpired reservation
+  holds (its job finished, or its reservations expired) goes back to ``QuotaEmpty``.
+* **Lost nodes.** A quota bound to a node that no longer exists, with no placed task, is released.
+
+Counters and back-offs live in the scheduler between cycles: this action reads them from the
+snapshot and leaves its updates in ``ssn.notes[NAME]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from pydantic import Field
+
+from extender.framework.plugin import ArgsModel
+from extender.framework.session import FitStage, Session
+from extender.framework.status import Reason, Status
+from extender.model.job import JobInfo
+from extender.model.quota import QuotaInfo
+
+NAME: Final = "release_quota"
+
+
+class ReleaseQuotaArgs(ArgsModel):
+    unschedulable_cycles: int = Field(30, ge=1, description="consecutive stuck cycles before release")
+    backoff_seconds: float = Field(10.0, gt=0)
+    max_backoff_seconds: float = Field(300.0, gt=0)
+
+
+Args = ReleaseQuotaArgs
+
+
+@dataclass(slots=True)
+class ReleaseNotes:
+    """What the scheduler must remember after this cycle."""
+
+    stuck_cycles: dict[str, int] = field(default_factory=dict)  # job → consecutive stuck cycles
+    backoff: dict[str, float] = field(default_factory=dict)  # job → not before
+    releases: dict[str, int] = field(default_factory=dict)  # job → times released so far
+    released: list[tuple[str, str, str]] = field(default_factory=list)  # (quota, node, reason)
+
+
+def _placed_quotas(job: JobInfo) -> set[str]:
+    return {t.quota for t in job.alive_tasks() if t.quota and t.node}
+
+
+class Action:
+    NAME: Final = NAME
+    Args = ReleaseQuotaArgs
+
+    def __init__(self, args: ReleaseQuotaArgs) -> None:
+        self.args = args
+
+    def execute(self, ssn: Session) -> None:
+        notes = ReleaseNotes()
+        ssn.notes[NAME] = notes
+        self.release_stuck_jobs(ssn, notes)
+        self.release_idle(ssn, notes)
+
+    def release_stuck_jobs(self, ssn: Session, notes: ReleaseNotes) -> None:
+        memory = ssn.snap.stuck_cycles
+        for job in ssn.jobs():
+            unplaced = [t for t in job.alive_tasks() if not t.node and not t.spot]
+            if not unplaced:
+                continue
+            placed = _placed_quotas(job)
+            releasable: list[QuotaInfo] = []
+            for name in sorted({t.quota for t in unplaced if t.quota} - placed):
+                q = ssn.quota(name)
+                if q is not None and q.node_name and not q.static_bind_node:
+                    releasable.append(q)
+            if not releasable:
+                continue
+            count = memory.get(job.key, 0) + 1
+            if count < self.args.unschedulable_cycles:
+                notes.stuck_cycles[job.key] = count
+                continue
+            k = ssn.snap.release_count.get(job.key, 0)
+            delay = min(self.args.max_backoff_seconds, self.args.backoff_seconds * (2**k))
+            why = f"{len(unplaced)} task(s) unplaced for {count} cycles; retry in {delay:.0f}s"
+            stmt = ssn.statement()
+            for q in releasable:
+                stmt.release_quota(q.name, Reason.RELEASED_UNSCHEDULABLE.value)
+                notes.released.append((q.name, q.node_name, why))
+            stmt.commit()
+            notes.backoff[job.key] = ssn.now + delay
+            notes.releases[job.key] = k + 1
+            ssn.verdict(job.key, FitStage.BIND, Status.unschedulable(Reason.RELEASED_UNSCHEDULABLE, why))
+
+    def release_idle(self, ssn: Session, notes: ReleaseNotes) -> None:
+        for quota in list(ssn.quotas()):
+            if not quota.node_name or quota.static_bind_node:
+                continue
+            if quota.is_idle(ssn.now):
+                why = "no task claims it and no reservation holds it"
+            elif ssn.node(quota.node_name) is None and not any(
+                (t := ssn.task(uid)) is not None and t.node for uid in quota.claims
+            ):
+                why = f"node {quota.node_name} no longer exists"
+            else:
+                continue
+            node = quota.node_name
+            stmt = ssn.statement()
+            stmt.release_quota(quota.name, why)
+            stmt.commit()
+            notes.released.append((quota.name, node, why))

@@ -1,0 +1,1 @@
+"""The informer-fed cluster cache and the API→model conversion."""

@@ -1,0 +1,628 @@
+"""The cluster cache: API objects in, an exact domain model out, snapshots for sessions.
+
+Fed by informer events (raw API dicts) through ``on_<kind>_add/update/delete``. Every event first
+takes the old object's contributions out of the derived state and then puts the new ones in, so
+the two node ledgers, quota claims and job membership stay exact under any event order
+(a pod may arrive before its node, its quota or its PodGroup: it is attached when they appear).
+
+Derived, never read from the API:
+
+* node ledgers — from pods (``spec.nodeName``) and quota statuses (``status.nodeName``);
+* quota claims (``status.tasks``, ``allocated``) — from live pods' ``quota-name`` annotations;
+* jobs — pods grouped by ``scheduling.k8s.io/group-name`` (a pod without one is a job of one),
+  with their PodGroup's settings.
+
+Persisted and read back: a quota's ``nodeName``/``phase`` and its ``reservedTasks``. A pod that
+held a quota and is deleted or fails (not one that succeeded) leaves a *pending reservation*
+that the binder writes into the quota's status.
+
+Also kept here: pods the extender has assumed (bind in flight, invisible to the API yet) and
+a monotonically increasing ``generation`` (any change bumps it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender import wellknown
+from extender.cache import convert
+from extender.cache.convert import ConversionError, ConvertOptions, PodGroupSpec
+from extender.framework.session import Snapshot
+from extender.model.job import JobInfo, JobPhase, JobQueueInfo, QueueInfo
+from extender.model.node import LedgerError, NodeInfo
+from extender.model.quota import ClaimError, QuotaInfo, ReservedTask
+from extender.model.resources import Resource
+from extender.model.task import ON_NODE, TaskInfo, TaskStatus
+
+__all__ = ["Assumed", "ClusterCache"]
+
+log = logging.getLogger(__name__)
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Assumed:
+    node: str
+    expires: float
+
+
+def _name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _uid(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _disruption_reason(obj: Obj) -> str:
+    status = obj.get("status") or {}
+    if status.get("phase") == "Failed":
+        return "Evicted" if status.get("reason") == "Evicted" else "Failed"
+    for c in status.get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == "DisruptionTarget" and c.get("status") == "True":
+            reason = str(c.get("reason") or "")
+            if "Preemption" in reason:
+                return "Preempted"
+            if "Eviction" in reason or "Taint" in reason:
+                return "Evicted"
+    return "Deleted"
+
+
+class ClusterCache:
+    def __init__(
+        self,
+        opts: ConvertOptions | None = None,
+        *,
+        scheduler_name: str = wellknown.SCHEDULER_NAME,
+        reservation_ttl: float = 600.0,
+        assume_ttl: float = 60.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.opts = opts or ConvertOptions()
+        self.scheduler_name = scheduler_name
+        self.reservation_ttl = reservation_ttl
+        self.assume_ttl = assume_ttl
+        self.clock = clock
+
+        self._node_objs: dict[str, Obj] = {}
+        self._topos: dict[str, Obj] = {}
+        self._pod_objs: dict[str, Obj] = {}  # uid → pod (managed pods and pods bound to nodes)
+        self._podgroups: dict[str, PodGroupSpec] = {}
+
+        self.nodes: dict[str, NodeInfo] = {}
+        self.quotas: dict[str, QuotaInfo] = {}
+        self.jobs: dict[str, JobInfo] = {}
+        self.task_job: dict[str, str] = {}
+        self.others: dict[str, TaskInfo] = {}  # pods of other schedulers, counted in node ledgers
+        self.queues: dict[str, QueueInfo] = {}
+        self.jobqueues: dict[str, JobQueueInfo] = {}
+
+        self.assumed: dict[str, Assumed] = {}
+        self.pending_reservations: dict[str, dict[str, ReservedTask]] = defaultdict(dict)  # quota → uid → r
+        self.conversion_errors: dict[str, str] = {}  # "Kind/name" → last error (shown by /diagnose)
+
+        self.generation = 0
+        self._node_order: list[str] | None = None
+        self._zones: dict[tuple[str, str], list[str]] | None = None
+        self._by_queue: dict[str, list[str]] | None = None
+        self._total: Resource | None = None
+
+    # --- bookkeeping -------------------------------------------------------------------------
+    def _bump(self, *, nodes: bool = False, quotas: bool = False) -> None:
+        self.generation += 1
+        if nodes:
+            self._node_order = None
+            self._zones = None
+            self._total = None
+        if quotas:
+            self._by_queue = None
+
+    def _error(self, what: str, exc: Exception) -> None:
+        msg = str(exc)
+        if self.conversion_errors.get(what) != msg:
+            log.warning("skipping %s: %s", what, msg)
+        self.conversion_errors[what] = msg
+
+    def _ok(self, what: str) -> None:
+        self.conversion_errors.pop(what, None)
+
+    def is_managed(self, pod: Obj) -> bool:
+        return (pod.get("spec") or {}).get("schedulerName") == self.scheduler_name
+
+    # --- nodes -------------------------------------------------------------------------------
+    def on_node_add(self, obj: Obj) -> None:
+        self._node_objs[_name(obj)] = obj
+        self._rebuild_node(_name(obj))
+
+    def on_node_update(self, old: Obj, new: Obj) -> None:
+        self.on_node_add(new)
+
+    def on_node_delete(self, obj: Obj) -> None:
+        name = _name(obj)
+        self._node_objs.pop(name, None)
+        self.nodes.pop(name, None)
+        self._bump(nodes=True)
+
+    def on_topology_add(self, obj: Obj) -> None:
+        name = _name(obj)
+        self._topos[name] = obj
+        if name in self._node_objs:
+            self._rebuild_node(name)
+
+    def on_topology_update(self, old: Obj, new: Obj) -> None:
+        self.on_topology_add(new)
+
+    def on_topology_delete(self, obj: Obj) -> None:
+        name = _name(obj)
+        self._topos.pop(name, None)
+        if name in self._node_objs:
+            self._rebuild_node(name)
+
+    def _rebuild_node(self, name: str) -> None:
+        obj = self._node_objs[name]
+        try:
+            node = convert.node_from_api(obj, self._topos.get(name), self.opts)
+        except (ConversionError, ValueError) as exc:
+            self._error(f"Node/{name}", exc)
+            return
+        self._ok(f"Node/{name}")
+        # re-attach everything this node carries
+        for task in self._tasks_on(name):
+            node.add_task(task, force=True)
+        for q in self.quotas.values():
+            if q.node_name == name:
+                node.add_quota(q.name, q.request, force=True)
+        self.nodes[name] = node
+        self._bump(nodes=True)
+
+    def _tasks_on(self, node: str) -> list[TaskInfo]:
+        out = [t for t in self.others.values() if t.node == node and t.status in ON_NODE]
+        for job in self.jobs.values():
+            out.extend(t for t in job.tasks.values() if t.node == node and (t.status in ON_NODE))
+        return out
+
+    # --- pods --------------------------------------------------------------------------------
+    def on_pod_add(self, obj: Obj) -> None:
+        self._apply_pod(None, obj)
+
+    def on_pod_update(self, old: Obj, new: Obj) -> None:
+        self._apply_pod(self._pod_objs.get(_uid(new)), new)
+
+    def on_pod_delete(self, obj: Obj) -> None:
+        uid = _uid(obj)
+        self._pod_objs.pop(uid, None)
+        self._remove_task(uid, deleted=obj)
+        self.assumed.pop(uid, None)
+        self._bump()
+
+    def _apply_pod(self, old: Obj | None, obj: Obj) -> None:
+        uid = _uid(obj)
+        managed = self.is_managed(obj)
+        bound = bool((obj.get("spec") or {}).get("nodeName"))
+        if not managed and not bound:
+            if uid in self._pod_objs:
+                self._pod_objs.pop(uid)
+                self._remove_task(uid, deleted=None)
+                self._bump()
+            return
+        what = f"Pod/{(obj.get('metadata') or {}).get('namespace')}/{_name(obj)}"
+        try:
+            task = convert.task_from_api(obj, self.opts)
+        except (ConversionError, ValueError) as exc:
+            self._error(what, exc)
+            return
+        self._ok(what)
+        prev = self._pod_objs.get(uid)
+        self._pod_objs[uid] = obj
+        terminal_now = task.status in (TaskStatus.SUCCEEDED, TaskStatus.FAILED)
+        had_claim = self._claim_of(uid)
+        self._remove_task(uid, deleted=None)
+        if bound or not managed:
+            self.assumed.pop(uid, None)
+        elif uid in self.assumed:
+            a = self.assumed[uid]
+            if a.expires > self.clock():
+                task.status = TaskStatus.BINDING
+                task.node = a.node
+            else:
+                del self.assumed[uid]
+        if not managed:
+            if task.status in ON_NODE:
+                self.others[uid] = task
+                node = self.nodes.get(task.node)
+                if node is not None:
+                    node.add_task(task, force=True)
+            self._bump()
+            return
+        # a claiming pod that just failed leaves a reservation (a succeeded one does not)
+        if had_claim and terminal_now and task.status is TaskStatus.FAILED and prev is not None:
+            self._reserve(had_claim, task, prev, "Failed")
+        self._add_task(task)
+        self._bump()
+
+    def _claim_of(self, uid: str) -> str:
+        key = self.task_job.get(uid)
+        if key is None:
+            return ""
+        job = self.jobs.get(key)
+        t = job.tasks.get(uid) if job else None
+        return t.quota if t is not None else ""
+
+    def _add_task(self, task: TaskInfo) -> None:
+        key = task.job
+        job = self.jobs.get(key)
+        if job is None:
+            job = self._new_job(key, task.namespace)
+        job.add_task(task)
+        self.task_job[task.uid] = key
+        self._refresh_job(job)
+        if task.status in ON_NODE and task.node:
+            node = self.nodes.get(task.node)
+            if node is not None:
+                node.add_task(task, force=True)
+        claim = task.quota
+        task.quota = ""
+        if claim and task.is_alive():
+            quota = self.quotas.get(claim)
+            if quota is not None:
+                quota.add_claim(task, force=True)  # what the API says, even if over-claimed
+                task.quota = claim
+                self._consume_reservation(quota, task)
+        # a claim naming a quota that does not exist stays unattached: allocate_job re-assigns it
+        if task.status is TaskStatus.ALLOCATED_TO_QUOTA and not task.quota:
+            task.status = TaskStatus.PENDING
+        elif task.status is TaskStatus.PENDING and task.quota:
+            task.status = TaskStatus.ALLOCATED_TO_QUOTA
+
+    def _consume_reservation(self, quota: QuotaInfo, task: TaskInfo) -> None:
+        """A restarted pod claimed its reserved quota: the reservation has done its job."""
+        now = self.clock()
+        taken = quota.reservation_for(task, now)
+        if taken is None:
+            return
+        quota.reserved = tuple(r for r in quota.reserved if r is not taken)
+        self.pending_reservations.get(quota.name, {}).pop(taken.pod_uid, None)
+
+    def _remove_task(self, uid: str, *, deleted: Obj | None) -> None:
+        other = self.others.pop(uid, None)
+        if other is not None:
+            node = self.nodes.get(other.node)
+            if node is not None and node.has_task(uid):
+                node.remove_task(uid)
+            return
+        key = self.task_job.pop(uid, None)
+        if key is None:
+            return
+        job = self.jobs.get(key)
+        if job is None:
+            return
+        task = job.tasks.pop(uid, None)
+        if task is None:
+            return
+        if task.node:
+            node = self.nodes.get(task.node)
+            if node is not None and node.has_task(uid):
+                node.remove_task(uid)
+        if task.quota:
+            quota = self.quotas.get(task.quota)
+            if quota is not None and uid in quota.claims:
+                quota.remove_claim(uid)
+                if deleted is not None and task.status is not TaskStatus.SUCCEEDED:
+                    self._reserve(task.quota, task, deleted, _disruption_reason(deleted))
+        if not job.tasks and not job.has_podgroup:
+            del self.jobs[key]
+        else:
+            self._refresh_job(job)
+
+    def _reserve(self, quota_name: str, task: TaskInfo, pod: Obj, reason: str) -> None:
+        quota = self.quotas.get(quota_name)
+        if quota is None or self.reservation_ttl <= 0:
+            return
+        r = ReservedTask(
+            job=task.job,
+            index=task.index,
+            namespace=task.namespace,
+            pod_name=task.name,
+            pod_uid=task.uid,
+            reason=reason,
+            expires_at=self.clock() + self.reservation_ttl,
+            request=task.request,
+        )
+        self.pending_reservations[quota_name][task.uid] = r
+        quota.reserved = (*tuple(x for x in quota.reserved if x.pod_uid != task.uid), r)
+
+    # --- assumed pods (extender) -------------------------------------------------------------
+    def assume(self, uid: str, node_name: str) -> None:
+        """Count a pod as placed on ``node_name`` before the API shows it (bind in flight)."""
+        key = self.task_job.get(uid)
+        job = self.jobs.get(key) if key else None
+        task = job.tasks.get(uid) if job else None
+        if task is None:
+            raise KeyError(uid)
+        self.assumed[uid] = Assumed(node_name, self.clock() + self.assume_ttl)
+        if task.node and task.status in ON_NODE:
+            return
+        node = self.nodes.get(node_name)
+        if node is None:
+            raise LedgerError(f"node {node_name} is not in the cache")
+        task.status = TaskStatus.BINDING
+        task.node = node_name
+        node.add_task(task, force=True)
+        self._bump()
+
+    def forget(self, uid: str) -> None:
+        """Drop an assumption (bind failed): the pod is pending again."""
+        a = self.assumed.pop(uid, None)
+        if a is None:
+            return
+        obj = self._pod_objs.get(uid)
+        if obj is not None:
+            self._apply_pod(obj, obj)
+        self._bump()
+
+    def expire_assumed(self) -> list[str]:
+        now = self.clock()
+        gone = [uid for uid, a in self.assumed.items() if a.expires <= now]
+        for uid in gone:
+            self.forget(uid)
+        return gone
+
+    # --- quotas ------------------------------------------------------------------------------
+    def on_quota_add(self, obj: Obj) -> None:
+        name = _name(obj)
+        try:
+            new = convert.quota_from_api(obj, self.opts)
+        except (ConversionError, ValueError) as exc:
+            self._error(f"Quota/{name}", exc)
+            return
+        self._ok(f"Quota/{name}")
+        old = self.quotas.get(name)
+        if old is not None:
+            if old.node_name:
+                node = self.nodes.get(old.node_name)
+                if node is not None and node.has_quota(name):
+                    node.remove_quota(name)
+            new.claims = old.claims
+            new.allocated = old.allocated
+        pending = self.pending_reservations.get(name, {})
+        persisted = {r.pod_uid for r in new.reserved}
+        for uid in list(pending):
+            if uid in persisted:
+                del pending[uid]  # written: the object now carries it
+        new.reserved = (*new.reserved, *pending.values())
+        self.quotas[name] = new
+        if new.node_name:
+            node = self.nodes.get(new.node_name)
+            if node is not None:
+                node.add_quota(name, new.request, force=True)
+        if old is None:
+            self._attach_claims(name)
+        self._bump(quotas=old is None or old.queue != new.queue or old.shared_queues != new.shared_queues)
+
+    def on_quota_update(self, old: Obj, new: Obj) -> None:
+        self.on_quota_add(new)
+
+    def on_quota_delete(self, obj: Obj) -> None:
+        name = _name(obj)
+        q = self.quotas.pop(name, None)
+        self.pending_reservations.pop(name, None)
+        if q is None:
+            return
+        if q.node_name:
+            node = self.nodes.get(q.node_name)
+            if node is not None and node.has_quota(name):
+                node.remove_quota(name)
+        for uid in q.claims:
+            key = self.task_job.get(uid)
+            job = self.jobs.get(key) if key else None
+            task = job.tasks.get(uid) if job else None
+            if task is not None:
+                task.quota = ""
+                if task.status is TaskStatus.ALLOCATED_TO_QUOTA:
+                    task.status = TaskStatus.PENDING
+        self._bump(quotas=True)
+
+    def _attach_claims(self, quota_name: str) -> None:
+        """Pods that named this quota before it existed now claim it."""
+        for uid, obj in self._pod_objs.items():
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            if annotations.get(wellknown.ANNO_QUOTA_NAME) == quota_name and uid in self.task_job:
+                self._apply_pod(obj, obj)
+
+    # --- PodGroups, queues, job queues -------------------------------------------------------
+    def on_podgroup_add(self, obj: Obj) -> None:
+        what = f"PodGroup/{(obj.get('metadata') or {}).get('namespace')}/{_name(obj)}"
+        try:
+            pg = convert.podgroup_from_api(obj, self.opts)
+        except (ConversionError, ValueError) as exc:
+            self._error(what, exc)
+            return
+        self._ok(what)
+        self._podgroups[pg.key] = pg
+        job = self.jobs.get(pg.key) or self._new_job(pg.key, pg.namespace)
+        self._refresh_job(job)
+        self._bump()
+
+    def on_podgroup_update(self, old: Obj, new: Obj) -> None:
+        self.on_podgroup_add(new)
+
+    def on_podgroup_delete(self, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{_name(obj)}"
+        self._podgroups.pop(key, None)
+        job = self.jobs.get(key)
+        if job is not None:
+            if not job.tasks:
+                del self.jobs[key]
+            else:
+                self._refresh_job(job)
+        # the job is gone: the places it kept for restarts are not needed any more
+        for pending in self.pending_reservations.values():
+            for uid in [u for u, r in pending.items() if r.job == key]:
+                del pending[uid]
+        for q in self.quotas.values():
+            if any(r.job == key for r in q.reserved):
+                q.reserved = tuple(r for r in q.reserved if r.job != key)
+        self._bump()
+
+    def _new_job(self, key: str, namespace: str) -> JobInfo:
+        job = JobInfo(key=key, namespace=namespace, name=key.split("/", 1)[1])
+        self.jobs[key] = job
+        return job
+
+    def _refresh_job(self, job: JobInfo) -> None:
+        """Job attributes from its PodGroup (if any) and its pods."""
+        pg = self._podgroups.get(job.key)
+        tasks = list(job.tasks.values())
+        if pg is not None:
+            job.has_podgroup = True
+            job.min_member = pg.min_member
+            job.queue = pg.queue
+            job.priority_class = pg.priority_class
+            job.labels = pg.labels
+            job.created = pg.created
+            job.topology_override = pg.topology_enabled
+            job.strict_order = pg.strict_order
+            job.affinity_key = pg.affinity_key
+            job.resource_version = pg.resource_version
+        else:
+            job.has_podgroup = False
+            job.min_member = 1
+            first = tasks[0] if tasks else None
+            job.queue = (first.annotations.get(wellknown.ANNO_QUEUE_NAME) if first else None) or self.opts.default_queue
+            job.labels = first.labels if first else {}
+            job.created = min((t.created for t in tasks), default=0.0)
+            job.topology_override = None
+            job.strict_order = False
+            job.affinity_key = ""
+        # pod annotations can switch topology on/off and name an affinity key
+        for t in tasks:
+            flag = t.annotations.get(wellknown.ANNO_ENABLE_TOPOLOGY)
+            if flag in ("true", "false"):
+                job.topology_override = flag == "true"
+                job.strict_order = job.strict_order or flag == "true"
+            key = t.annotations.get(wellknown.ANNO_TOPOLOGY_AFFINITY_KEY)
+            if key:
+                job.affinity_key = key
+        job.podgroup_missing = pg is None and any(t.annotations.get(wellknown.ANNO_GROUP_NAME) for t in tasks)
+        job.priority = max((t.priority for t in tasks), default=0)
+        alive = [t for t in tasks if t.is_alive()]
+        if tasks and all(t.status is TaskStatus.SUCCEEDED for t in tasks):
+            job.phase = JobPhase.COMPLETED
+        elif alive and sum(1 for t in alive if t.status is TaskStatus.RUNNING) >= job.min_member:
+            job.phase = JobPhase.RUNNING
+        elif any(t.quota for t in alive):
+            job.phase = JobPhase.INQUEUE
+        else:
+            job.phase = JobPhase.PENDING
+
+    def on_queue_add(self, obj: Obj) -> None:
+        try:
+            q = convert.queue_from_api(obj, self.opts)
+        except (ConversionError, ValueError) as exc:
+            self._error(f"Queue/{_name(obj)}", exc)
+            return
+        self.queues[q.name] = q
+        self._bump()
+
+    def on_queue_update(self, old: Obj, new: Obj) -> None:
+        self.on_queue_add(new)
+
+    def on_queue_delete(self, obj: Obj) -> None:
+        self.queues.pop(_name(obj), None)
+        self._bump()
+
+    def on_jobqueue_add(self, obj: Obj) -> None:
+        try:
+            q = convert.jobqueue_from_api(obj, self.opts)
+        except (ConversionError, ValueError) as exc:
+            self._error(f"JobQueue/{_name(obj)}", exc)
+            return
+        self.jobqueues[q.name] = q
+        self._bump()
+
+    def on_jobqueue_update(self, old: Obj, new: Obj) -> None:
+        self.on_jobqueue_add(new)
+
+    def on_jobqueue_delete(self, obj: Obj) -> None:
+        self.jobqueues.pop(_name(obj), None)
+        self._bump()
+
+    # --- reading -----------------------------------------------------------------------------
+    def pod(self, uid: str) -> Obj | None:
+        return self._pod_objs.get(uid)
+
+    def pod_by_name(self, namespace: str, name: str) -> Obj | None:
+        for obj in self._pod_objs.values():
+            meta = obj.get("metadata") or {}
+            if meta.get("name") == name and (meta.get("namespace") or "default") == namespace:
+                return obj
+        return None
+
+    def task(self, uid: str) -> TaskInfo | None:
+        key = self.task_job.get(uid)
+        job = self.jobs.get(key) if key else None
+        return job.tasks.get(uid) if job else None
+
+    def node_order(self) -> list[str]:
+        if self._node_order is None:
+            self._node_order = sorted(self.nodes, key=lambda n: (self.nodes[n].index, n))
+        return self._node_order
+
+    def zones(self) -> dict[tuple[str, str], list[str]]:
+        if self._zones is None:
+            zones: dict[tuple[str, str], list[str]] = {}
+            for name in self.node_order():
+                n = self.nodes[name]
+                if n.zone:
+                    zones.setdefault((n.spec, n.zone), []).append(name)
+            self._zones = zones
+        return self._zones
+
+    def quotas_by_queue(self) -> dict[str, list[str]]:
+        if self._by_queue is None:
+            idx: dict[str, list[str]] = defaultdict(list)
+            for q in sorted(self.quotas.values(), key=lambda q: q.name):
+                idx[q.queue].append(q.name)
+                for shared in q.shared_queues:
+                    if shared != q.queue:
+                        idx[shared].append(q.name)
+            self._by_queue = dict(idx)
+        return self._by_queue
+
+    def cluster_total(self) -> Resource:
+        if self._total is None:
+            self._total = Resource.total(n.allocatable for n in self.nodes.values())
+        return self._total
+
+    def snapshot(self, now: float | None = None) -> Snapshot:
+        """A view of the cache for one session (O(1): it references the cache's objects)."""
+        return Snapshot(
+            now=self.clock() if now is None else now,
+            nodes=self.nodes,
+            node_order=self.node_order(),
+            quotas=self.quotas,
+            jobs=self.jobs,
+            task_job=self.task_job,
+            queues=self.queues,
+            jobqueues=self.jobqueues,
+            zones=self.zones(),
+            quotas_by_queue=self.quotas_by_queue(),
+            cluster_total=self.cluster_total(),
+            generation=self.generation,
+        )
+
+    def check(self) -> None:
+        """Verify every node ledger and every quota's claim sum (raises on drift)."""
+        for n in self.nodes.values():
+            n.check()
+        for q in self.quotas.values():
+            total = Resource.total(c.request for c in q.claims.values())
+            if total != q.allocated:
+                raise ClaimError(f"quota {q.name}: allocated {q.allocated} != Σ claims {total}")

@@ -1,0 +1,1 @@
+"""The scheduling framework: session over a snapshot, statements, stages and the expression language."""

@@ -1,0 +1,358 @@
+"""The expression language that says how a stage combines its plugins (seed 四 ②).
+
+Grammar::
+
+    expr   := call | term
+    call   := OP "(" expr ("," expr)* ")"
+    term   := [NUMBER "*"] PLUGIN          (a weight is allowed in score stages only)
+    OP     := and | or | joint | sum | intersect | min | first_not_pass
+
+Semantics depend on what the stage produces (its :class:`Kind`):
+
+========  =================  ===============================================================
+kind      operators          meaning
+========  =================  ===============================================================
+STATUS    ``and``            short-circuit conjunction: the first non-passing status is the
+                             result (a plugin that abstains with SKIP passes)
+          ``joint``          full conjunction: every participant runs; fails if any fails and
+                             the result carries *all* failures (what /diagnose wants)
+          ``or``             disjunction: passes if any participant passes; all abstaining
+                             passes; otherwise the joint failure
+          ``first_not_pass`` the first participant that does not abstain decides
+SCORE     ``sum``            weighted sum (``sum(100*topology, binpack)``)
+          ``min``            minimum of the weighted participants
+SCORES    ``sum`` ``min``    the same, per target, over ``{target: score}`` maps
+CHOICE    ``or``             the first participant that makes a choice (not None) decides
+          ``first_not_pass`` same as ``or`` for choices
+SET       ``intersect``      intersection of the participants that do not abstain (None),
+                             in the order of the first one (candidates may be ordered)
+          ``or``             union of the participants that do not abstain, in order
+ORDER     ``first_not_pass`` lexicographic: the first participant whose keys differ decides
+========  =================  ===============================================================
+
+Expressions are parsed and checked once, when the policy loads; errors point at the token.
+Compiled expressions are closures; binding the plugins' per-session functions is cheap.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from extender.framework.status import SUCCESS, Code, Status
+
+__all__ = ["Call", "ExprError", "Kind", "Ref", "compile_expr", "parse", "plugins_of"]
+
+
+class Kind(enum.Enum):
+    STATUS = "status"
+    SCORE = "score"
+    SCORES = "scores"  # a score per target, from one call over all targets
+    CHOICE = "choice"
+    SET = "set"
+    ORDER = "order"
+
+
+OPERATORS: dict[Kind, frozenset[str]] = {
+    Kind.STATUS: frozenset({"and", "joint", "or", "first_not_pass"}),
+    Kind.SCORE: frozenset({"sum", "min"}),
+    Kind.SCORES: frozenset({"sum", "min"}),
+    Kind.CHOICE: frozenset({"or", "first_not_pass"}),
+    Kind.SET: frozenset({"intersect", "or"}),
+    Kind.ORDER: frozenset({"first_not_pass"}),
+}
+ALL_OPERATORS = frozenset().union(*OPERATORS.values())
+
+DEFAULT_OPERATOR: dict[Kind, str] = {
+    Kind.STATUS: "joint",
+    Kind.SCORE: "sum",
+    Kind.SCORES: "sum",
+    Kind.CHOICE: "or",
+    Kind.SET: "intersect",
+    Kind.ORDER: "first_not_pass",
+}
+
+
+class ExprError(ValueError):
+    """A malformed or ill-typed expression; the message shows where."""
+
+    def __init__(self, text: str, pos: int, message: str) -> None:
+        self.text = text
+        self.pos = pos
+        self.detail = message
+        super().__init__(f"{message} at position {pos}:\n  {text}\n  {' ' * pos}^")
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    plugin: str
+    weight: float
+    pos: int
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    op: str
+    args: tuple[Node, ...]
+    pos: int
+
+
+Node = Ref | Call
+
+_TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[(),*]))")
+
+
+def _tokens(text: str) -> list[tuple[str, str, int]]:
+    out: list[tuple[str, str, int]] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            bad = pos + (len(text[pos:]) - len(text[pos:].lstrip()))
+            raise ExprError(text, bad, f"unexpected character {text[bad]!r}")
+        kind = m.lastgroup or ""
+        start = m.start(kind)
+        out.append((kind, m.group(kind), start))
+        pos = m.end()
+    return out
+
+
+def parse(text: str) -> Node:
+    """Parse an expression into a tree (no type checks; see :func:`compile_expr`)."""
+    toks = _tokens(text)
+    i = 0
+
+    def peek() -> tuple[str, str, int] | None:
+        return toks[i] if i < len(toks) else None
+
+    def take(what: str, literal: str | None = None) -> tuple[str, str, int]:
+        """Consume the next token; ``literal`` demands that exact punctuation."""
+        nonlocal i
+        tok = peek()
+        if tok is None:
+            raise ExprError(text, len(text), f"expected {what} but the expression ended")
+        if literal is not None and tok[1] != literal:
+            raise ExprError(text, tok[2], f"expected {what} but found {tok[1]!r}")
+        i += 1
+        return tok
+
+    def expr() -> Node:
+        kind, value, pos = take("an operator or a plugin name")
+        if kind == "num":
+            weight = float(value)
+            take("'*'", "*")
+            nk, nv, np_ = take("a plugin name")
+            if nk != "name":
+                raise ExprError(text, np_, f"expected a plugin name after '{value}*' but found {nv!r}")
+            if (nxt := peek()) is not None and nxt[1] == "(":
+                raise ExprError(text, np_, "a weight applies to a plugin, not to an operator")
+            return Ref(nv, weight, pos)
+        if kind != "name":
+            raise ExprError(text, pos, f"expected an operator or a plugin name but found {value!r}")
+        nxt = peek()
+        if nxt is not None and nxt[1] == "(":
+            if value not in ALL_OPERATORS:
+                raise ExprError(text, pos, f"unknown operator {value!r} (known: {', '.join(sorted(ALL_OPERATORS))})")
+            take("'('", "(")
+            args = [expr()]
+            while (nxt := peek()) is not None and nxt[1] == ",":
+                take("','", ",")
+                args.append(expr())
+            take("',' or ')'", ")")
+            return Call(value, tuple(args), pos)
+        if value in ALL_OPERATORS:
+            raise ExprError(text, pos, f"operator {value!r} needs arguments in parentheses")
+        return Ref(value, 1.0, pos)
+
+    if not toks:
+        raise ExprError(text, 0, "empty expression")
+    node = expr()
+    if i != len(toks):
+        raise ExprError(text, toks[i][2], f"unexpected {toks[i][1]!r} after the end of the expression")
+    return node
+
+
+def plugins_of(node: Node) -> list[str]:
+    """Plugin names in the order they appear."""
+    if isinstance(node, Ref):
+        return [node.plugin]
+    out: list[str] = []
+    for a in node.args:
+        out.extend(plugins_of(a))
+    return out
+
+
+def check(text: str, node: Node, kind: Kind, available: Mapping[str, bool]) -> None:
+    """Type-check ``node`` for a stage of ``kind``. ``available`` maps each plugin that is
+    enabled in the policy to whether it implements this stage."""
+    if isinstance(node, Ref):
+        if node.plugin not in available:
+            raise ExprError(text, node.pos, f"plugin {node.plugin!r} is not enabled in this policy")
+        if not available[node.plugin]:
+            raise ExprError(text, node.pos, f"plugin {node.plugin!r} does not implement this stage")
+        if node.weight != 1.0 and kind not in (Kind.SCORE, Kind.SCORES):
+            raise ExprError(text, node.pos, "weights are only allowed in score stages")
+        return
+    if node.op not in OPERATORS[kind]:
+        allowed = ", ".join(sorted(OPERATORS[kind]))
+        raise ExprError(text, node.pos, f"operator {node.op!r} cannot combine {kind.value} results (use {allowed})")
+    seen: set[str] = set()
+    for a in node.args:
+        check(text, a, kind, available)
+        for p in plugins_of(a):
+            if p in seen:
+                raise ExprError(text, node.pos, f"plugin {p!r} appears twice")
+            seen.add(p)
+
+
+# --- compilation -----------------------------------------------------------------------------
+Fn = Callable[..., Any]
+Compiled = Callable[[Mapping[str, Fn]], Fn]
+
+
+def _status_of(fn: Fn, plugin: str) -> Fn:
+    def run(*args: Any) -> Status:
+        s = fn(*args)
+        assert isinstance(s, Status), f"plugin {plugin} returned {s!r}, not a Status"
+        return s if s.ok else s.with_plugin(plugin)
+
+    return run
+
+
+def compile_expr(node: Node, kind: Kind) -> Compiled:
+    """Turn a checked tree into a binder: ``binder(fns)`` returns the stage callable."""
+    if isinstance(node, Ref):
+        name, weight = node.plugin, node.weight
+        if kind is Kind.STATUS:
+            return lambda fns: _status_of(fns[name], name)
+        if kind is Kind.SCORE and weight != 1.0:
+
+            def bind_weighted(fns: Mapping[str, Fn]) -> Fn:
+                f = fns[name]
+                return lambda *a: weight * f(*a)
+
+            return bind_weighted
+        if kind is Kind.SCORES and weight != 1.0:
+
+            def bind_weighted_map(fns: Mapping[str, Fn]) -> Fn:
+                f = fns[name]
+                return lambda *a: {k: weight * v for k, v in f(*a).items()}
+
+            return bind_weighted_map
+        return lambda fns: fns[name]
+    subs = [compile_expr(a, kind) for a in node.args]
+    op = node.op
+
+    def bind(fns: Mapping[str, Fn]) -> Fn:
+        parts = [s(fns) for s in subs]
+        return _combine(kind, op, parts)
+
+    return bind
+
+
+def _combine(kind: Kind, op: str, parts: Sequence[Fn]) -> Fn:
+    if kind is Kind.STATUS:
+        if op == "and":
+
+            def and_(*a: Any) -> Status:
+                for p in parts:
+                    s: Status = p(*a)
+                    if not s.ok:
+                        return s
+                return SUCCESS
+
+            return and_
+        if op == "joint":
+
+            def joint(*a: Any) -> Status:
+                bad = [s for s in (p(*a) for p in parts) if not s.ok]
+                if not bad:
+                    return SUCCESS
+                return bad[0] if len(bad) == 1 else Status.merge(bad)
+
+            return joint
+        if op == "or":
+
+            def or_(*a: Any) -> Status:
+                bad = []
+                for p in parts:
+                    s = p(*a)
+                    if s.code == Code.SUCCESS:
+                        return SUCCESS
+                    if not s.ok:
+                        bad.append(s)
+                return Status.merge(bad) if bad else SUCCESS
+
+            return or_
+
+        def first_not_pass(*a: Any) -> Status:
+            for p in parts:
+                s: Status = p(*a)
+                if s.code != Code.SKIP:
+                    return s
+            return SUCCESS
+
+        return first_not_pass
+    if kind is Kind.SCORE:
+        if op == "sum":
+            return lambda *a: sum(p(*a) for p in parts)
+        return lambda *a: min(p(*a) for p in parts)
+    if kind is Kind.SCORES:
+
+        def merge_maps(*a: Any) -> dict[Any, float]:
+            maps = [p(*a) for p in parts]
+            keys: set[Any] = set()
+            for m in maps:
+                keys.update(m)
+            if op == "sum":
+                return {k: sum(m.get(k, 0.0) for m in maps) for k in keys}
+            return {k: min(m.get(k, 0.0) for m in maps) for k in keys}
+
+        return merge_maps
+    if kind is Kind.CHOICE:
+
+        def choose(*a: Any) -> Any:
+            for p in parts:
+                c = p(*a)
+                if c is not None:
+                    return c
+            return None
+
+        return choose
+    if kind is Kind.SET:
+        # Sets may come as ordered sequences (candidate nodes in preferred order): the result
+        # keeps the order of the first participant that answers.
+        if op == "intersect":
+
+            def intersect(*a: Any) -> Any:
+                out: list[Any] | None = None
+                for p in parts:
+                    s = p(*a)
+                    if s is None:
+                        continue
+                    if out is None:
+                        out = list(dict.fromkeys(s))
+                    else:
+                        keep = set(s)
+                        out = [x for x in out if x in keep]
+                return None if out is None else tuple(out)
+
+            return intersect
+
+        def union(*a: Any) -> Any:
+            out: dict[Any, None] | None = None
+            for p in parts:
+                s = p(*a)
+                if s is None:
+                    continue
+                out = dict.fromkeys(s) if out is None else {**out, **dict.fromkeys(s)}
+            return None if out is None else tuple(out)
+
+        return union
+    # ORDER: lexicographic key
+    return lambda *a: tuple(p(*a) for p in parts)

@@ -1,0 +1,492 @@
+"""Snapshot, Session and Statement (seed 四; Volcano's framework without its repetition).
+
+A :class:`Snapshot` is the cache's view at one instant: it *references* the cache's objects, so
+taking one costs O(1). A :class:`Session` reads through it and keeps a copy-on-write overlay:
+the first time a statement changes a node, quota or job, that object is cloned into the session
+and only the clone changes. The cache is therefore never touched by scheduling; the session is
+thrown away at the end of the cycle, and only the intents it committed reach the API writer.
+
+A session must not live across an ``await`` (the cache changes between awaits); everything a
+session does is synchronous.
+
+:class:`Statement` is the only way to change session state. Each operation is recorded; ``discard``
+undoes them in reverse order and leaves the session exactly as before (invariant 4);
+``commit`` keeps them and returns the write intents they imply. Plugins following allocations
+(zone trackers, DRF shares) get an :class:`Event` for every operation and every undo.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.framework.intents import (
+    BindQuota,
+    BindTask,
+    ClaimQuota,
+    EvictTask,
+    Intent,
+    ReleaseClaim,
+    ReleaseQuota,
+)
+from extender.framework.policy import Policy
+from extender.framework.stages import BUNDLE_STAGES, BUNDLES, EVENT_HOOK, JOB_STAGES, BoundBundle, BoundStages, neutral
+from extender.framework.status import Status
+from extender.model.job import JobInfo, JobQueueInfo, QueueInfo
+from extender.model.node import NodeInfo
+from extender.model.quota import QuotaInfo, QuotaPhase
+from extender.model.resources import Resource
+from extender.model.task import TaskInfo, TaskStatus
+
+__all__ = ["Event", "EventKind", "FitStage", "Session", "Snapshot", "Statement", "StatementError"]
+
+
+class StatementError(RuntimeError):
+    """An operation the session's state does not allow (the action has a bug, or state drifted)."""
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """The cache at one instant. Mappings are the cache's own: never mutate through them."""
+
+    now: float
+    nodes: Mapping[str, NodeInfo]
+    node_order: Sequence[str]  # all node names by (index, name): the rank-ordered node index
+    quotas: Mapping[str, QuotaInfo]
+    jobs: Mapping[str, JobInfo]
+    task_job: Mapping[str, str]  # task uid → job key
+    queues: Mapping[str, QueueInfo] = field(default_factory=dict)
+    jobqueues: Mapping[str, JobQueueInfo] = field(default_factory=dict)
+    zones: Mapping[tuple[str, str], Sequence[str]] = field(default_factory=dict)
+    """(GPU spec, zone key) → node names in index order: the identical-spec zones."""
+    quotas_by_queue: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    backoff: Mapping[str, float] = field(default_factory=dict)  # job key → not before (epoch s)
+    stuck_cycles: Mapping[str, int] = field(default_factory=dict)  # job key → consecutive stuck cycles
+    release_count: Mapping[str, int] = field(default_factory=dict)  # job key → times its quotas were released
+    last_fix: float = 0.0  # when fix_quota_binding last ran
+    cluster_total: Resource = field(default_factory=Resource.empty)  # Σ allocatable of all nodes
+    generation: int = 0  # bumps whenever the cache changes; equal generations = same state
+
+
+class EventKind(enum.Enum):
+    CLAIM = "claim"  # task → quota
+    UNCLAIM = "unclaim"
+    BIND_QUOTA = "bind_quota"  # quota → node
+    RELEASE_QUOTA = "release_quota"
+    ALLOCATE = "allocate"  # task → node
+    EVICT = "evict"
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: EventKind
+    task: str = ""  # task uid
+    quota: str = ""
+    node: str = ""
+    undo: bool = False
+
+
+class FitStage(enum.IntEnum):
+    """The FitAction ladder of /diagnose: the first stage that stops a job."""
+
+    JOB_QUEUE = 1
+    QUOTA_ASSIGNMENT = 2
+    GANG = 3
+    ZONE_SELECTION = 4
+    NODE_PREDICATES = 5
+    BIND = 6
+
+
+@dataclass(slots=True)
+class JobVerdict:
+    """Why a job did not (fully) progress this cycle, as one rung of the ladder."""
+
+    stage: FitStage
+    status: Status
+    per_node: Mapping[str, Status] | None = None
+    quota: str = ""
+
+
+class Session:
+    def __init__(self, snap: Snapshot, policy: Policy) -> None:
+        self.snap = snap
+        self.now = snap.now
+        self.policy = policy
+        self._nodes: dict[str, NodeInfo] = {}
+        self._quotas: dict[str, QuotaInfo] = {}
+        self._jobs: dict[str, JobInfo] = {}
+        self._handlers: list[Callable[[Event], None]] = []
+        self.intents: list[Intent] = []
+        self.verdicts: dict[str, JobVerdict] = {}
+        self.notes: dict[str, Any] = {}  # per-action outputs for the caller (metrics, back-off)
+        self._by_index: dict[int, str] | None = None
+
+        per_stage: dict[str, dict[str, Callable[..., Any]]] = {}
+        for name, plugin in policy.plugins.items():
+            fns = plugin.open(self)
+            declared = plugin.STAGES
+            if set(fns) != set(declared):
+                raise StatementError(
+                    f"plugin {name} returned stages {sorted(fns)} but declares {sorted(declared)}"
+                )
+            for stage, fn in fns.items():
+                if stage == EVENT_HOOK:
+                    self._handlers.append(fn)
+                else:
+                    per_stage.setdefault(stage, {})[name] = fn
+
+        def bound(stage: str) -> Callable[..., Any]:
+            compiled = policy.stages[stage]
+            if compiled.binder is None:
+                return neutral(compiled.kind)
+            return compiled.binder(per_stage.get(stage, {}))
+
+        def bundle(b: str) -> BoundBundle:
+            fns = {s: bound(f"{b}.{s}") for s in BUNDLE_STAGES}
+            scoring = bool(policy.stages[f"{b}.node_order"].participants) or bool(
+                policy.stages[f"{b}.batch_node_order"].participants
+            )
+            best = policy.stages[f"{b}.best_n"].participants
+            first = policy.plugins.get(best[0]) if best else None
+            ranked = bool(getattr(type(first), "RANK_ORDERED_BEST_N", False))
+            return BoundBundle(name=b, has_scores=scoring, rank_ordered=ranked, **fns)
+
+        self.tq, self.qn, self.tn = (bundle(b) for b in BUNDLES)
+        self.stages = BoundStages(**{s: bound(f"job.{s}") for s in JOB_STAGES})
+
+    # --- reading (overlay first, then the snapshot) ------------------------------------------
+    def node(self, name: str) -> NodeInfo | None:
+        n = self._nodes.get(name)
+        return n if n is not None else self.snap.nodes.get(name)
+
+    def nodes(self) -> Iterator[NodeInfo]:
+        """Every node in rank order (node index ascending)."""
+        over, base = self._nodes, self.snap.nodes
+        for name in self.snap.node_order:
+            n = over.get(name)
+            yield n if n is not None else base[name]
+
+    def node_by_index(self, index: int) -> NodeInfo | None:
+        """The node with this node index (the first by name if an index is used twice)."""
+        if self._by_index is None:
+            self._by_index = {}
+            for n in self.nodes():
+                self._by_index.setdefault(n.index, n.name)
+        name = self._by_index.get(index)
+        return None if name is None else self.node(name)
+
+    def quota(self, name: str) -> QuotaInfo | None:
+        q = self._quotas.get(name)
+        return q if q is not None else self.snap.quotas.get(name)
+
+    def quotas(self) -> Iterator[QuotaInfo]:
+        over = self._quotas
+        for name, q in self.snap.quotas.items():
+            o = over.get(name)
+            yield o if o is not None else q
+
+    def quotas_of_queue(self, queue: str) -> Iterator[QuotaInfo]:
+        for name in self.snap.quotas_by_queue.get(queue, ()):
+            q = self.quota(name)
+            if q is not None:
+                yield q
+
+    def job(self, key: str) -> JobInfo | None:
+        j = self._jobs.get(key)
+        return j if j is not None else self.snap.jobs.get(key)
+
+    def jobs(self) -> Iterator[JobInfo]:
+        over = self._jobs
+        for key, j in self.snap.jobs.items():
+            o = over.get(key)
+            yield o if o is not None else j
+
+    def task(self, uid: str) -> TaskInfo | None:
+        key = self.snap.task_job.get(uid)
+        if key is None:
+            return None
+        job = self.job(key)
+        return None if job is None else job.tasks.get(uid)
+
+    def claimants(self, quota: QuotaInfo) -> Iterator[TaskInfo]:
+        """The tasks claiming ``quota``, in task-index order."""
+        tasks = [t for t in (self.task(uid) for uid in quota.claims) if t is not None]
+        tasks.sort(key=lambda t: (t.index is None, t.index or 0, t.name))
+        return iter(tasks)
+
+    def quota_index(self, quota: QuotaInfo) -> int | None:
+        """The rank of a quota within its job: the smallest task index among its claimants."""
+        best: int | None = None
+        for c in quota.claims.values():
+            if c.index is not None and (best is None or c.index < best):
+                best = c.index
+        return best
+
+    def zone_nodes(self, spec: str, zone: str) -> Sequence[str]:
+        return self.snap.zones.get((spec, zone), ())
+
+    # --- copy-on-write (Statement only) ------------------------------------------------------
+    def _mut_node(self, name: str) -> NodeInfo:
+        n = self._nodes.get(name)
+        if n is None:
+            base = self.snap.nodes.get(name)
+            if base is None:
+                raise StatementError(f"node {name} does not exist")
+            n = self._nodes[name] = base.clone()
+        return n
+
+    def _mut_quota(self, name: str) -> QuotaInfo:
+        q = self._quotas.get(name)
+        if q is None:
+            base = self.snap.quotas.get(name)
+            if base is None:
+                raise StatementError(f"quota {name} does not exist")
+            q = self._quotas[name] = base.clone()
+        return q
+
+    def _mut_job(self, key: str) -> JobInfo:
+        j = self._jobs.get(key)
+        if j is None:
+            base = self.snap.jobs.get(key)
+            if base is None:
+                raise StatementError(f"job {key} does not exist")
+            j = self._jobs[key] = base.clone()
+        return j
+
+    def _mut_task(self, uid: str) -> TaskInfo:
+        key = self.snap.task_job.get(uid)
+        if key is None:
+            raise StatementError(f"task {uid} does not exist")
+        task = self._mut_job(key).tasks.get(uid)
+        if task is None:
+            raise StatementError(f"task {uid} is not in job {key}")
+        return task
+
+    def _fire(self, event: Event) -> None:
+        for h in self._handlers:
+            h(event)
+
+    # --- results -----------------------------------------------------------------------------
+    def statement(self) -> Statement:
+        return Statement(self)
+
+    def verdict(self, job: str, stage: FitStage, status: Status, **kw: Any) -> None:
+        """Record why ``job`` stopped at ``stage`` (the lowest rung recorded wins)."""
+        prev = self.verdicts.get(job)
+        if prev is None or stage <= prev.stage:
+            self.verdicts[job] = JobVerdict(stage, status, **kw)
+
+    def touched_quotas(self) -> Mapping[str, QuotaInfo]:
+        return self._quotas
+
+    def touched_jobs(self) -> Mapping[str, JobInfo]:
+        return self._jobs
+
+    def touched_nodes(self) -> Mapping[str, NodeInfo]:
+        return self._nodes
+
+
+@dataclass(slots=True)
+class _Op:
+    kind: EventKind
+    task: str = ""
+    quota: str = ""
+    node: str = ""
+    prev_status: TaskStatus | None = None
+    prev_node: str = ""
+    prev_phase: QuotaPhase | None = None
+    reason: str = ""
+    claim: Any = None
+
+
+class Statement:
+    """A transaction over a session: record, then commit (→ intents) or discard (→ exact undo)."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.ops: list[_Op] = []
+        self._open = True
+
+    def _check_open(self) -> None:
+        if not self._open:
+            raise StatementError("statement already committed or discarded")
+
+    # --- hop ①: task → quota -----------------------------------------------------------------
+    def allocate_task_to_quota(self, task_uid: str, quota_name: str) -> None:
+        self._check_open()
+        ssn = self.ssn
+        task = ssn._mut_task(task_uid)
+        if task.quota:
+            raise StatementError(f"task {task.key} already claims quota {task.quota}")
+        quota = ssn._mut_quota(quota_name)
+        prev = task.status
+        task.transition(TaskStatus.ALLOCATED_TO_QUOTA)
+        try:
+            claim = quota.add_claim(task)
+        except Exception:
+            task.status = prev
+            raise
+        task.quota = quota_name
+        self.ops.append(_Op(EventKind.CLAIM, task=task_uid, quota=quota_name, prev_status=prev, claim=claim))
+        ssn._fire(Event(EventKind.CLAIM, task=task_uid, quota=quota_name))
+
+    def unclaim(self, task_uid: str, reason: str) -> None:
+        """Take a task's claim away (a loser of a race, or a claim that no longer fits)."""
+        self._check_open()
+        ssn = self.ssn
+        task = ssn._mut_task(task_uid)
+        if not task.quota:
+            raise StatementError(f"task {task.key} claims no quota")
+        if task.status not in (TaskStatus.PENDING, TaskStatus.ALLOCATED_TO_QUOTA):
+            raise StatementError(f"task {task.key} is {task.status}: only a pending task may lose its claim")
+        quota_name = task.quota
+        quota = ssn._mut_quota(quota_name)
+        claim = quota.remove_claim(task_uid)
+        prev = task.status
+        task.status = TaskStatus.PENDING
+        task.quota = ""
+        self.ops.append(
+            _Op(EventKind.UNCLAIM, task=task_uid, quota=quota_name, prev_status=prev, reason=reason, claim=claim)
+        )
+        ssn._fire(Event(EventKind.UNCLAIM, task=task_uid, quota=quota_name))
+
+    # --- hop ②: quota → node -----------------------------------------------------------------
+    def allocate_quota_to_node(self, quota_name: str, node_name: str, *, force: bool = False) -> None:
+        """Bind a quota. ``force`` mirrors a fact (fix_quota_binding: its pods are already there)."""
+        self._check_open()
+        ssn = self.ssn
+        quota = ssn._mut_quota(quota_name)
+        if quota.node_name:
+            raise StatementError(f"quota {quota_name} is already bound to {quota.node_name}")
+        node = ssn._mut_node(node_name)
+        node.add_quota(quota_name, quota.request, force=force)  # raises LedgerError when it does not fit
+        prev_phase = quota.phase
+        quota.node_name = node_name
+        quota.phase = QuotaPhase.BOUND
+        self.ops.append(_Op(EventKind.BIND_QUOTA, quota=quota_name, node=node_name, prev_phase=prev_phase))
+        ssn._fire(Event(EventKind.BIND_QUOTA, quota=quota_name, node=node_name))
+
+    def release_quota(self, quota_name: str, reason: str) -> None:
+        self._check_open()
+        ssn = self.ssn
+        quota = ssn._mut_quota(quota_name)
+        if not quota.node_name:
+            raise StatementError(f"quota {quota_name} is not bound")
+        node_name = quota.node_name
+        node = ssn.node(node_name)
+        if node is not None and node.has_quota(quota_name):
+            ssn._mut_node(node_name).remove_quota(quota_name)
+        prev_phase = quota.phase
+        quota.node_name = ""
+        quota.phase = QuotaPhase.EMPTY
+        self.ops.append(
+            _Op(EventKind.RELEASE_QUOTA, quota=quota_name, node=node_name, prev_phase=prev_phase, reason=reason)
+        )
+        ssn._fire(Event(EventKind.RELEASE_QUOTA, quota=quota_name, node=node_name))
+
+    # --- hop ③ / TN path: task → node --------------------------------------------------------
+    def allocate(self, task_uid: str, node_name: str) -> None:
+        self._check_open()
+        ssn = self.ssn
+        task = ssn._mut_task(task_uid)
+        prev_status, prev_node = task.status, task.node
+        node = ssn._mut_node(node_name)
+        task.transition(TaskStatus.ALLOCATED)
+        task.node = node_name
+        try:
+            node.add_task(task)  # raises LedgerError when it does not fit idle
+        except Exception:
+            task.status, task.node = prev_status, prev_node
+            raise
+        self.ops.append(
+            _Op(EventKind.ALLOCATE, task=task_uid, node=node_name, prev_status=prev_status, prev_node=prev_node)
+        )
+        ssn._fire(Event(EventKind.ALLOCATE, task=task_uid, node=node_name, quota=task.quota))
+
+    def evict(self, task_uid: str, reason: str) -> None:
+        self._check_open()
+        ssn = self.ssn
+        task = ssn._mut_task(task_uid)
+        if not task.node:
+            raise StatementError(f"task {task.key} is not on a node")
+        prev = task.status
+        task.transition(TaskStatus.RELEASING)
+        node = ssn._mut_node(task.node)
+        node.update_task(task)
+        self.ops.append(_Op(EventKind.EVICT, task=task_uid, node=task.node, prev_status=prev, reason=reason))
+        ssn._fire(Event(EventKind.EVICT, task=task_uid, node=task.node))
+
+    # --- end ---------------------------------------------------------------------------------
+    def discard(self) -> None:
+        """Undo every operation in reverse order; the session is exactly as before."""
+        self._check_open()
+        ssn = self.ssn
+        for op in reversed(self.ops):
+            k = op.kind
+            if k is EventKind.CLAIM:
+                task = ssn._mut_task(op.task)
+                ssn._mut_quota(op.quota).remove_claim(op.task)
+                task.quota = ""
+                task.status = op.prev_status or TaskStatus.PENDING
+            elif k is EventKind.UNCLAIM:
+                task = ssn._mut_task(op.task)
+                ssn._mut_quota(op.quota).restore_claim(op.claim)
+                task.quota = op.quota
+                task.status = op.prev_status or TaskStatus.ALLOCATED_TO_QUOTA
+            elif k is EventKind.BIND_QUOTA:
+                ssn._mut_node(op.node).remove_quota(op.quota)
+                quota = ssn._mut_quota(op.quota)
+                quota.node_name = ""
+                quota.phase = op.prev_phase or QuotaPhase.EMPTY
+            elif k is EventKind.RELEASE_QUOTA:
+                quota = ssn._mut_quota(op.quota)
+                node = ssn.node(op.node)
+                if node is not None:
+                    ssn._mut_node(op.node).add_quota(op.quota, quota.request, force=True)
+                quota.node_name = op.node
+                quota.phase = op.prev_phase or QuotaPhase.BOUND
+            elif k is EventKind.ALLOCATE:
+                task = ssn._mut_task(op.task)
+                ssn._mut_node(op.node).remove_task(op.task)
+                task.status = op.prev_status or TaskStatus.PENDING
+                task.node = op.prev_node
+            elif k is EventKind.EVICT:
+                task = ssn._mut_task(op.task)
+                task.status = op.prev_status or TaskStatus.RUNNING
+                ssn._mut_node(op.node).update_task(task)
+            ssn._fire(Event(k, task=op.task, quota=op.quota, node=op.node, undo=True))
+        self.ops.clear()
+        self._open = False
+
+    def commit(self) -> list[Intent]:
+        """Keep the operations; return (and add to the session) the writes they imply."""
+        self._check_open()
+        ssn = self.ssn
+        out: list[Intent] = []
+        for op in self.ops:
+            k = op.kind
+            if k is EventKind.CLAIM:
+                t = ssn.task(op.task)
+                assert t is not None
+                out.append(ClaimQuota(t.uid, t.namespace, t.name, op.quota))
+            elif k is EventKind.UNCLAIM:
+                t = ssn.task(op.task)
+                assert t is not None
+                out.append(ReleaseClaim(t.uid, t.namespace, t.name, op.quota, op.reason))
+            elif k is EventKind.BIND_QUOTA:
+                out.append(BindQuota(op.quota, op.node))
+            elif k is EventKind.RELEASE_QUOTA:
+                out.append(ReleaseQuota(op.quota, op.node, op.reason))
+            elif k is EventKind.ALLOCATE:
+                t = ssn.task(op.task)
+                assert t is not None
+                out.append(BindTask(t.uid, t.namespace, t.name, op.node, t.quota))
+            elif k is EventKind.EVICT:
+                t = ssn.task(op.task)
+                assert t is not None
+                out.append(EvictTask(t.uid, t.namespace, t.name, op.node, op.reason))
+        self._open = False
+        ssn.intents.extend(out)
+        return out

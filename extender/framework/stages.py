@@ -1,0 +1,106 @@
+"""The stage catalog and the three function bundles TQ, QN, TN (seed 四 ①).
+
+Every extension point has an id ``<bundle>.<stage>`` and a :class:`~extender.framework.expr.Kind`.
+The bundles share one mechanism: six stages, each combining the plugins that implement it by the
+expression the policy gives (or the default operator over every enabled plugin that has it).
+
+Signatures (``item`` is a task for TQ/TN and a quota for QN; ``target`` is a quota for TQ and a
+node for QN/TN)::
+
+    select(item, target)            -> Status   cheap first filter (labels, queue)
+    pre_predicate(item)             -> Status   once per item, before any target
+    predicate(item, target)         -> Status   veto filter
+    node_order(item, target)        -> float    score
+    batch_node_order(item, targets) -> {name: float}
+    best_n(item, ranked)            -> target | None   ranked = [(target, score)], best first
+
+Job-level stages::
+
+    job.order(job) / job.queue_order(queue) / job.task_order(task) -> sort key (tuple)
+    job.enqueueable(job) -> Status    may the job's tasks take quotas now (JobQueue, queue state)
+    job.valid(job)       -> Status    is the job complete enough to schedule (gang: ≥ minMember tasks)
+    job.tq_ready(job)    -> Status    after allocate_job: enough tasks hold quotas to commit
+    job.quota_allocate(job) -> Status the commit gate of allocate_zone/allocate_quota
+    job.zone_candidates(job, quota) -> (node, …) | None   nodes the next quota may use, in order
+    job.victims(preemptor, candidates) -> frozenset[task uid] | None   who may be evicted
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from extender.framework.expr import Kind
+from extender.framework.status import SUCCESS
+
+__all__ = ["BUNDLES", "BUNDLE_STAGES", "EVENT_HOOK", "STAGES", "BoundBundle", "BoundStages"]
+
+BUNDLES = ("tq", "qn", "tn")
+BUNDLE_STAGES: dict[str, Kind] = {
+    "select": Kind.STATUS,
+    "pre_predicate": Kind.STATUS,
+    "predicate": Kind.STATUS,
+    "node_order": Kind.SCORE,
+    "batch_node_order": Kind.SCORES,
+    "best_n": Kind.CHOICE,
+}
+JOB_STAGES: dict[str, Kind] = {
+    "order": Kind.ORDER,
+    "queue_order": Kind.ORDER,
+    "task_order": Kind.ORDER,
+    "enqueueable": Kind.STATUS,
+    "valid": Kind.STATUS,
+    "tq_ready": Kind.STATUS,
+    "quota_allocate": Kind.STATUS,
+    "zone_candidates": Kind.SET,
+    "victims": Kind.SET,
+}
+
+STAGES: dict[str, Kind] = {f"{b}.{s}": k for b in BUNDLES for s, k in BUNDLE_STAGES.items()}
+STAGES.update({f"job.{s}": k for s, k in JOB_STAGES.items()})
+
+EVENT_HOOK = "events"
+"""Not a stage: a plugin may return ``{"events": handler}`` to follow the statement's operations."""
+
+def neutral(kind: Kind) -> Callable[..., Any]:
+    """What a stage evaluates to when no enabled plugin implements it."""
+    if kind is Kind.STATUS:
+        return lambda *a: SUCCESS
+    if kind is Kind.SCORE:
+        return lambda *a: 0.0
+    if kind is Kind.SCORES:
+        return lambda *a: {}
+    if kind is Kind.CHOICE:
+        return lambda *a: None
+    if kind is Kind.SET:
+        return lambda *a: None
+    return lambda *a: ()
+
+
+@dataclass(slots=True)
+class BoundBundle:
+    """One bundle (TQ, QN or TN) with its six stages bound to this session's plugin functions."""
+
+    name: str
+    select: Callable[[Any, Any], Any]
+    pre_predicate: Callable[[Any], Any]
+    predicate: Callable[[Any, Any], Any]
+    node_order: Callable[[Any, Any], float]
+    batch_node_order: Callable[[Any, Any], Mapping[str, float]]
+    best_n: Callable[[Any, Any], Any]
+    has_scores: bool  # whether any plugin scores (lets actions skip scoring entirely)
+    rank_ordered: bool  # best_n is decided first by a rank-ordered plugin (first feasible wins)
+
+
+@dataclass(slots=True)
+class BoundStages:
+    order: Callable[[Any], Any]
+    queue_order: Callable[[Any], Any]
+    task_order: Callable[[Any], Any]
+    enqueueable: Callable[[Any], Any]
+    valid: Callable[[Any], Any]
+    tq_ready: Callable[[Any], Any]
+    quota_allocate: Callable[[Any], Any]
+    zone_candidates: Callable[[Any, Any], Any]
+    victims: Callable[[Any, Any], Any]

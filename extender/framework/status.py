@@ -1,0 +1,169 @@
+"""Typed outcomes shared by plugins, the extender's failure maps, PodGroup conditions and /diagnose.
+
+A :class:`Status` is what a filtering or gating stage returns. Its :class:`Code` maps one-to-one
+onto the extender protocol: ``UNSCHEDULABLE`` → ``FailedNodes`` (preemption may help),
+``UNSCHEDULABLE_AND_UNRESOLVABLE`` → ``FailedAndUnresolvableNodes``, ``ERROR`` → ``Error``.
+Each failure carries a :class:`Reason` from one vocabulary, so the text an operator reads in
+``kubectl describe pod``, in a PodGroup condition and in ``/diagnose`` is the same.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+__all__ = ["SKIP", "SUCCESS", "Code", "Failure", "Reason", "Status", "summarize"]
+
+
+class Code(enum.IntEnum):
+    """Severity-ordered: merging statuses keeps the highest code."""
+
+    SUCCESS = 0
+    SKIP = 1  # the plugin abstains (not relevant here); counts as a pass
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    ERROR = 4
+
+
+class Reason(enum.Enum):
+    """The one reason vocabulary (seed 六 6.4). Values are the CamelCase words users see."""
+
+    # admission and quotas (hop ①)
+    JOB_BLOCKED_BY_JOB_QUEUE = "JobBlockedByJobQueue"
+    QUEUE_CLOSED = "QueueClosed"
+    QUEUE_NOT_FOUND = "QueueNotFound"
+    NO_QUOTA = "NoQuota"
+    INSUFFICIENT_QUOTA = "InsufficientQuota"
+    QUOTA_RESERVED = "QuotaReserved"
+    POD_QUOTA_AFFINITY_NOT_MATCH = "PodQuotaAffinityNotMatch"
+    QUOTA_QUEUE_MISMATCH = "QuotaQueueMismatch"
+    QUOTA_SPEC_MISMATCH = "QuotaSpecMismatch"
+    QUOTA_NOT_FOUND = "QuotaNotFound"
+    # gang
+    WAITING_FOR_GANG = "WaitingForGang"
+    GANG_NOT_READY = "GangNotReady"
+    # quota → node (hop ②)
+    QUOTA_NOT_BOUND = "QuotaNotBound"
+    QUOTA_BOUND_ELSEWHERE = "QuotaBoundElsewhere"
+    NODE_NOT_READY = "NodeNotReady"
+    NODE_UNSCHEDULABLE = "NodeUnschedulable"
+    NODE_NOT_FOUND = "NodeNotFound"
+    NODE_SELECTOR_MISMATCH = "NodeSelectorMismatch"
+    NODE_AFFINITY_MISMATCH = "NodeAffinityMismatch"
+    TAINT_NOT_TOLERATED = "TaintNotTolerated"
+    INSUFFICIENT_QUOTA_IDLE = "InsufficientQuotaIdle"
+    QUOTA_IDLE_AFTER_RELEASE = "QuotaIdleOnlyAfterRelease"
+    QUOTA_AFFINITY_NOT_MATCH = "QuotaAffinityNotMatch"
+    QUOTA_ANTI_AFFINITY = "QuotaAntiAffinity"
+    NO_ZONE_FITS = "NoZoneFits"
+    ZONE_MISMATCH = "ZoneMismatch"
+    NO_RDMA_ZONE = "NoRDMAZone"
+    SPEC_MISMATCH = "SpecMismatch"
+    TOPOLOGY_ORDER = "TopologyOrder"
+    STATIC_BIND_NODE_NOT_READY = "StaticBindNodeNotReady"
+    STORAGE_NOT_READY = "StorageNotReady"
+    # pod → node (hop ③)
+    INSUFFICIENT_IDLE = "InsufficientIdle"
+    LOWER_PRIORITY_PODS_USE_NODE = "LowerPriorityPodsUseNode"
+    SPOT_POOL_EXHAUSTED = "SpotPoolExhausted"
+    BIND_FAILED = "BindFailed"
+    # release / back-off
+    RELEASED_UNSCHEDULABLE = "QuotaReleasedUnschedulable"
+    BACKOFF = "BackOff"
+    # service state
+    CACHE_NOT_SYNCED = "CacheNotSynced"
+    UNKNOWN_POD = "UnknownPod"
+    INTERNAL = "InternalError"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    reason: Reason
+    detail: str = ""
+    plugin: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.reason.value}({self.detail})" if self.detail else self.reason.value
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code
+    failures: tuple[Failure, ...] = ()
+
+    # --- constructors ------------------------------------------------------------------------
+    @staticmethod
+    def unschedulable(reason: Reason, detail: str = "", plugin: str = "") -> Status:
+        return Status(Code.UNSCHEDULABLE, (Failure(reason, detail, plugin),))
+
+    @staticmethod
+    def unresolvable(reason: Reason, detail: str = "", plugin: str = "") -> Status:
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (Failure(reason, detail, plugin),))
+
+    @staticmethod
+    def error(detail: str, plugin: str = "") -> Status:
+        return Status(Code.ERROR, (Failure(Reason.INTERNAL, detail, plugin),))
+
+    # --- reading -----------------------------------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        return self.code <= Code.SKIP
+
+    @property
+    def reason(self) -> Reason | None:
+        return self.failures[0].reason if self.failures else None
+
+    def with_plugin(self, plugin: str) -> Status:
+        if not self.failures or all(f.plugin for f in self.failures):
+            return self
+        return Status(self.code, tuple(f if f.plugin else Failure(f.reason, f.detail, plugin) for f in self.failures))
+
+    def message(self) -> str:
+        """The text a person reads: ``InsufficientQuotaIdle(nvidia.com/gpu 8 > 7); TaintNotTolerated(...)``."""
+        if self.ok:
+            return "Success"
+        return "; ".join(str(f) for f in self.failures) or self.code.name
+
+    def __str__(self) -> str:
+        return self.message()
+
+    @staticmethod
+    def merge(statuses: Iterable[Status]) -> Status:
+        """Joint outcome: the highest code, all failures in order."""
+        code = Code.SUCCESS
+        failures: list[Failure] = []
+        for s in statuses:
+            code = max(code, s.code)
+            if not s.ok:
+                failures.extend(s.failures)
+        if code == Code.SKIP:
+            code = Code.SUCCESS
+        return Status(code, tuple(failures))
+
+
+SUCCESS = Status(Code.SUCCESS)
+SKIP = Status(Code.SKIP)
+
+
+def summarize(per_node: Mapping[str, Status], *, limit: int = 6) -> list[str]:
+    """Aggregate per-node failures the way /diagnose and events show them.
+
+    ``{"n0": InsufficientQuotaIdle(...), "n1": same, "n2": NodeNotReady}`` →
+    ``["2 nodes: InsufficientQuotaIdle(nvidia.com/gpu 8 > 7)", "1 node: NodeNotReady"]``.
+    """
+    counts: Counter[str] = Counter()
+    for status in per_node.values():
+        if not status.ok:
+            counts[status.message()] += 1
+    out = []
+    for msg, n in counts.most_common(limit):
+        out.append(f"{n} node{'s' if n != 1 else ''}: {msg}")
+    rest = len(counts) - limit
+    if rest > 0:
+        out.append(f"… and {rest} other reason{'s' if rest != 1 else ''}")
+    return out

@@ -1,0 +1,130 @@
+"""Jobs (PodGroups, or a lone pod as a job of one), queues and job queues."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from extender.model.resources import Resource
+from extender.model.selectors import LabelSelector
+from extender.model.task import TaskInfo, TaskStatus
+
+__all__ = ["JobInfo", "JobPhase", "JobQueueInfo", "QueueInfo"]
+
+
+class JobPhase(enum.Enum):
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    UNKNOWN = "Unknown"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(slots=True)
+class JobInfo:
+    key: str  # "namespace/name"
+    namespace: str
+    name: str
+    queue: str = ""
+    min_member: int = 1
+    priority: int = 0
+    priority_class: str = ""
+    has_podgroup: bool = False  # False: a lone pod, a job of one
+    podgroup_missing: bool = False  # pods name a group whose PodGroup does not exist (yet)
+    labels: dict[str, str] = field(default_factory=dict)
+    created: float = 0.0
+    topology_override: bool | None = None  # None: automatic (on when a task requests rdma/*)
+    strict_order: bool = False  # node index must ascend with task index
+    affinity_key: str = ""  # topology-affinity-key: jobs sharing it gather in one zone
+    phase: JobPhase = JobPhase.PENDING
+    resource_version: str = ""
+    tasks: dict[str, TaskInfo] = field(default_factory=dict)
+
+    # --- topology ----------------------------------------------------------------------------
+    @property
+    def needs_rdma(self) -> bool:
+        return any(t.rdma for t in self.tasks.values())
+
+    @property
+    def topology(self) -> bool:
+        """Topology scheduling on: requested explicitly, or automatically by an rdma/* request."""
+        if self.topology_override is not None:
+            return self.topology_override
+        return self.needs_rdma
+
+    # --- tasks -------------------------------------------------------------------------------
+    def add_task(self, task: TaskInfo) -> None:
+        self.tasks[task.uid] = task
+
+    def alive_tasks(self) -> Iterator[TaskInfo]:
+        return (t for t in self.tasks.values() if t.is_alive())
+
+    def tasks_in(self, *statuses: TaskStatus) -> list[TaskInfo]:
+        wanted = frozenset(statuses)
+        return [t for t in self.tasks.values() if t.status in wanted]
+
+    def ordered_tasks(self) -> list[TaskInfo]:
+        """Alive tasks by task index (tasks without an index last, by name)."""
+        return sorted(
+            self.alive_tasks(),
+            key=lambda t: (t.index is None, t.index if t.index is not None else 0, t.name),
+        )
+
+    def request(self) -> Resource:
+        return Resource.total(t.request for t in self.alive_tasks())
+
+    def is_single(self) -> bool:
+        return not self.has_podgroup and len(self.tasks) <= 1
+
+    def clone(self) -> JobInfo:
+        j = JobInfo.__new__(JobInfo)
+        j.key = self.key
+        j.namespace = self.namespace
+        j.name = self.name
+        j.queue = self.queue
+        j.min_member = self.min_member
+        j.priority = self.priority
+        j.priority_class = self.priority_class
+        j.has_podgroup = self.has_podgroup
+        j.podgroup_missing = self.podgroup_missing
+        j.labels = self.labels
+        j.created = self.created
+        j.topology_override = self.topology_override
+        j.strict_order = self.strict_order
+        j.affinity_key = self.affinity_key
+        j.phase = self.phase
+        j.resource_version = self.resource_version
+        j.tasks = {uid: t.clone() for uid, t in self.tasks.items()}
+        return j
+
+
+@dataclass(slots=True)
+class QueueInfo:
+    name: str
+    weight: int = 1
+    capability: Resource | None = None  # None: unlimited
+    reclaimable: bool = True
+    open: bool = True
+    resource_version: str = ""
+
+
+@dataclass(slots=True)
+class JobQueueInfo:
+    """A priority sub-queue selecting jobs by label; closed or full means its jobs wait."""
+
+    name: str
+    selector: LabelSelector
+    namespaces: tuple[str, ...] = ()
+    priority: int = 0
+    open: bool = True
+    max_running: int | None = None
+    resource_version: str = ""
+
+    def selects(self, job: JobInfo) -> bool:
+        if self.namespaces and job.namespace not in self.namespaces:
+            return False
+        return self.selector.matches(job.labels)

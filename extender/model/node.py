@@ -1,0 +1,274 @@
+"""Nodes and their two ledgers (seed 2.8).
+
+Two ledgers per node, never mixed:
+
+* the **pod ledger**: ``used`` (requests of tasks placed here), ``idle = allocatable − used``,
+  ``releasing`` (tasks being deleted, still counted in ``used``), ``pipelined`` (tasks promised the
+  space that ``releasing`` will free; not in ``used``), ``future_idle = idle + releasing − pipelined``;
+* the **quota ledger**: ``quota_allocated[q]`` (request of each quota bound here) and
+  ``quota_idle = allocatable − Σ quota_allocated``.
+
+A task that reaches its node through a quota consumes the pod ledger when it is placed; its
+quota consumed the quota ledger when the quota was bound. A spot task (TN path) consumes only the
+pod ledger. The two paths never count the same resource twice.
+
+All mutation goes through the methods below, which keep every derived field exact; ``check()``
+recomputes everything from scratch and raises on any drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from extender.model.resources import Resource, Shortfall
+from extender.model.selectors import Taint
+from extender.model.task import ON_NODE, TaskInfo, TaskStatus
+
+__all__ = ["LedgerError", "NodeCondition", "NodeInfo", "NodeTask"]
+
+
+class LedgerError(RuntimeError):
+    """An operation that would make a ledger wrong (double add, remove of an absent entry, overcommit)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCondition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    heartbeat: float = 0.0  # lastHeartbeatTime, epoch seconds
+    transition: float = 0.0  # lastTransitionTime, epoch seconds
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTask:
+    """What the node remembers of a task: enough to reverse its effect on the ledger exactly."""
+
+    status: TaskStatus
+    request: Resource
+    job: str
+    quota: str
+    priority: int
+    preemptible: bool
+    spot_pool: str = ""
+    started: float = 0.0
+    priority_class: str = ""
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    name: str
+    allocatable: Resource
+    index: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+    spec: str = ""  # GPU spec code ("" = none)
+    zone: str = ""  # RDMA zone key ("" = no RDMA topology known)
+    conditions: dict[str, NodeCondition] = field(default_factory=dict)
+    ready_since: float = 0.0  # lastTransitionTime of the Ready condition
+    resource_version: str = ""
+
+    # pod ledger (start empty: tasks are added through add_task)
+    used: Resource = field(init=False)
+    idle: Resource = field(init=False)
+    releasing: Resource = field(init=False)
+    pipelined: Resource = field(init=False)
+    tasks: dict[str, NodeTask] = field(init=False)
+
+    # quota ledger (starts empty: quotas are added through add_quota)
+    quota_idle: Resource = field(init=False)
+    quota_allocated: dict[str, Resource] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.used = Resource.empty()
+        self.idle = self.allocatable.clone()
+        self.releasing = Resource.empty()
+        self.pipelined = Resource.empty()
+        self.tasks = {}
+        self.quota_idle = self.allocatable.clone()
+        self.quota_allocated = {}
+
+    def set_allocatable(self, allocatable: Resource) -> None:
+        """The device plugin changed what the node advertises: rebase both ledgers on it."""
+        self.allocatable = allocatable
+        self.idle = allocatable - self.used
+        self.quota_idle = allocatable - Resource.total(self.quota_allocated.values())
+
+    # --- derived -----------------------------------------------------------------------------
+    @property
+    def future_idle(self) -> Resource:
+        out = self.idle + self.releasing
+        out.isub(self.pipelined)
+        return out
+
+    def schedulable(self) -> bool:
+        return self.ready and not self.unschedulable
+
+    # --- quota ledger ------------------------------------------------------------------------
+    def quota_fits(self, request: Resource) -> list[Shortfall]:
+        """Why a quota of ``request`` does not fit ``quota_idle`` (empty list: it fits)."""
+        return request.shortfalls(self.quota_idle)
+
+    def add_quota(self, name: str, request: Resource, *, force: bool = False) -> None:
+        """Bind quota ``name`` here: ``quota_idle −= request``.
+
+        Refuses (LedgerError) when the quota is already here or does not fit, unless ``force`` —
+        used only when mirroring what the API says is already true (a drifted binding).
+        """
+        if name in self.quota_allocated:
+            raise LedgerError(f"node {self.name}: quota {name} is already bound here")
+        if not force:
+            short = self.quota_fits(request)
+            if short:
+                raise LedgerError(
+                    f"node {self.name}: quota {name} does not fit quota_idle: " + ", ".join(map(str, short))
+                )
+        self.quota_allocated[name] = request
+        self.quota_idle.isub(request)
+
+    def remove_quota(self, name: str) -> Resource:
+        """Unbind quota ``name``: its request goes back to ``quota_idle``."""
+        request = self.quota_allocated.pop(name, None)
+        if request is None:
+            raise LedgerError(f"node {self.name}: quota {name} is not bound here")
+        self.quota_idle.iadd(request)
+        return request
+
+    def update_quota(self, name: str, request: Resource, *, force: bool = False) -> None:
+        """Change the request of a quota bound here (its spec changed)."""
+        old = self.remove_quota(name)
+        try:
+            self.add_quota(name, request, force=force)
+        except LedgerError:
+            self.add_quota(name, old, force=True)
+            raise
+
+    def has_quota(self, name: str) -> bool:
+        return name in self.quota_allocated
+
+    # --- pod ledger --------------------------------------------------------------------------
+    def task_fits(self, request: Resource) -> list[Shortfall]:
+        """Why a task of ``request`` does not fit ``idle`` (empty list: it fits)."""
+        return request.shortfalls(self.idle)
+
+    def add_task(self, task: TaskInfo, *, force: bool = False) -> None:
+        """Account for ``task`` placed here, according to its status."""
+        if task.uid in self.tasks:
+            raise LedgerError(f"node {self.name}: task {task.key} is already accounted here")
+        status = task.status
+        if status is TaskStatus.PIPELINED:
+            self.pipelined.iadd(task.request)
+        elif status in ON_NODE:
+            if not force:
+                short = task.request.shortfalls(self.idle)
+                if short:
+                    raise LedgerError(
+                        f"node {self.name}: task {task.key} does not fit idle: " + ", ".join(map(str, short))
+                    )
+            self.idle.isub(task.request)
+            self.used.iadd(task.request)
+            if status is TaskStatus.RELEASING:
+                self.releasing.iadd(task.request)
+        else:
+            raise LedgerError(f"node {self.name}: task {task.key} in status {status} is not on a node")
+        self.tasks[task.uid] = NodeTask(
+            status,
+            task.request,
+            task.job,
+            task.quota,
+            task.priority,
+            task.preemptible,
+            task.spot_pool,
+            task.started,
+            task.priority_class,
+        )
+
+    def remove_task(self, uid: str) -> None:
+        rec = self.tasks.pop(uid, None)
+        if rec is None:
+            raise LedgerError(f"node {self.name}: task {uid} is not accounted here")
+        if rec.status is TaskStatus.PIPELINED:
+            self.pipelined.isub(rec.request)
+            return
+        self.idle.iadd(rec.request)
+        self.used.isub(rec.request)
+        if rec.status is TaskStatus.RELEASING:
+            self.releasing.isub(rec.request)
+
+    def update_task(self, task: TaskInfo, *, force: bool = True) -> None:
+        """Re-account a task whose status changed (e.g. Running → Releasing)."""
+        self.remove_task(task.uid)
+        self.add_task(task, force=force)
+
+    def has_task(self, uid: str) -> bool:
+        return uid in self.tasks
+
+    def task_status(self, uid: str) -> TaskStatus | None:
+        rec = self.tasks.get(uid)
+        return rec.status if rec else None
+
+    # --- copies and checks -------------------------------------------------------------------
+    def clone(self) -> NodeInfo:
+        n = NodeInfo.__new__(NodeInfo)
+        n.name = self.name
+        n.allocatable = self.allocatable
+        n.index = self.index
+        n.labels = self.labels
+        n.annotations = self.annotations
+        n.taints = self.taints
+        n.ready = self.ready
+        n.unschedulable = self.unschedulable
+        n.spec = self.spec
+        n.zone = self.zone
+        n.conditions = self.conditions
+        n.ready_since = self.ready_since
+        n.resource_version = self.resource_version
+        n.used = self.used.clone()
+        n.idle = self.idle.clone()
+        n.releasing = self.releasing.clone()
+        n.pipelined = self.pipelined.clone()
+        n.tasks = dict(self.tasks)  # records are immutable
+        n.quota_idle = self.quota_idle.clone()
+        n.quota_allocated = dict(self.quota_allocated)
+        return n
+
+    def ledger_state(self) -> tuple[object, ...]:
+        """Everything the ledgers hold, for field-by-field equality checks."""
+        return (
+            self.used,
+            self.idle,
+            self.releasing,
+            self.pipelined,
+            self.quota_idle,
+            tuple(sorted((k, v) for k, v in self.quota_allocated.items())),
+            tuple(sorted((uid, r.status.value, r.request) for uid, r in self.tasks.items())),
+        )
+
+    def check(self) -> None:
+        """Recompute every derived ledger field from its parts; raise LedgerError on drift."""
+        used = Resource.empty()
+        releasing = Resource.empty()
+        pipelined = Resource.empty()
+        for rec in self.tasks.values():
+            if rec.status is TaskStatus.PIPELINED:
+                pipelined.iadd(rec.request)
+            else:
+                used.iadd(rec.request)
+                if rec.status is TaskStatus.RELEASING:
+                    releasing.iadd(rec.request)
+        quota_total = Resource.total(self.quota_allocated.values())
+        problems = []
+        if used != self.used:
+            problems.append(f"used {self.used} != Σ tasks {used}")
+        if self.allocatable - used != self.idle:
+            problems.append(f"idle {self.idle} != allocatable − used {self.allocatable - used}")
+        if releasing != self.releasing:
+            problems.append(f"releasing {self.releasing} != Σ releasing tasks {releasing}")
+        if pipelined != self.pipelined:
+            problems.append(f"pipelined {self.pipelined} != Σ pipelined tasks {pipelined}")
+        if self.allocatable - quota_total != self.quota_idle:
+            problems.append(f"quota_idle {self.quota_idle} != allocatable − Σ quotas {self.allocatable - quota_total}")
+        if problems:
+            raise LedgerError(f"node {self.name}: " + "; ".join(problems))

@@ -1,0 +1,276 @@
+"""Quotas: logical resource containers that tasks claim (hop ①) and that get bound to nodes (hop ②).
+
+A quota's ``request`` (plus its ``shadow`` oversell pool) bounds what the tasks claiming it may
+ask for together (invariant 3) — for the resource names the quota declares. A quota of
+``{nvidia.com/gpu: 8, rdma/hca: 8}`` governs GPUs and HCAs; the CPU and memory its pods ask for
+are not its business (they are checked against the node at hop ③). A claim records the task's
+request projected onto the quota's names. Its placement is ``node_name``; its lifecycle is ``phase``
+(``QuotaEmpty`` → ``QuotaBound`` → back to ``QuotaEmpty``). ``reserved`` keeps the place of a
+preempted or deleted task for a while so that its restarted pod gets the same quota back
+(seed 2.4 ②).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from extender.model.resources import Resource, Shortfall
+from extender.model.selectors import LabelSelector, NodeAffinity, Toleration
+from extender.model.task import TaskInfo
+
+__all__ = [
+    "ClaimError",
+    "PodQuotaAffinity",
+    "QuotaAffinityTerm",
+    "QuotaClaim",
+    "QuotaInfo",
+    "QuotaPhase",
+    "ReservedTask",
+    "StaticBindStatus",
+]
+
+
+class QuotaPhase(enum.Enum):
+    EMPTY = "QuotaEmpty"
+    BOUND = "QuotaBound"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ClaimError(RuntimeError):
+    """A claim that would break invariant 3 (claims exceed request + shadow) or a bad claim edit."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaAffinityTerm:
+    """Selects quotas by name or by label; a term with both matches either."""
+
+    quota_names: tuple[str, ...] = ()
+    selector: LabelSelector | None = None
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        if name in self.quota_names:
+            return True
+        return self.selector is not None and self.selector.matches(labels)
+
+    def describe(self) -> str:
+        parts = []
+        if self.quota_names:
+            parts.append("quotas " + ",".join(self.quota_names))
+        if self.selector is not None:
+            parts.append("quotas matching a label selector")
+        return " or ".join(parts) or "nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class PodQuotaAffinity:
+    """Pod→quota affinity: only pods matching ``selector`` (in ``namespaces``, if any) may claim."""
+
+    selector: LabelSelector
+    namespaces: tuple[str, ...] = ()
+
+    def admits(self, task: TaskInfo) -> bool:
+        if self.namespaces and task.namespace not in self.namespaces:
+            return False
+        return self.selector.matches(task.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class StaticBindStatus:
+    node_name: str
+    bound: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaClaim:
+    """A task claiming a quota (one entry of ``status.tasks``)."""
+
+    uid: str
+    namespace: str
+    name: str
+    job: str
+    index: int | None
+    request: Resource
+    created: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReservedTask:
+    """A place kept for a task that was preempted or deleted (seed 2.4 ②)."""
+
+    job: str
+    index: int | None
+    namespace: str
+    pod_name: str
+    pod_uid: str
+    reason: str  # Preempted | Deleted | Evicted | Failed
+    expires_at: float  # epoch seconds
+    request: Resource = field(default_factory=Resource.empty)  # what the slot keeps free
+
+    def admits(self, task: TaskInfo) -> bool:
+        """Whether ``task`` is the restarted pod this reservation waits for."""
+        if task.namespace != self.namespace:
+            return False
+        if task.inherit_from and task.inherit_from == self.pod_name:
+            return True
+        return task.job == self.job and task.index is not None and task.index == self.index
+
+    def expired(self, now: float) -> bool:
+        return now >= self.expires_at
+
+
+@dataclass(slots=True)
+class QuotaInfo:
+    name: str
+    queue: str
+    request: Resource
+    labels: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    node_affinity: NodeAffinity | None = None
+    quota_affinity: tuple[QuotaAffinityTerm, ...] = ()
+    quota_anti_affinity: tuple[QuotaAffinityTerm, ...] = ()
+    pod_affinity: PodQuotaAffinity | None = None
+    shared_queues: tuple[str, ...] = ()
+    static_bind_node: str = ""
+    spec: str = ""  # GPU spec code from the nodeSelector ("" = any)
+    created: float = 0.0
+    resource_version: str = ""
+    generation: int = 0
+
+    # status
+    phase: QuotaPhase = QuotaPhase.EMPTY
+    node_name: str = ""
+    shadow: Resource = field(default_factory=Resource.empty)
+    static_bind_status: StaticBindStatus | None = None
+    claims: dict[str, QuotaClaim] = field(default_factory=dict)
+    allocated: Resource = field(default_factory=Resource.empty)  # Σ claim requests, kept exact
+    reserved: tuple[ReservedTask, ...] = ()
+    reason: str = ""
+    message: str = ""
+
+    # --- capacity ----------------------------------------------------------------------------
+    @property
+    def capacity(self) -> Resource:
+        """What claims may add up to: ``request + shadow``."""
+        return self.request + self.shadow
+
+    def claim_shortfalls(
+        self, request: Resource, *, task: TaskInfo | None = None, now: float | None = None
+    ) -> list[Shortfall]:
+        """Why a task of ``request`` cannot join the current claims (empty: it can).
+
+        With ``now`` given, unexpired reservations keep their slots free for the task they wait
+        for: they count against every other task.
+        """
+        free = self.capacity
+        free.isub(self.allocated)
+        if now is not None:
+            for r in self.reserved:
+                if not r.expired(now) and (task is None or not r.admits(task)):
+                    free.isub(self.governed(r.request))
+        return self.governed(request).shortfalls(free)
+
+    def governed(self, request: Resource) -> Resource:
+        """``request`` restricted to the resource names this quota declares."""
+        names = self.request.q.keys() | self.shadow.q.keys()
+        return Resource({k: v for k, v in request.q.items() if k in names})
+
+    def serves_queue(self, queue: str) -> bool:
+        return queue == self.queue or queue in self.shared_queues
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node_name)
+
+    # --- claims ------------------------------------------------------------------------------
+    def add_claim(self, task: TaskInfo, *, force: bool = False) -> QuotaClaim:
+        if task.uid in self.claims:
+            raise ClaimError(f"quota {self.name}: task {task.key} already claims it")
+        if not force:
+            short = self.claim_shortfalls(task.request)
+            if short:
+                raise ClaimError(
+                    f"quota {self.name}: task {task.key} does not fit: " + ", ".join(map(str, short))
+                )
+        request = self.governed(task.request)
+        claim = QuotaClaim(task.uid, task.namespace, task.name, task.job, task.index, request, task.created)
+        self.claims[task.uid] = claim
+        self.allocated.iadd(request)
+        return claim
+
+    def remove_claim(self, uid: str) -> QuotaClaim:
+        claim = self.claims.pop(uid, None)
+        if claim is None:
+            raise ClaimError(f"quota {self.name}: task {uid} does not claim it")
+        self.allocated.isub(claim.request)
+        return claim
+
+    def restore_claim(self, claim: QuotaClaim) -> None:
+        """Put back a claim removed earlier (undo of remove_claim)."""
+        if claim.uid in self.claims:
+            raise ClaimError(f"quota {self.name}: task {claim.uid} already claims it")
+        self.claims[claim.uid] = claim
+        self.allocated.iadd(claim.request)
+
+    def over_claimed(self) -> list[Shortfall]:
+        """Invariant 3 check: how Σ claims exceeds request + shadow (empty when it holds)."""
+        return self.allocated.shortfalls(self.capacity)
+
+    # --- reservations ------------------------------------------------------------------------
+    def reservation_for(self, task: TaskInfo, now: float) -> ReservedTask | None:
+        for r in self.reserved:
+            if not r.expired(now) and r.admits(task):
+                return r
+        return None
+
+    def live_reservations(self, now: float) -> tuple[ReservedTask, ...]:
+        return tuple(r for r in self.reserved if not r.expired(now))
+
+    def is_idle(self, now: float) -> bool:
+        """No claims and no live reservations: nothing holds this quota's place."""
+        return not self.claims and not self.live_reservations(now)
+
+    # --- copies ------------------------------------------------------------------------------
+    def clone(self) -> QuotaInfo:
+        q = QuotaInfo.__new__(QuotaInfo)
+        q.name = self.name
+        q.queue = self.queue
+        q.request = self.request
+        q.labels = self.labels
+        q.node_selector = self.node_selector
+        q.tolerations = self.tolerations
+        q.node_affinity = self.node_affinity
+        q.quota_affinity = self.quota_affinity
+        q.quota_anti_affinity = self.quota_anti_affinity
+        q.pod_affinity = self.pod_affinity
+        q.shared_queues = self.shared_queues
+        q.static_bind_node = self.static_bind_node
+        q.spec = self.spec
+        q.created = self.created
+        q.resource_version = self.resource_version
+        q.generation = self.generation
+        q.phase = self.phase
+        q.node_name = self.node_name
+        q.shadow = self.shadow
+        q.static_bind_status = self.static_bind_status
+        q.claims = dict(self.claims)
+        q.allocated = self.allocated.clone()
+        q.reserved = self.reserved
+        q.reason = self.reason
+        q.message = self.message
+        return q
+
+    def state(self) -> tuple[object, ...]:
+        """Everything mutable, for field-by-field equality checks."""
+        return (
+            self.phase,
+            self.node_name,
+            tuple(sorted(self.claims)),
+            self.allocated,
+            self.reserved,
+            self.static_bind_status,
+        )

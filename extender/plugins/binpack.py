@@ -1,0 +1,72 @@
+"""``binpack``: prefer nodes that are already full, so that whole nodes stay free for big jobs.
+
+QN scores the quota ledger (how much of the node bound quotas hold, the seed's
+``node.QuotaAllocated``) — ``quota_idle`` itself only filters. TN scores the pod ledger. A node
+scores ``Σ_r w_r · (held_r + request_r) / allocatable_r / Σ_r w_r`` over the requested resources
+with a weight, in [0, 1].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from pydantic import Field
+
+from extender import wellknown
+from extender.framework.plugin import ArgsModel
+from extender.framework.session import Session
+from extender.model.node import NodeInfo
+from extender.model.quota import QuotaInfo
+from extender.model.resources import Resource
+from extender.model.task import TaskInfo
+
+NAME: Final = "binpack"
+
+
+class BinpackArgs(ArgsModel):
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {
+            wellknown.RESOURCE_GPU: 10.0,
+            wellknown.RESOURCE_CPU: 1.0,
+            wellknown.RESOURCE_MEMORY: 1.0,
+        },
+        description="per-resource weights; resources not listed do not count",
+    )
+
+
+Args = BinpackArgs
+
+
+def packing_score(held: Resource, request: Resource, allocatable: Resource, weights: dict[str, float]) -> float:
+    total_w = 0.0
+    score = 0.0
+    for name, req in request.q.items():
+        w = weights.get(name, 0.0)
+        cap = allocatable.get(name)
+        if w <= 0 or cap <= 0 or req <= 0:
+            continue
+        total_w += w
+        score += w * min(1.0, (held.get(name) + req) / cap)
+    return score / total_w if total_w else 0.0
+
+
+class Plugin:
+    NAME: Final = NAME
+    Args = BinpackArgs
+    STAGES: Final = frozenset({"qn.node_order", "tn.node_order"})
+
+    def __init__(self, args: BinpackArgs) -> None:
+        self.args = args
+
+    def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
+        weights = self.args.weights
+
+        def node_order_qn(quota: QuotaInfo, node: NodeInfo) -> float:
+            held = node.allocatable - node.quota_idle
+            return packing_score(held, quota.request, node.allocatable, weights)
+
+        def node_order_tn(task: TaskInfo, node: NodeInfo) -> float:
+            return packing_score(node.used, task.request, node.allocatable, weights)
+
+        return {"qn.node_order": node_order_qn, "tn.node_order": node_order_tn}

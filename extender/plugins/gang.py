@@ -1,0 +1,71 @@
+"""``gang``: a job moves only when at least ``minMember`` of its tasks can move together.
+
+* ``job.valid``: at least minMember tasks exist (the rest of the gang may not be created yet).
+* ``job.tq_ready``: after hop ①, at least minMember tasks hold a quota (else the new claims are
+  discarded, so half a gang never sits on quotas another job could use).
+* ``job.quota_allocate``: after hop ②, at least minMember tasks have their quota bound — the
+  seed's ``QuotaReady`` half of the commit gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from extender.framework.plugin import NoArgs
+from extender.framework.session import Session
+from extender.framework.status import SUCCESS, Reason, Status
+from extender.model.job import JobInfo
+from extender.model.task import TaskStatus
+
+NAME: Final = "gang"
+Args = NoArgs
+
+
+def quotas_bound(ssn: Session, job: JobInfo) -> int:
+    """Tasks that finished, or whose claimed quota is bound (in this session's view)."""
+    n = 0
+    for t in job.tasks.values():
+        if t.status is TaskStatus.SUCCEEDED:
+            n += 1
+        elif t.is_alive() and t.quota:
+            q = ssn.quota(t.quota)
+            if q is not None and q.node_name:
+                n += 1
+    return n
+
+
+def quotas_held(job: JobInfo) -> int:
+    return sum(1 for t in job.tasks.values() if t.status is TaskStatus.SUCCEEDED or (t.is_alive() and t.quota))
+
+
+class Plugin:
+    NAME: Final = NAME
+    Args = Args
+    STAGES: Final = frozenset({"job.valid", "job.tq_ready", "job.quota_allocate"})
+
+    def __init__(self, args: NoArgs) -> None:
+        self.args = args
+
+    def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
+        def valid(job: JobInfo) -> Status:
+            if job.podgroup_missing:
+                return Status.unschedulable(Reason.GANG_NOT_READY, f"PodGroup {job.key} not found")
+            n = sum(1 for t in job.tasks.values() if t.is_alive() or t.status is TaskStatus.SUCCEEDED)
+            if n < job.min_member:
+                return Status.unschedulable(Reason.GANG_NOT_READY, f"{n}/{job.min_member} pods exist")
+            return SUCCESS
+
+        def tq_ready(job: JobInfo) -> Status:
+            n = quotas_held(job)
+            if n < job.min_member:
+                return Status.unschedulable(Reason.WAITING_FOR_GANG, f"{n}/{job.min_member} tasks hold quotas")
+            return SUCCESS
+
+        def quota_allocate(job: JobInfo) -> Status:
+            n = quotas_bound(ssn, job)
+            if n < job.min_member:
+                return Status.unschedulable(Reason.WAITING_FOR_GANG, f"{n}/{job.min_member} quotas bound")
+            return SUCCESS
+
+        return {"job.valid": valid, "job.tq_ready": tq_ready, "job.quota_allocate": quota_allocate}

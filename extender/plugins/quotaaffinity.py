@@ -1,0 +1,150 @@
+"""``quotaaffinity``: quota↔quota affinity / anti-affinity (QN) and pod→quota affinity (TQ).
+
+* ``quotaAffinity`` terms: the quota must share a node with at least one bound quota each term
+  selects; while none of them is bound anywhere, the term does not constrain (the first lands
+  freely and the others follow it).
+* ``quotaAntiAffinity`` terms: the quota must not share a node with any quota a term selects —
+  checked both ways, as Kubernetes does for pod anti-affinity: a bound quota whose term selects
+  this one keeps it away too.
+* ``podAffinity`` on a quota: only pods matching its selector (and namespaces) may claim it.
+* ``tq.node_order`` — which quota a task prefers, the seed's tiers after "required" (a pod that
+  names its quota keeps it): a quota reserved for this very task (1000) > a bound or statically
+  bound quota (100, +50 on a node where the task's siblings already are) > a free quota (10);
+  within a tier a quota the job already uses scores +1 (keeps a job's claims together).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from extender.framework.plugin import NoArgs
+from extender.framework.session import Event, EventKind, Session
+from extender.framework.status import SUCCESS, Reason, Status
+from extender.model.node import NodeInfo
+from extender.model.quota import QuotaAffinityTerm, QuotaInfo
+from extender.model.task import TaskInfo
+
+NAME: Final = "quotaaffinity"
+Args = NoArgs
+
+
+class Plugin:
+    NAME: Final = NAME
+    Args = Args
+    STAGES: Final = frozenset({"tq.predicate", "tq.node_order", "qn.pre_predicate", "qn.predicate", "events"})
+
+    def __init__(self, args: NoArgs) -> None:
+        self.args = args
+
+    def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
+        # Quotas that declare anti-affinity, for the symmetric check (few in practice).
+        anti_holders = [q.name for q in ssn.quotas() if q.quota_anti_affinity]
+        affinity_nodes: dict[str, list[tuple[QuotaAffinityTerm, frozenset[str]]]] = {}
+
+        def bound_nodes_of(term: QuotaAffinityTerm, me: str) -> frozenset[str]:
+            out = set()
+            for q in ssn.quotas():
+                if q.name != me and q.node_name and term.matches(q.name, q.labels):
+                    out.add(q.node_name)
+            return frozenset(out)
+
+        def pre_predicate_qn(quota: QuotaInfo) -> Status:
+            if quota.quota_affinity:
+                affinity_nodes[quota.name] = [(t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity]
+            return SUCCESS
+
+        def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
+            if quota.quota_affinity:
+                terms = affinity_nodes.get(quota.name)
+                if terms is None:
+                    terms = affinity_nodes[quota.name] = [
+                        (t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity
+                    ]
+                for term, nodes in terms:
+                    if nodes and node.name not in nodes:
+                        return Status.unresolvable(
+                            Reason.QUOTA_AFFINITY_NOT_MATCH, f"must share a node with {term.describe()}"
+                        )
+            if quota.quota_anti_affinity:
+                for other_name in node.quota_allocated:
+                    if other_name == quota.name:
+                        continue
+                    other = ssn.quota(other_name)
+                    labels = other.labels if other is not None else {}
+                    for term in quota.quota_anti_affinity:
+                        if term.matches(other_name, labels):
+                            return Status.unresolvable(
+                                Reason.QUOTA_ANTI_AFFINITY, f"{node.name} holds quota {other_name}"
+                            )
+            for holder_name in anti_holders:
+                if holder_name == quota.name or not node.has_quota(holder_name):
+                    continue
+                holder = ssn.quota(holder_name)
+                if holder is None:
+                    continue
+                for term in holder.quota_anti_affinity:
+                    if term.matches(quota.name, quota.labels):
+                        return Status.unresolvable(
+                            Reason.QUOTA_ANTI_AFFINITY, f"quota {holder_name} on {node.name} repels it"
+                        )
+            return SUCCESS
+
+        def predicate_tq(task: TaskInfo, quota: QuotaInfo) -> Status:
+            if quota.pod_affinity is not None and not quota.pod_affinity.admits(task):
+                return Status.unresolvable(
+                    Reason.POD_QUOTA_AFFINITY_NOT_MATCH, f"quota {quota.name} admits only pods matching its podAffinity"
+                )
+            return SUCCESS
+
+        sibling_nodes: dict[str, frozenset[str]] = {}
+
+        def siblings_on(task: TaskInfo) -> frozenset[str]:
+            nodes = sibling_nodes.get(task.job)
+            if nodes is None:
+                job = ssn.job(task.job)
+                found: set[str] = set()
+                if job is not None:
+                    for t in job.alive_tasks():
+                        if t.uid == task.uid:
+                            continue
+                        if t.node:
+                            found.add(t.node)
+                        elif t.quota:
+                            q = ssn.quota(t.quota)
+                            if q is not None and q.node_name:
+                                found.add(q.node_name)
+                nodes = sibling_nodes[task.job] = frozenset(found)
+            return nodes
+
+        def node_order_tq(task: TaskInfo, quota: QuotaInfo) -> float:
+            if quota.reservation_for(task, ssn.now) is not None:
+                score = 1000.0
+            else:
+                node = quota.node_name or (
+                    quota.static_bind_status.node_name if quota.static_bind_status is not None else ""
+                ) or quota.static_bind_node
+                if node:
+                    score = 100.0 + (50.0 if node in siblings_on(task) else 0.0)
+                else:
+                    score = 10.0
+            if any(c.job == task.job for c in quota.claims.values()):
+                score += 1.0
+            return score
+
+        def on_event(ev: Event) -> None:
+            # where a job's tasks sit changes with claims, quota bindings and placements
+            if ev.task:
+                t = ssn.task(ev.task)
+                if t is not None:
+                    sibling_nodes.pop(t.job, None)
+            elif ev.kind in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
+                sibling_nodes.clear()
+
+        return {
+            "events": on_event,
+            "tq.predicate": predicate_tq,
+            "tq.node_order": node_order_tq,
+            "qn.pre_predicate": pre_predicate_qn,
+            "qn.predicate": predicate_qn,
+        }

@@ -1,0 +1,94 @@
+"""``storage``: storage-aware placement (seed 六 6.2).
+
+A pod lists the mount points it needs in the annotation ``required-mount-points``; a node's
+storage daemon reports each ready mount point as a node condition ``infiniai-fs-<id>``. A mount
+point is ready when its condition is ``True`` and its heartbeat is not older than the node's
+Ready transition (old daemons heartbeat less often: a tolerance, default 90 s, is allowed).
+Checked at all three hops: a task claiming a bound quota (TQ), a quota with such claimants (QN)
+and the final placement (TN). The scheduler only reads these conditions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+from pydantic import Field
+
+from extender import wellknown
+from extender.framework.plugin import ArgsModel
+from extender.framework.session import Session
+from extender.framework.status import SUCCESS, Reason, Status
+from extender.model.node import NodeInfo
+from extender.model.quota import QuotaInfo
+from extender.model.task import TaskInfo
+
+NAME: Final = "storage"
+
+
+class StorageArgs(ArgsModel):
+    heartbeat_tolerance_seconds: float = Field(90.0, ge=0)
+
+
+Args = StorageArgs
+
+
+def not_ready(node: NodeInfo, mount_points: Iterable[str], tolerance: float) -> list[str]:
+    missing = []
+    for mp in mount_points:
+        cond = node.conditions.get(wellknown.STORAGE_CONDITION_PREFIX + mp)
+        if cond is None or cond.status != "True" or cond.heartbeat + tolerance < node.ready_since:
+            missing.append(mp)
+    return missing
+
+
+class Plugin:
+    NAME: Final = NAME
+    Args = StorageArgs
+    STAGES: Final = frozenset({"tq.predicate", "qn.pre_predicate", "qn.predicate", "tn.predicate"})
+
+    def __init__(self, args: StorageArgs) -> None:
+        self.args = args
+
+    def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
+        tol = self.args.heartbeat_tolerance_seconds
+        needs: dict[str, tuple[str, ...]] = {}
+
+        def check(node: NodeInfo, mps: Iterable[str]) -> Status:
+            missing = not_ready(node, mps, tol)
+            if missing:
+                return Status.unresolvable(Reason.STORAGE_NOT_READY, f"{node.name}: {', '.join(missing)}")
+            return SUCCESS
+
+        def mount_points(quota: QuotaInfo) -> tuple[str, ...]:
+            mps = needs.get(quota.name)
+            if mps is None:
+                mps = needs[quota.name] = tuple(
+                    sorted({mp for t in ssn.claimants(quota) for mp in t.mount_points})
+                )
+            return mps
+
+        def pre_predicate_qn(quota: QuotaInfo) -> Status:
+            needs.pop(quota.name, None)
+            mount_points(quota)
+            return SUCCESS
+
+        def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
+            mps = mount_points(quota)
+            return check(node, mps) if mps else SUCCESS
+
+        def predicate_tq(task: TaskInfo, quota: QuotaInfo) -> Status:
+            if not task.mount_points or not quota.node_name:
+                return SUCCESS
+            node = ssn.node(quota.node_name)
+            return SUCCESS if node is None else check(node, task.mount_points)
+
+        def predicate_tn(task: TaskInfo, node: NodeInfo) -> Status:
+            return check(node, task.mount_points) if task.mount_points else SUCCESS
+
+        return {
+            "tq.predicate": predicate_tq,
+            "qn.pre_predicate": pre_predicate_qn,
+            "qn.predicate": predicate_qn,
+            "tn.predicate": predicate_tn,
+        }

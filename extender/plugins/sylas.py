@@ -1,0 +1,181 @@
+"""``sylas``: spot GPU scheduling (seed 六 6.1).
+
+Spot pods are marked by requesting the spot resource (default
+``scheduling.infini-ai.com/spot-gpu``); they also request the real GPUs they use, so they live in
+the pod ledger (``idle``) and never in the quota ledger. Each node lends its spot resource in two
+pools: ``shared`` (low power; several pods share GPUs) sized by the node annotation
+``scheduling.infini-ai.com/spot-shared``, and ``exclusive`` (the rest). A spot pod picks its pool
+with the annotation ``spot-pool`` (default exclusive).
+
+* ``tn.predicate`` — a spot pod fits its pool on the node and the node's ``idle``.
+* ``tn.node_order`` — spot pods prefer nodes whose GPUs no quota holds (less likely to be
+  evicted soon).
+* ``qn.node_order`` — binding a quota to a node whose ``idle`` spot pods occupy will mean
+  evicting them: predict the victims (exclusive pool first, whole PodGroups at a time, cheapest
+  first) and score ``1 − cost``, cost weighing four strategies: priority class, number of pods
+  evicted, resources evicted, and run time (shortest- or longest-running first).
+* ``job.victims`` — only spot pods may be preempted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal
+
+from pydantic import Field
+
+from extender import wellknown
+from extender.framework.plugin import ArgsModel
+from extender.framework.session import Session
+from extender.framework.status import SKIP, SUCCESS, Reason, Status
+from extender.model.node import NodeInfo, NodeTask
+from extender.model.quota import QuotaInfo
+from extender.model.resources import Resource, to_units
+from extender.model.task import TaskInfo
+
+NAME: Final = "sylas"
+
+
+class SylasArgs(ArgsModel):
+    resource: str = Field(wellknown.RESOURCE_SPOT_GPU, description="the extended resource that marks spot pods")
+    priority_weight: float = Field(1.0, ge=0)
+    count_weight: float = Field(1.0, ge=0)
+    resource_weight: float = Field(1.0, ge=0)
+    runtime_weight: float = Field(1.0, ge=0)
+    runtime_order: Literal["shortest", "longest"] = Field(
+        "shortest", description="evict the shortest-running spot pods first (lose least work), or the longest"
+    )
+    low_priority_below: int = Field(1000, description="priority < this: low class")
+    high_priority_from: int = Field(100000, description="priority ≥ this: high class")
+
+
+Args = SylasArgs
+
+
+def pools(node: NodeInfo, resource: str) -> tuple[int, int]:
+    """(shared, exclusive) capacity of the node's spot resource, in milli-units."""
+    total = node.allocatable.get(resource)
+    raw = node.annotations.get(wellknown.ANNO_SPOT_SHARED)
+    shared = 0
+    if raw:
+        try:
+            shared = min(total, max(0, to_units(resource, raw)))
+        except ValueError:
+            shared = 0
+    return shared, total - shared
+
+
+def pool_used(node: NodeInfo, resource: str) -> tuple[int, int]:
+    shared = exclusive = 0
+    for rec in node.tasks.values():
+        amount = rec.request.get(resource)
+        if not amount:
+            continue
+        if rec.spot_pool == "shared":
+            shared += amount
+        else:
+            exclusive += amount
+    return shared, exclusive
+
+
+class Plugin:
+    NAME: Final = NAME
+    Args = SylasArgs
+    STAGES: Final = frozenset({"tn.predicate", "tn.node_order", "qn.node_order", "job.victims"})
+
+    def __init__(self, args: SylasArgs) -> None:
+        self.args = args
+
+    def predicted_victims(self, node: NodeInfo, shortage: Resource, now: float) -> list[list[NodeTask]] | None:
+        """Groups (one per job) of spot pods to evict, cheapest first, until ``shortage`` is covered."""
+        groups: defaultdict[str, list[NodeTask]] = defaultdict(list)
+        for rec in node.tasks.values():
+            if rec.preemptible:
+                groups[rec.job].append(rec)
+        if not groups:
+            return None
+        costs = sorted(groups.values(), key=lambda g: self.group_cost(g, node, now))
+        chosen: list[list[NodeTask]] = []
+        left = shortage.clone()
+        for g in costs:
+            if all(v <= 0 for v in left.q.values()):
+                break
+            chosen.append(g)
+            for rec in g:
+                left.isub(rec.request)
+        if any(v > 0 for v in left.q.values()):
+            return None
+        return chosen
+
+    def group_cost(self, group: Sequence[NodeTask], node: NodeInfo, now: float) -> float:
+        a = self.args
+        top = max(r.priority for r in group)
+        pclass = 0.0 if top < a.low_priority_below else (1.0 if top >= a.high_priority_from else 0.5)
+        spot_on_node = sum(1 for r in node.tasks.values() if r.preemptible) or 1
+        count = len(group) / spot_on_node
+        gpu_cap = node.allocatable.get(wellknown.RESOURCE_GPU) or 1
+        res = min(1.0, sum(r.request.get(wellknown.RESOURCE_GPU) for r in group) / gpu_cap)
+        runtimes = [now - r.started for r in group if r.started]
+        runtime = min(1.0, (max(runtimes) if runtimes else 0.0) / 86400.0)
+        if a.runtime_order == "longest":
+            runtime = 1.0 - runtime
+        # exclusive-pool pods are the ones meant to make room: shared-pool pods cost extra
+        shared_penalty = 0.5 if any(r.spot_pool == "shared" for r in group) else 0.0
+        total_w = (a.priority_weight + a.count_weight + a.resource_weight + a.runtime_weight) or 1.0
+        return (
+            a.priority_weight * pclass + a.count_weight * count + a.resource_weight * res + a.runtime_weight * runtime
+        ) / total_w + shared_penalty
+
+    def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
+        res = self.args.resource
+
+        def predicate_tn(task: TaskInfo, node: NodeInfo) -> Status:
+            if not task.spot:
+                return SKIP
+            if node.has_task(task.uid):
+                return SUCCESS
+            want = task.request.get(res)
+            shared_cap, excl_cap = pools(node, res)
+            shared_used, excl_used = pool_used(node, res)
+            if task.spot_pool == "shared":
+                free, pool = shared_cap - shared_used, "shared"
+            else:
+                free, pool = excl_cap - excl_used, "exclusive"
+            if want > free:
+                return Status.unresolvable(
+                    Reason.SPOT_POOL_EXHAUSTED, f"{pool} spot pool has {free / 1000:g} of {want / 1000:g} left"
+                )
+            short = task.request.shortfalls(node.idle)
+            if short:
+                return Status.unresolvable(Reason.INSUFFICIENT_IDLE, ", ".join(map(str, short)))
+            return SUCCESS
+
+        def node_order_tn(task: TaskInfo, node: NodeInfo) -> float:
+            if not task.spot:
+                return 0.0
+            cap = node.allocatable.get(wellknown.RESOURCE_GPU)
+            if cap <= 0:
+                return 0.0
+            promised = cap - node.quota_idle.get(wellknown.RESOURCE_GPU)
+            return 1.0 - min(1.0, max(0, promised) / cap)
+
+        def node_order_qn(quota: QuotaInfo, node: NodeInfo) -> float:
+            shortage = Resource({n: v - node.idle.get(n) for n, v in quota.request.q.items() if v > node.idle.get(n)})
+            if shortage.is_empty():
+                return 1.0
+            victims = self.predicted_victims(node, shortage, ssn.now)
+            if victims is None:
+                return 0.0
+            cost = sum(self.group_cost(g, node, ssn.now) for g in victims) / max(1, len(victims))
+            return max(0.0, 1.0 - cost)
+
+        def victims(preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> frozenset[str]:
+            return frozenset(t.uid for t in candidates if t.preemptible)
+
+        return {
+            "tn.predicate": predicate_tn,
+            "tn.node_order": node_order_tn,
+            "qn.node_order": node_order_qn,
+            "job.victims": victims,
+        }

@@ -1,0 +1,378 @@
+"""``topology``: RDMA-zone-aware placement of a job's quotas (seed 三 3.3–3.5, 2.6).
+
+On for a job when it requests an ``rdma/*`` resource, or when its PodGroup / pod annotation says
+so (``enable-topology-scheduling: "true"`` also demands strict rank order; ``"false"`` turns it
+off). For such a job:
+
+* ``job.zone_candidates`` — the nodes the job's next quota may use: the zones of its bound
+  siblings; for the first quota, the zones planned for the whole gang by the algorithm with the
+  highest weight that gives an answer (namedzone, continuity — see ``zones.py``). Zones are
+  computed per GPU spec, so A100 and H100 nodes never share one even on the same switch.
+* ``qn.node_order`` — ``namedzone_weight · 1/zone size + continuity_weight · neighbour score +
+  affinity`` (zones holding quotas of jobs with the same ``topology-affinity-key`` score higher).
+* ``qn.best_n`` — rank order: the smallest node index strictly between the nodes of the quota's
+  neighbouring task indices. The allocate_zone action evaluates candidates in this order and
+  stops at the first feasible one (``RANK_ORDERED``), which gives the same answer as scoring all.
+* ``job.quota_allocate`` — ``force_node_order``: a strict-order job commits only if its node
+  indices ascend with its task indices; every topology job commits only within one GPU spec.
+
+Non-topology jobs are left alone (every stage abstains).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from pydantic import Field
+
+from extender import wellknown
+from extender.framework.plugin import ArgsModel
+from extender.framework.session import Event, EventKind, Session
+from extender.framework.status import SKIP, SUCCESS, Reason, Status
+from extender.model.job import JobInfo
+from extender.model.node import NodeInfo
+from extender.model.quota import QuotaInfo
+from extender.model.resources import format_quantity
+from extender.plugins.topology.zones import (
+    ZoneView,
+    best_in_range,
+    continuity_block,
+    continuity_score,
+    plan_by_spec,
+)
+
+NAME: Final = "topology"
+
+
+class TopologyArgs(ArgsModel):
+    namedzone_weight: float = Field(100.0, ge=0, description="weight of the namedzone algorithm")
+    continuity_weight: float = Field(0.0, ge=0, description="weight of the continuity algorithm")
+    affinity_weight: float = Field(10.0, ge=0, description="weight of cross-job zone affinity in scores")
+
+
+Args = TopologyArgs
+
+
+ZoneId = tuple[str, str]
+
+
+@dataclass(slots=True)
+class _Plan:
+    zones: list[ZoneId]
+    nodes: frozenset[str]
+
+
+@dataclass(slots=True)
+class _State:
+    ssn: Session
+    args: TopologyArgs
+    zone_of: dict[str, ZoneId] = field(default_factory=dict)
+    zone_nodes: dict[ZoneId, list[str]] = field(default_factory=dict)
+    plans: dict[str, _Plan] = field(default_factory=dict)
+    fit_memo: dict[object, dict[str, bool]] = field(default_factory=dict)
+    affinity: defaultdict[str, Counter[ZoneId]] = field(default_factory=lambda: defaultdict(Counter))
+    failures: dict[str, Status] = field(default_factory=dict)  # job → why no zone fits
+
+
+def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
+    """A key under which quotas filter identically on every node, or None (do not memoize)."""
+    if quota.quota_affinity or quota.quota_anti_affinity or quota.static_bind_node:
+        return None
+    claimants = tuple(
+        (t.tolerations, tuple(sorted(t.node_selector.items())), t.node_affinity, t.mount_points)
+        for t in ssn.claimants(quota)
+    )
+    return (
+        quota.request,
+        tuple(sorted(quota.node_selector.items())),
+        quota.tolerations,
+        quota.node_affinity,
+        tuple(sorted(quota.labels.items())),
+        claimants,
+    )
+
+
+def _describe_gang(quotas: Sequence[QuotaInfo]) -> str:
+    """``4×1 GPU`` — what the gang asks of a zone, as an operator would say it."""
+    first = quotas[0].request
+    if not all(q.request == first for q in quotas):
+        return f"{len(quotas)} quotas"
+    gpu = first.get(wellknown.RESOURCE_GPU)
+    what = f"{format_quantity(wellknown.RESOURCE_GPU, gpu)} GPU" if gpu else str(first)
+    return f"{len(quotas)}×{what}"
+
+
+class Plugin:
+    NAME: Final = NAME
+    Args = TopologyArgs
+    STAGES: Final = frozenset(
+        {"job.zone_candidates", "job.quota_allocate", "qn.node_order", "qn.best_n", "events"}
+    )
+    RANK_ORDERED_BEST_N: Final = True
+
+    def __init__(self, args: TopologyArgs) -> None:
+        self.args = args
+
+    def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
+        st = _State(ssn, self.args)
+        for node in ssn.nodes():
+            zid = (node.spec, node.zone or f"node#{node.name}")
+            st.zone_of[node.name] = zid
+            st.zone_nodes.setdefault(zid, []).append(node.name)  # rank order (ssn.nodes())
+        for job in ssn.jobs():
+            if job.affinity_key:
+                for q in _bound_quotas(ssn, job):
+                    st.affinity[job.affinity_key][st.zone_of.get(q.node_name, ("", ""))] += 1
+
+        def fits(quota: QuotaInfo, node: NodeInfo, shape: object | None) -> bool:
+            if shape is not None:
+                memo = st.fit_memo.setdefault(shape, {})
+                hit = memo.get(node.name)
+                if hit is not None:
+                    return hit
+            ok = bool(ssn.qn.select(quota, node).ok and ssn.qn.predicate(quota, node).ok)
+            if shape is not None:
+                memo[node.name] = ok
+            return ok
+
+        def zone_candidates(job: JobInfo, quota: QuotaInfo) -> tuple[str, ...] | None:
+            """The plan's nodes in the order to try them: inside the quota's rank range first
+            (ascending node index), then — unless the job demands strict order — the rest."""
+            if not job.topology:
+                return None
+            plan = st.plans.get(job.key)
+            if plan is None:
+                siblings = _bound_quotas(ssn, job)
+                if siblings:
+                    zones = sorted({st.zone_of[q.node_name] for q in siblings if q.node_name in st.zone_of})
+                    plan = _Plan(zones, frozenset(n for z in zones for n in st.zone_nodes[z]))
+                else:
+                    plan = make_plan(job)
+                    if plan is None:
+                        return ()
+                st.plans[job.key] = plan
+            low, high = neighbour_range(job, quota)
+            taken = {q.node_name for q in _bound_quotas(ssn, job)}
+            inside: list[tuple[int, str]] = []
+            outside: list[tuple[int, str]] = []
+            for name in plan.nodes:
+                node = ssn.node(name)
+                if node is None or name in taken:
+                    continue
+                in_range = (low is None or node.index > low) and (high is None or node.index < high)
+                (inside if in_range else outside).append((node.index, name))
+            ordered = [n for _, n in sorted(inside)]
+            if not job.strict_order:
+                ordered += [n for _, n in sorted(outside)]
+            return tuple(ordered)
+
+        def make_plan(job: JobInfo) -> _Plan | None:
+            pending = _unbound_quotas(ssn, job)
+            if not pending:
+                return None
+            need = len(pending)
+            head = pending[0]
+            shape = _shape(ssn, head)
+            uniform = shape is not None and all(_shape(ssn, q) == shape for q in pending[1:])
+            algos = sorted(
+                ((self.args.namedzone_weight, "namedzone"), (self.args.continuity_weight, "continuity")),
+                key=lambda x: -x[0],
+            )
+            for weight, algo in algos:
+                if weight <= 0:
+                    continue
+                if algo == "namedzone":
+                    plan = plan_namedzone(job, pending, need, head, shape if uniform else None)
+                else:
+                    plan = plan_continuity(job, pending, need, head, shape if uniform else None)
+                if plan is not None:
+                    return plan
+            st.failures[job.key] = Status.unschedulable(
+                Reason.NO_ZONE_FITS, f"no zone holds {_describe_gang(pending)}"
+            )
+            return None
+
+        def zone_capacity(zid: ZoneId, pending: Sequence[QuotaInfo], head: QuotaInfo, shape: object | None) -> int:
+            nodes = [n for n in (ssn.node(x) for x in st.zone_nodes[zid]) if n is not None]
+            if shape is not None:
+                return sum(1 for n in nodes if fits(head, n, shape))
+            # Heterogeneous gang: place greedily in index order, one quota per node.
+            i = 0
+            for n in nodes:
+                if i < len(pending) and fits(pending[i], n, None):
+                    i += 1
+            return i
+
+        def plan_namedzone(
+            job: JobInfo, pending: Sequence[QuotaInfo], need: int, head: QuotaInfo, shape: object | None
+        ) -> _Plan | None:
+            spec = head.spec
+            views: list[ZoneView] = []
+            tracked = st.affinity.get(job.affinity_key) if job.affinity_key else None
+            for zid, names in st.zone_nodes.items():
+                if spec and zid[0] != spec:
+                    continue
+                cap = zone_capacity(zid, pending, head, shape)
+                if cap <= 0:
+                    continue
+                room = 0
+                first_index = 1 << 62
+                for name in names:
+                    n = ssn.node(name)
+                    if n is None:
+                        continue
+                    first_index = min(first_index, n.index)
+                    for r in head.request.q:
+                        room += max(0, n.quota_idle.get(r))
+                views.append(
+                    ZoneView(zid, len(names), min(cap, need), room, first_index, tracked[zid] if tracked else 0)
+                )
+            chosen = plan_by_spec(views, need)
+            if chosen is None:
+                return None
+            zones = [z.id for z in chosen]
+            return _Plan(zones, frozenset(n for z in zones for n in st.zone_nodes[z]))
+
+        def plan_continuity(
+            job: JobInfo, pending: Sequence[QuotaInfo], need: int, head: QuotaInfo, shape: object | None
+        ) -> _Plan | None:
+            best: list[str] | None = None
+            by_spec: dict[str, list[tuple[str, int, bool]]] = {}
+            for n in ssn.nodes():
+                if head.spec and n.spec != head.spec:
+                    continue
+                by_spec.setdefault(n.spec, []).append((n.name, n.index, fits(head, n, shape)))
+            for rows in by_spec.values():
+                block = continuity_block(rows, need)
+                if block is not None and (best is None or len(block) < len(best)):
+                    best = block
+            if best is None:
+                return None
+            zones = sorted({st.zone_of[n] for n in best})
+            return _Plan(zones, frozenset(best))
+
+        def node_order(quota: QuotaInfo, node: NodeInfo) -> float:
+            job = _job_of_quota(ssn, quota)
+            if job is None or not job.topology:
+                return 0.0
+            zid = st.zone_of.get(node.name)
+            score = 0.0
+            if zid is not None and self.args.namedzone_weight:
+                score += self.args.namedzone_weight / max(1, len(st.zone_nodes[zid]))
+            if self.args.continuity_weight:
+                left = ssn.node_by_index(node.index - 1)
+                right = ssn.node_by_index(node.index + 1)
+                shape = _shape(ssn, quota)
+                score += self.args.continuity_weight * continuity_score(
+                    left is not None and fits(quota, left, shape), right is not None and fits(quota, right, shape)
+                )
+            if job.affinity_key and zid is not None and self.args.affinity_weight:
+                tracked = st.affinity.get(job.affinity_key)
+                if tracked:
+                    total = sum(tracked.values())
+                    score += self.args.affinity_weight * tracked[zid] / max(1, total)
+            return score
+
+        def best_n(quota: QuotaInfo, ranked: Sequence[tuple[NodeInfo, float]]) -> NodeInfo | None:
+            job = _job_of_quota(ssn, quota)
+            if job is None or not job.topology or not ranked:
+                return None
+            low, high = neighbour_range(job, quota)
+            by_name = {n.name: n for n, _ in ranked}
+            choice = best_in_range([(n.index, n.name) for n, _ in ranked], low, high)
+            return by_name.get(choice) if choice is not None else None
+
+        def neighbour_range(job: JobInfo, quota: QuotaInfo) -> tuple[int | None, int | None]:
+            me = ssn.quota_index(quota)
+            if me is None:
+                return None, None
+            low: int | None = None
+            high: int | None = None
+            for q in _bound_quotas(ssn, job):
+                if q.name == quota.name:
+                    continue
+                idx = ssn.quota_index(q)
+                node = ssn.node(q.node_name)
+                if idx is None or node is None:
+                    continue
+                if idx < me and (low is None or node.index > low):
+                    low = node.index
+                if idx > me and (high is None or node.index < high):
+                    high = node.index
+            return low, high
+
+        def quota_allocate(job: JobInfo) -> Status:
+            if not job.topology:
+                return SKIP
+            bound = _bound_quotas(ssn, job)
+            nodes = [ssn.node(q.node_name) for q in bound]
+            specs = {n.spec for n in nodes if n is not None}
+            if len(specs) > 1:
+                return Status.unresolvable(Reason.SPEC_MISMATCH, "quotas on GPU models " + ", ".join(sorted(specs)))
+            if job.strict_order:
+                ranked = sorted(
+                    ((ssn.quota_index(q), ssn.node(q.node_name)) for q in bound),
+                    key=lambda x: (x[0] is None, x[0] or 0),
+                )
+                last = -(1 << 62)
+                for idx, node in ranked:
+                    if idx is None or node is None:
+                        continue
+                    if node.index <= last:
+                        return Status.unschedulable(
+                            Reason.TOPOLOGY_ORDER, f"task {idx} would land on node index {node.index} ≤ {last}"
+                        )
+                    last = node.index
+            failure = st.failures.get(job.key)
+            if failure is not None and _unbound_quotas(ssn, job):
+                return failure
+            return SUCCESS
+
+        def on_event(ev: Event) -> None:
+            if ev.kind not in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
+                return
+            for memo in st.fit_memo.values():
+                memo.pop(ev.node, None)
+            quota = ssn.quota(ev.quota)
+            job = _job_of_quota(ssn, quota) if quota is not None else None
+            if job is None:
+                return
+            if ev.undo and ev.kind is EventKind.BIND_QUOTA:
+                st.plans.pop(job.key, None)  # discarded: plan again next time
+            if job.affinity_key:
+                zid = st.zone_of.get(ev.node)
+                if zid is not None:
+                    added = (ev.kind is EventKind.BIND_QUOTA) != ev.undo
+                    st.affinity[job.affinity_key][zid] += 1 if added else -1
+
+        return {
+            "job.zone_candidates": zone_candidates,
+            "job.quota_allocate": quota_allocate,
+            "qn.node_order": node_order,
+            "qn.best_n": best_n,
+            "events": on_event,
+        }
+
+
+def _job_of_quota(ssn: Session, quota: QuotaInfo) -> JobInfo | None:
+    for claim in quota.claims.values():
+        return ssn.job(claim.job)
+    return None
+
+
+def _job_quotas(ssn: Session, job: JobInfo) -> list[QuotaInfo]:
+    names = {t.quota for t in job.alive_tasks() if t.quota}
+    out = [q for q in (ssn.quota(n) for n in names) if q is not None]
+    out.sort(key=lambda q: (ssn.quota_index(q) is None, ssn.quota_index(q) or 0, q.name))
+    return out
+
+
+def _bound_quotas(ssn: Session, job: JobInfo) -> list[QuotaInfo]:
+    return [q for q in _job_quotas(ssn, job) if q.node_name]
+
+
+def _unbound_quotas(ssn: Session, job: JobInfo) -> list[QuotaInfo]:
+    return [q for q in _job_quotas(ssn, job) if not q.node_name]

@@ -1,0 +1,102 @@
+"""One scheduling cycle: snapshot → session → actions in order → what to write (Volcano runOnce).
+
+:meth:`Scheduler.run_once` is synchronous and performs no I/O: it returns a :class:`CycleResult`
+(the committed intents, the desired state of every quota the cycle touched, the per-job
+verdicts for /diagnose and PodGroup conditions, and per-action timings). The binder loop turns
+that into API writes. Between cycles the scheduler remembers what actions asked it to:
+back-offs, stuck-cycle counters, when fix_quota_binding last ran.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender.actions import fix_quota_binding, release_quota
+from extender.framework.intents import Intent
+from extender.framework.policy import Policy
+from extender.framework.session import JobVerdict, Session, Snapshot
+from extender.model.job import JobInfo
+from extender.model.quota import QuotaInfo
+
+__all__ = ["CycleResult", "Scheduler", "SchedulerMemory"]
+
+
+@dataclass(slots=True)
+class SchedulerMemory:
+    backoff: dict[str, float] = field(default_factory=dict)
+    stuck_cycles: dict[str, int] = field(default_factory=dict)
+    release_count: dict[str, int] = field(default_factory=dict)
+    last_fix: float = 0.0
+
+
+@dataclass(slots=True)
+class CycleResult:
+    now: float
+    generation: int
+    intents: list[Intent]
+    quotas: dict[str, QuotaInfo]  # final state of every quota the cycle changed
+    jobs: dict[str, JobInfo]  # final state of every job the cycle changed
+    verdicts: dict[str, JobVerdict]
+    timings: dict[str, float]  # action → seconds
+    notes: dict[str, Any]
+    session: Session  # for callers that need more (tests, the simulator); do not keep it
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.intents)
+
+
+class Scheduler:
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.memory = SchedulerMemory()
+
+    def swap_policy(self, policy: Policy) -> None:
+        """Replace the policy between cycles (a reload); the memory is kept."""
+        self.policy = policy
+
+    def run_once(self, snap: Snapshot) -> CycleResult:
+        mem = self.memory
+        now = snap.now
+        snap.backoff = {k: v for k, v in mem.backoff.items() if v > now}
+        snap.stuck_cycles = mem.stuck_cycles
+        snap.release_count = mem.release_count
+        snap.last_fix = mem.last_fix
+        ssn = Session(snap, self.policy)
+        timings: dict[str, float] = {}
+        for action in self.policy.actions:
+            t0 = time.perf_counter()
+            action.execute(ssn)
+            timings[action.NAME] = time.perf_counter() - t0
+        self._remember(ssn)
+        return CycleResult(
+            now=now,
+            generation=snap.generation,
+            intents=list(ssn.intents),
+            quotas=dict(ssn.touched_quotas()),
+            jobs=dict(ssn.touched_jobs()),
+            verdicts=dict(ssn.verdicts),
+            timings=timings,
+            notes=dict(ssn.notes),
+            session=ssn,
+        )
+
+    def _remember(self, ssn: Session) -> None:
+        mem = self.memory
+        now = ssn.now
+        fix = ssn.notes.get(fix_quota_binding.NAME)
+        if isinstance(fix, Mapping) and fix.get("ran"):
+            mem.last_fix = now
+        rel = ssn.notes.get(release_quota.NAME)
+        if isinstance(rel, release_quota.ReleaseNotes):
+            mem.stuck_cycles = rel.stuck_cycles
+            mem.backoff.update(rel.backoff)
+            mem.release_count.update(rel.releases)
+        mem.backoff = {k: v for k, v in mem.backoff.items() if v > now}
+        alive = ssn.snap.jobs
+        for d in (mem.release_count,):
+            for key in [k for k in d if k not in alive]:
+                del d[key]
