@@ -60,6 +60,18 @@ def _uid(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
 
+def _rv(obj: Obj | None) -> int | None:
+    raw = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
+
+
+def _older(new: Obj, current: Obj | None) -> bool:
+    """``new`` is an older version than ``current`` (resourceVersions compared when numeric,
+    as every apiserver backed by etcd issues them; otherwise never considered older)."""
+    a, b = _rv(new), _rv(current)
+    return a is not None and b is not None and a < b
+
+
 def _disruption_reason(obj: Obj) -> str:
     status = obj.get("status") or {}
     if status.get("phase") == "Failed":
@@ -94,6 +106,8 @@ class ClusterCache:
         self._topos: dict[str, Obj] = {}
         self._pod_objs: dict[str, Obj] = {}  # uid → pod (managed pods and pods bound to nodes)
         self._podgroups: dict[str, PodGroupSpec] = {}
+        self._quota_objs: dict[str, Obj] = {}
+        self._podgroup_objs: dict[str, Obj] = {}
 
         self.nodes: dict[str, NodeInfo] = {}
         self.quotas: dict[str, QuotaInfo] = {}
@@ -108,6 +122,7 @@ class ClusterCache:
         self.conversion_errors: dict[str, str] = {}  # "Kind/name" → last error (shown by /diagnose)
 
         self.generation = 0
+        self.dirty_quotas: set[str] = set()  # derived status (claims, reservations) may differ from the API
         self._node_order: list[str] | None = None
         self._zones: dict[tuple[str, str], list[str]] | None = None
         self._by_queue: dict[str, list[str]] | None = None
@@ -203,6 +218,8 @@ class ClusterCache:
 
     def _apply_pod(self, old: Obj | None, obj: Obj) -> None:
         uid = _uid(obj)
+        if old is not obj and _older(obj, self._pod_objs.get(uid)):
+            return
         managed = self.is_managed(obj)
         bound = bool((obj.get("spec") or {}).get("nodeName"))
         if not managed and not bound:
@@ -273,6 +290,7 @@ class ClusterCache:
             if quota is not None:
                 quota.add_claim(task, force=True)  # what the API says, even if over-claimed
                 task.quota = claim
+                self.dirty_quotas.add(claim)
                 self._consume_reservation(quota, task)
         # a claim naming a quota that does not exist stays unattached: allocate_job re-assigns it
         if task.status is TaskStatus.ALLOCATED_TO_QUOTA and not task.quota:
@@ -288,6 +306,7 @@ class ClusterCache:
             return
         quota.reserved = tuple(r for r in quota.reserved if r is not taken)
         self.pending_reservations.get(quota.name, {}).pop(taken.pod_uid, None)
+        self.dirty_quotas.add(quota.name)
 
     def _remove_task(self, uid: str, *, deleted: Obj | None) -> None:
         other = self.others.pop(uid, None)
@@ -313,6 +332,7 @@ class ClusterCache:
             quota = self.quotas.get(task.quota)
             if quota is not None and uid in quota.claims:
                 quota.remove_claim(uid)
+                self.dirty_quotas.add(quota.name)
                 if deleted is not None and task.status is not TaskStatus.SUCCEEDED:
                     self._reserve(task.quota, task, deleted, _disruption_reason(deleted))
         if not job.tasks and not job.has_podgroup:
@@ -335,6 +355,7 @@ class ClusterCache:
             request=task.request,
         )
         self.pending_reservations[quota_name][task.uid] = r
+        self.dirty_quotas.add(quota_name)
         quota.reserved = (*tuple(x for x in quota.reserved if x.pod_uid != task.uid), r)
 
     # --- assumed pods (extender) -------------------------------------------------------------
@@ -376,12 +397,15 @@ class ClusterCache:
     # --- quotas ------------------------------------------------------------------------------
     def on_quota_add(self, obj: Obj) -> None:
         name = _name(obj)
+        if _older(obj, self._quota_objs.get(name)):
+            return  # a write's answer was applied already; the informer is catching up
         try:
             new = convert.quota_from_api(obj, self.opts)
         except (ConversionError, ValueError) as exc:
             self._error(f"Quota/{name}", exc)
             return
         self._ok(f"Quota/{name}")
+        self._quota_objs[name] = obj
         old = self.quotas.get(name)
         if old is not None:
             if old.node_name:
@@ -397,6 +421,7 @@ class ClusterCache:
                 del pending[uid]  # written: the object now carries it
         new.reserved = (*new.reserved, *pending.values())
         self.quotas[name] = new
+        self.dirty_quotas.add(name)
         if new.node_name:
             node = self.nodes.get(new.node_name)
             if node is not None:
@@ -411,6 +436,7 @@ class ClusterCache:
     def on_quota_delete(self, obj: Obj) -> None:
         name = _name(obj)
         q = self.quotas.pop(name, None)
+        self._quota_objs.pop(name, None)
         self.pending_reservations.pop(name, None)
         if q is None:
             return
@@ -445,6 +471,7 @@ class ClusterCache:
             return
         self._ok(what)
         self._podgroups[pg.key] = pg
+        self._podgroup_objs[pg.key] = obj
         job = self.jobs.get(pg.key) or self._new_job(pg.key, pg.namespace)
         self._refresh_job(job)
         self._bump()
@@ -456,6 +483,7 @@ class ClusterCache:
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{_name(obj)}"
         self._podgroups.pop(key, None)
+        self._podgroup_objs.pop(key, None)
         job = self.jobs.get(key)
         if job is not None:
             if not job.tasks:
@@ -469,6 +497,7 @@ class ClusterCache:
         for q in self.quotas.values():
             if any(r.job == key for r in q.reserved):
                 q.reserved = tuple(r for r in q.reserved if r.job != key)
+                self.dirty_quotas.add(q.name)
         self._bump()
 
     def _new_job(self, key: str, namespace: str) -> JobInfo:
@@ -558,6 +587,15 @@ class ClusterCache:
     def pod(self, uid: str) -> Obj | None:
         return self._pod_objs.get(uid)
 
+    def quota_object(self, name: str) -> Obj | None:
+        return self._quota_objs.get(name)
+
+    def podgroup_object(self, key: str) -> Obj | None:
+        return self._podgroup_objs.get(key)
+
+    def node_object(self, name: str) -> Obj | None:
+        return self._node_objs.get(name)
+
     def pod_by_name(self, namespace: str, name: str) -> Obj | None:
         for obj in self._pod_objs.values():
             meta = obj.get("metadata") or {}
@@ -617,6 +655,11 @@ class ClusterCache:
             cluster_total=self.cluster_total(),
             generation=self.generation,
         )
+
+    def take_dirty_quotas(self) -> set[str]:
+        """Quotas whose derived status may differ from the API since the last call."""
+        out, self.dirty_quotas = self.dirty_quotas, set()
+        return {q for q in out if q in self.quotas}
 
     def check(self) -> None:
         """Verify every node ledger and every quota's claim sum (raises on drift)."""

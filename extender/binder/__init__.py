@@ -1,0 +1,1 @@
+"""The quota-binder loop: cycles of the scheduler turned into API writes."""

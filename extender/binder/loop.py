@@ -1,0 +1,368 @@
+"""The quota-binder loop (hop ② and the bookkeeping around it), run only by the Lease holder.
+
+Every ``period`` seconds: drop expired assumptions → snapshot → ``Scheduler.run_once`` (the
+policy's actions: fix_quota_binding, allocate_job, allocate_zone, allocate_quota,
+release_quota) → plan the writes → quota statuses (status subresource, optimistic concurrency,
+bounded concurrency) → pod annotations (claims moved; ``quota-node`` on pending pods, which
+makes kube-scheduler re-queue them at once) → events and PodGroup conditions.
+
+Every answer of a successful write is applied to the cache at once, so the next cycle sees it
+even before the informer does. A failed write changes nothing in the cache: its quota stays
+"dirty" and the next cycle recomputes and retries. A quota write is skipped (not forced) when
+the object's ``nodeName`` changed since the cycle planned it (another writer — the extender's
+inline bind — got there first). So a cycle that dies half-way leaves only states that the next
+cycle repairs: partially written gangs are completed by allocate_zone from their bound siblings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from extender import wellknown
+from extender.actions import fix_quota_binding, release_quota
+from extender.binder.plan import OWNED_STATUS_FIELDS, PodPatch, QuotaStatusWrite, plan_writes
+from extender.cache.cache import ClusterCache
+from extender.cache.convert import format_time
+from extender.framework.session import JobVerdict
+from extender.metrics import Metrics
+from extender.model.quota import QuotaPhase
+from extender.scheduler import CycleResult, Scheduler
+
+__all__ = ["BinderLoop", "CycleReport", "Writer"]
+
+log = logging.getLogger(__name__)
+
+
+class Writer(Protocol):
+    """What the loop needs of ``extender.kube.writer.KubeWriter``."""
+
+    async def update_quota_status(
+        self, name: str, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> dict[str, Any] | None: ...
+
+    async def patch_pod_annotations(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None], *, uid: str | None = None
+    ) -> dict[str, Any]: ...
+
+    async def post_event(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> Any: ...
+
+    async def patch_podgroup_status(
+        self, namespace: str, name: str, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> dict[str, Any] | None: ...
+
+
+@dataclass(slots=True)
+class CycleReport:
+    ran: bool
+    result: CycleResult | None = None
+    quota_writes: int = 0
+    pod_writes: int = 0
+    failed: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class BinderLoop:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        scheduler: Scheduler,
+        writer: Writer,
+        *,
+        period: float = 1.0,
+        is_leader: Callable[[], bool] = lambda: True,
+        metrics: Metrics | None = None,
+        concurrency: int = 16,
+        on_cycle: Callable[[CycleReport], Awaitable[None] | None] | None = None,
+    ) -> None:
+        self.cache = cache
+        self.scheduler = scheduler
+        self.writer = writer
+        self.period = period
+        self.is_leader = is_leader
+        self.metrics = metrics
+        self.concurrency = concurrency
+        self.on_cycle = on_cycle
+        self.last: CycleReport | None = None
+        self.verdicts: dict[str, JobVerdict] = {}  # latest verdict per job (for /diagnose)
+        self._posted: dict[str, str] = {}  # job → message of the last event posted
+        self._warned_scattered: set[str] = set()
+        self._sem = asyncio.Semaphore(concurrency)
+
+    # --- running -------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                if self.is_leader():
+                    report = await self.run_cycle()
+                    if self.on_cycle is not None:
+                        maybe = self.on_cycle(report)
+                        if maybe is not None:
+                            await maybe
+            except Exception:  # a bug must not kill the loop: log it; the next cycle starts clean
+                log.exception("binder cycle failed")
+            delay = max(0.0, self.period - (time.monotonic() - started))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+
+    async def run_cycle(self) -> CycleReport:
+        t0 = time.perf_counter()
+        cache = self.cache
+        cache.expire_assumed()
+        result = self.scheduler.run_once(cache.snapshot())
+        plan = plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas())
+        report = CycleReport(ran=True, result=result)
+
+        failed_quotas = await self._write_quotas(plan.quotas, result.now, report)
+        pods = [p for p in plan.pods if not self._depends_on(p, failed_quotas)]
+        await self._write_pods(pods, report)
+        await self._post_outcomes(result)
+        self._remember_verdicts(result)
+        report.seconds = time.perf_counter() - t0
+        self._observe(result, report)
+        self.last = report
+        return report
+
+    # --- writes ----------------------------------------------------------------------------------
+    async def _guarded(self, coro: Awaitable[Any]) -> Any:
+        async with self._sem:
+            return await coro
+
+    async def _write_quotas(self, writes: list[QuotaStatusWrite], now: float, report: CycleReport) -> set[str]:
+        failed: set[str] = set()
+
+        async def one(w: QuotaStatusWrite) -> None:
+            expected = ((self.cache.quota_object(w.name) or {}).get("status") or {}).get("nodeName") or ""
+
+            def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+                status = dict(obj.get("status") or {})
+                if (status.get("nodeName") or "") != expected:
+                    return None  # someone else moved it since we planned: re-plan next cycle
+                old_phase = status.get("phase") or QuotaPhase.EMPTY.value
+                for k in OWNED_STATUS_FIELDS:
+                    v = w.status.get(k)
+                    if v in (None, "", [], {}):
+                        status.pop(k, None)
+                    else:
+                        status[k] = v
+                if status.get("phase") != old_phase:
+                    status["lastTransitionTime"] = format_time(now)
+                if status == (obj.get("status") or {}):
+                    return None
+                return status
+
+            try:
+                obj = await self._guarded(self.writer.update_quota_status(w.name, mutate))
+            except Exception as exc:
+                failed.add(w.name)
+                report.failed.append(f"quota {w.name}: {exc}")
+                self.cache.dirty_quotas.add(w.name)
+                log.warning("quota %s: status write failed: %s", w.name, exc)
+                self._count("quota_status", "error")
+                return
+            if obj is None:
+                self.cache.dirty_quotas.add(w.name)  # skipped: look again next cycle
+                self._count("quota_status", "skipped")
+                return
+            self.cache.on_quota_update(obj, obj)
+            report.quota_writes += 1
+            self._count("quota_status", "ok")
+
+        await asyncio.gather(*(one(w) for w in writes))
+        return failed
+
+    def _depends_on(self, patch: PodPatch, failed_quotas: set[str]) -> bool:
+        if wellknown.ANNO_QUOTA_NODE not in patch.annotations:
+            return False
+        task = self.cache.task(patch.uid)
+        return task is not None and task.quota in failed_quotas
+
+    async def _write_pods(self, patches: list[PodPatch], report: CycleReport) -> None:
+        async def one(p: PodPatch) -> None:
+            try:
+                obj = await self._guarded(
+                    self.writer.patch_pod_annotations(p.namespace, p.name, p.annotations, uid=p.uid)
+                )
+            except Exception as exc:
+                report.failed.append(f"pod {p.namespace}/{p.name}: {exc}")
+                log.warning("pod %s/%s: annotation patch failed: %s", p.namespace, p.name, exc)
+                self._count("pod_annotations", "error")
+                return
+            self.cache.on_pod_update(obj, obj)
+            report.pod_writes += 1
+            self._count("pod_annotations", "ok")
+
+        await asyncio.gather(*(one(p) for p in patches))
+
+    # --- events and PodGroup conditions ----------------------------------------------------------
+    async def _post_outcomes(self, result: CycleResult) -> None:
+        tasks: list[Awaitable[Any]] = []
+        for key, verdict in result.verdicts.items():
+            msg = f"{verdict.stage.name.lower()}: {verdict.status.message()}"
+            if self._posted.get(key) == msg:
+                continue
+            self._posted[key] = msg
+            tasks.append(
+                self._job_event(
+                    key, "Warning", verdict.status.reason.value if verdict.status.reason else "Unschedulable", msg
+                )
+            )
+            tasks.append(self._podgroup_condition(key, verdict, result.now))
+        for key in [k for k in self._posted if k not in result.verdicts]:
+            job = self.cache.jobs.get(key)
+            if job is not None and any(t.quota for t in job.alive_tasks()):
+                del self._posted[key]
+                tasks.append(self._podgroup_condition(key, None, result.now))
+        fix = result.notes.get(fix_quota_binding.NAME)
+        if isinstance(fix, Mapping):
+            for quota, nodes in fix.get("scattered", ()):
+                if quota in self._warned_scattered:
+                    continue
+                self._warned_scattered.add(quota)
+                tasks.append(
+                    self._quota_event(
+                        quota,
+                        "Warning",
+                        "QuotaPodsScattered",
+                        f"pods of quota {quota} run on several nodes: {', '.join(nodes)}; not touched",
+                    )
+                )
+        rel = result.notes.get(release_quota.NAME)
+        if isinstance(rel, release_quota.ReleaseNotes):
+            for quota, node, why in rel.released:
+                tasks.append(self._quota_event(quota, "Normal", "QuotaReleased", f"released from {node}: {why}"))
+        if tasks:
+            await asyncio.gather(*(self._guarded(t) for t in tasks), return_exceptions=True)
+
+    async def _quota_event(self, quota: str, type_: str, reason: str, message: str) -> None:
+        obj = self.cache.quota_object(quota) or {}
+        meta = obj.get("metadata") or {}
+        involved = {"apiVersion": obj.get("apiVersion", ""), "kind": "Quota", "name": quota, "uid": meta.get("uid", "")}
+        await self.writer.post_event(involved, type_, reason, message)
+
+    async def _job_event(self, key: str, type_: str, reason: str, message: str) -> None:
+        job = self.cache.jobs.get(key)
+        if job is None:
+            return
+        if job.has_podgroup:
+            obj = self.cache.podgroup_object(key) or {}
+            meta = obj.get("metadata") or {}
+            involved = {
+                "apiVersion": obj.get("apiVersion", ""),
+                "kind": "PodGroup",
+                "name": job.name,
+                "namespace": job.namespace,
+                "uid": meta.get("uid", ""),
+            }
+            await self.writer.post_event(involved, type_, reason, message)
+            return
+        for t in job.alive_tasks():
+            involved = {"apiVersion": "v1", "kind": "Pod", "name": t.name, "namespace": t.namespace, "uid": t.uid}
+            await self.writer.post_event(involved, type_, reason, message)
+
+    async def _podgroup_condition(self, key: str, verdict: JobVerdict | None, now: float) -> None:
+        job = self.cache.jobs.get(key)
+        if job is None or not job.has_podgroup:
+            return
+        if verdict is None:
+            cond = {"type": "Unschedulable", "status": "False", "reason": "Scheduled", "message": ""}
+        else:
+            cond = {
+                "type": "Unschedulable",
+                "status": "True",
+                "reason": verdict.status.reason.value if verdict.status.reason else "Unschedulable",
+                "message": f"{verdict.stage.name.lower()}: {verdict.status.message()}",
+            }
+        phase = job.phase.value
+
+        def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+            status = dict(obj.get("status") or {})
+            conds = [dict(c) for c in status.get("conditions") or () if isinstance(c, Mapping)]
+            old = next((c for c in conds if c.get("type") == cond["type"]), None)
+            if old is not None and all(old.get(k) == v for k, v in cond.items()) and status.get("phase") == phase:
+                return None
+            new = dict(cond)
+            new["lastTransitionTime"] = (
+                old.get("lastTransitionTime")
+                if old is not None and old.get("status") == cond["status"]
+                else format_time(now)
+            ) or format_time(now)
+            conds = [c for c in conds if c.get("type") != cond["type"]] + [new]
+            status["conditions"] = conds
+            status["phase"] = phase
+            return status
+
+        try:
+            await self.writer.patch_podgroup_status(job.namespace, job.name, mutate)
+            self._count("podgroup_status", "ok")
+        except Exception as exc:
+            log.warning("PodGroup %s: status write failed: %s", key, exc)
+            self._count("podgroup_status", "error")
+
+    # --- bookkeeping ---------------------------------------------------------------------------
+    def _remember_verdicts(self, result: CycleResult) -> None:
+        alive = self.cache.jobs
+        self.verdicts = {k: v for k, v in self.verdicts.items() if k in alive}
+        for key in list(self.verdicts):
+            job = alive.get(key)
+            if key not in result.verdicts and job is not None and all(t.node for t in job.alive_tasks()):
+                del self.verdicts[key]  # placed: no longer stuck
+        self.verdicts.update(result.verdicts)
+
+    def _count(self, kind: str, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.writes.labels(kind=kind, result=outcome).inc()
+
+    def _observe(self, result: CycleResult, report: CycleReport) -> None:
+        m = self.metrics
+        if m is None:
+            return
+        for action, secs in result.timings.items():
+            m.action_seconds.labels(action=action).observe(secs)
+        m.cycle_seconds.observe(report.seconds)
+        bound = sum(1 for q in self.cache.quotas.values() if q.node_name)
+        m.quotas.labels(phase=QuotaPhase.BOUND.value).set(bound)
+        m.quotas.labels(phase=QuotaPhase.EMPTY.value).set(len(self.cache.quotas) - bound)
+        by_reason: dict[str, int] = {}
+        for v in self.verdicts.values():
+            reason = v.status.reason.value if v.status.reason else "Unknown"
+            by_reason[reason] = by_reason.get(reason, 0) + 1
+        m.pending_jobs.clear()
+        for reason, n in by_reason.items():
+            m.pending_jobs.labels(reason=reason).set(n)
+        m.extra_leaves.set(extra_leaves(self.cache))
+
+
+def extra_leaves(cache: ClusterCache) -> int:
+    """Topology jobs whose bound quotas span more zones than the gang needed.
+
+    A gang of n quotas (one per node) needs ``ceil(n / largest zone of its GPU model)`` zones.
+    """
+    largest: dict[str, int] = {}
+    for (spec, _zone), nodes in cache.zones().items():
+        largest[spec] = max(largest.get(spec, 0), len(nodes))
+    count = 0
+    for job in cache.jobs.values():
+        if not job.topology:
+            continue
+        names = {t.quota for t in job.alive_tasks() if t.quota}
+        quotas = [cache.quotas.get(n) for n in names]
+        if not quotas or any(q is None or not q.node_name for q in quotas):
+            continue
+        zones = set()
+        spec = ""
+        for q in quotas:
+            node = cache.nodes.get(q.node_name) if q is not None else None
+            if node is not None:
+                zones.add(node.zone or node.name)
+                spec = node.spec
+        biggest = largest.get(spec, 1) or 1
+        if len(zones) > -(-len(quotas) // biggest):
+            count += 1
+    return count

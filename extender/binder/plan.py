@@ -1,0 +1,194 @@
+"""From a cycle's result to the writes that make the API match it (pure, no I/O).
+
+The binder reconciles rather than replays: for each quota it computes the *desired* status from
+the session's final state and the cache's derived claims, and writes only what differs from what
+the API holds. Intents that only concern pods (claims moved by allocate_job) become annotation
+patches, coalesced per pod (the last one wins). Quota statuses come first, then pod annotations
+(``quota-node`` makes kube-scheduler re-queue a pending pod at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from extender import wellknown
+from extender.cache.cache import ClusterCache
+from extender.cache.convert import format_time, reserved_to_api
+from extender.framework.intents import ClaimQuota, ReleaseClaim
+from extender.framework.session import JobVerdict
+from extender.model.quota import QuotaInfo, QuotaPhase
+from extender.model.resources import format_quantity
+from extender.model.task import TaskStatus
+from extender.scheduler import CycleResult
+
+__all__ = ["PodPatch", "QuotaStatusWrite", "WritePlan", "desired_quota_status", "plan_writes"]
+
+# fields of Quota.status that the binder owns; anything else in status is left alone
+OWNED_STATUS_FIELDS = (
+    "phase",
+    "nodeName",
+    "allocated",
+    "tasks",
+    "reservedTasks",
+    "staticBindStatus",
+    "reason",
+    "message",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaStatusWrite:
+    name: str
+    status: dict[str, Any]  # desired values of OWNED_STATUS_FIELDS
+    phase_changed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PodPatch:
+    namespace: str
+    name: str
+    uid: str
+    annotations: dict[str, str | None]
+
+
+@dataclass(slots=True)
+class WritePlan:
+    quotas: list[QuotaStatusWrite] = field(default_factory=list)
+    pods: list[PodPatch] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not self.quotas and not self.pods
+
+
+def _resource_list(q: Mapping[str, int]) -> dict[str, str]:
+    return {k: format_quantity(k, v) for k, v in sorted(q.items()) if v}
+
+
+def desired_quota_status(cache: ClusterCache, quota: QuotaInfo, now: float, verdict: str = "") -> dict[str, Any]:
+    """What ``status`` should say (the binder-owned fields only)."""
+    tasks = []
+    for uid, claim in sorted(quota.claims.items(), key=lambda kv: (kv[1].index is None, kv[1].index or 0, kv[1].name)):
+        task = cache.task(uid)
+        entry: dict[str, Any] = {
+            "uid": uid,
+            "namespace": claim.namespace,
+            "name": claim.name,
+            "job": claim.job,
+            "request": _resource_list(claim.request.q),
+            "phase": (task.status if task is not None else TaskStatus.PENDING).value,
+        }
+        if claim.index is not None:
+            entry["taskIndex"] = claim.index
+        tasks.append(entry)
+    reserved = [reserved_to_api(r) for r in quota.reserved if not r.expired(now)]
+    reserved.sort(key=lambda r: (r["job"], r.get("taskIndex", -1), r["podName"]))
+    status: dict[str, Any] = {
+        "phase": QuotaPhase.BOUND.value if quota.node_name else QuotaPhase.EMPTY.value,
+        "nodeName": quota.node_name,
+        "allocated": _resource_list(quota.allocated.q),
+        "tasks": tasks,
+        "reservedTasks": reserved,
+        "reason": "" if quota.node_name else verdict.split("(", 1)[0],
+        "message": "" if quota.node_name else verdict,
+    }
+    if quota.static_bind_node:
+        status["staticBindStatus"] = {
+            "nodeName": quota.static_bind_node,
+            "bound": quota.node_name == quota.static_bind_node,
+        }
+    return status
+
+
+def _persisted(obj: Mapping[str, Any] | None) -> dict[str, Any]:
+    status = (obj or {}).get("status") or {}
+    out: dict[str, Any] = {}
+    for k in OWNED_STATUS_FIELDS:
+        v = status.get(k)
+        if v in (None, "", [], {}):
+            continue
+        out[k] = v
+    return out
+
+
+def _normalized(status: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in status.items() if v not in (None, "", [], {})}
+
+
+def quota_messages(verdicts: Mapping[str, JobVerdict]) -> dict[str, str]:
+    """quota → why it is not bound, from the verdicts that name a quota (or all of a job's quotas)."""
+    out: dict[str, str] = {}
+    for v in verdicts.values():
+        if v.quota:
+            out[v.quota] = v.status.message()
+    return out
+
+
+def plan_writes(cache: ClusterCache, result: CycleResult, *, extra_quotas: Iterable[str] = ()) -> WritePlan:
+    plan = WritePlan()
+    now = result.now
+    msgs = quota_messages(result.verdicts)
+    # quotas whose unbound reason should be shown: those of jobs with a verdict
+    for key, v in result.verdicts.items():
+        job = result.jobs.get(key) or cache.jobs.get(key)
+        if job is None:
+            continue
+        for t in job.alive_tasks():
+            if t.quota and t.quota not in msgs:
+                msgs[t.quota] = v.status.message()
+    names = set(result.quotas) | set(extra_quotas)
+    for name in sorted(names):
+        quota = result.quotas.get(name) or cache.quotas.get(name)
+        if quota is None:
+            continue
+        desired = desired_quota_status(cache, quota, now, msgs.get(name, ""))
+        current = _persisted(cache.quota_object(name))
+        if _normalized(desired) != current:
+            phase_changed = current.get("phase", QuotaPhase.EMPTY.value) != desired["phase"]
+            plan.quotas.append(QuotaStatusWrite(name, desired, phase_changed))
+
+    # pod annotations: claims moved this cycle, then quota-node on pending pods
+    patches: dict[str, PodPatch] = {}
+    for intent in result.intents:
+        if isinstance(intent, ClaimQuota):
+            patches[intent.task] = PodPatch(
+                intent.namespace, intent.name, intent.task, {wellknown.ANNO_QUOTA_NAME: intent.quota}
+            )
+        elif isinstance(intent, ReleaseClaim):
+            patches[intent.task] = PodPatch(
+                intent.namespace,
+                intent.name,
+                intent.task,
+                {wellknown.ANNO_QUOTA_NAME: None, wellknown.ANNO_QUOTA_NODE: None},
+            )
+    final_quotas = dict(cache.quotas)
+    final_quotas.update(result.quotas)
+    jobs = dict(cache.jobs)
+    jobs.update(result.jobs)
+    for job in jobs.values():
+        for t in job.alive_tasks():
+            if t.node or t.status is not TaskStatus.ALLOCATED_TO_QUOTA or not t.quota:
+                continue
+            q = final_quotas.get(t.quota)
+            want = q.node_name if q is not None else ""
+            obj = cache.pod(t.uid)
+            have = ((obj or {}).get("metadata") or {}).get("annotations", {}).get(wellknown.ANNO_QUOTA_NODE, "")
+            claimed = ((obj or {}).get("metadata") or {}).get("annotations", {}).get(wellknown.ANNO_QUOTA_NAME, "")
+            patch = patches.get(t.uid)
+            if patch is None and claimed != t.quota:
+                patch = PodPatch(t.namespace, t.name, t.uid, {wellknown.ANNO_QUOTA_NAME: t.quota})
+            if (want or None) != (have or None):
+                base = patch.annotations if patch is not None else {}
+                patch = PodPatch(t.namespace, t.name, t.uid, {**base, wellknown.ANNO_QUOTA_NODE: want or None})
+            if patch is not None:
+                patches[t.uid] = patch
+    plan.pods = sorted(patches.values(), key=lambda p: (p.namespace, p.name))
+    return plan
+
+
+def stamp(status: dict[str, Any], now: float, phase_changed: bool) -> dict[str, Any]:
+    out = dict(status)
+    if phase_changed:
+        out["lastTransitionTime"] = format_time(now)
+    return out

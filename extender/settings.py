@@ -1,0 +1,139 @@
+"""Process settings of ``sky-scheduler serve`` (not the scheduling policy: that is a policy file).
+
+Each field is one command-line flag (``--binder-period``) and one environment variable
+(``SKY_BINDER_PERIOD``); the flag wins. The Helm chart sets them as container args.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, get_type_hints
+
+from extender import wellknown
+
+__all__ = ["ServeSettings", "add_serve_arguments", "settings_from_args"]
+
+
+def _default_namespace() -> str:
+    # the namespace of the pod we run in (downward API / service account), else kube-system
+    env = os.environ.get("POD_NAMESPACE")
+    if env:
+        return env
+    try:
+        with open("/var/run/secrets/kubernetes.io/serviceaccount/namespace", encoding="utf-8") as f:
+            return f.read().strip() or "kube-system"
+    except OSError:
+        return "kube-system"
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    # Kubernetes access
+    kubeconfig: str = field(default="", metadata={"help": "kubeconfig file (default: in-cluster, else ~/.kube/config)"})
+    scheduler_name: str = field(
+        default=wellknown.SCHEDULER_NAME, metadata={"help": "pods with this spec.schedulerName are ours"}
+    )
+    policy: str = field(default="", metadata={"help": "scheduling policy YAML (default: the built-in policy)"})
+    # extender: plain HTTP on loopback, called by the kube-scheduler container of the same pod
+    extender_address: str = field(default="127.0.0.1", metadata={"help": "extender listen address"})
+    extender_port: int = field(default=8888, metadata={"help": "extender port (filter/prioritize/bind/preempt)"})
+    max_body_bytes: int = field(default=8 * 1024 * 1024, metadata={"help": "refuse larger request bodies"})
+    # webhook: HTTPS, called by kube-apiserver
+    webhook_address: str = field(default="0.0.0.0", metadata={"help": "webhook listen address"})
+    webhook_port: int = field(default=9443, metadata={"help": "webhook HTTPS port (0: no webhook)"})
+    tls_cert_file: str = field(default="", metadata={"help": "webhook serving certificate (PEM)"})
+    tls_key_file: str = field(default="", metadata={"help": "webhook serving key (PEM)"})
+    # operations: probes, metrics, /diagnose
+    ops_address: str = field(default="0.0.0.0", metadata={"help": "ops listen address"})
+    ops_port: int = field(default=8080, metadata={"help": "/healthz /readyz /metrics /diagnose port"})
+    # binder loop and leader election
+    binder_period: float = field(default=1.0, metadata={"help": "seconds between binder cycles"})
+    leader_elect: bool = field(default=True, metadata={"help": "run the binder only while holding the Lease"})
+    lease_name: str = field(default=wellknown.DEFAULT_BINDER_LEASE, metadata={"help": "binder Lease name"})
+    lease_namespace: str = field(default_factory=_default_namespace, metadata={"help": "binder Lease namespace"})
+    lease_duration: float = field(default=15.0, metadata={"help": "seconds a Lease is valid without renewal"})
+    renew_deadline: float = field(default=10.0, metadata={"help": "seconds the leader keeps trying to renew"})
+    retry_period: float = field(default=2.0, metadata={"help": "seconds between acquire/renew attempts"})
+    identity: str = field(default_factory=socket.gethostname, metadata={"help": "leader-election identity"})
+    # model options
+    reservation_ttl: float = field(default=600.0, metadata={"help": "seconds a deleted task's reservation lives"})
+    gpu_spec_labels: str = field(
+        default=",".join(wellknown.DEFAULT_GPU_SPEC_LABELS),
+        metadata={"help": "node label keys naming the GPU model (comma-separated, longest wins)"},
+    )
+    spot_resource: str = field(default=wellknown.RESOURCE_SPOT_GPU, metadata={"help": "resource that marks spot pods"})
+    log_level: str = field(default="info", metadata={"help": "debug, info, warning, error"})
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    hints = get_type_hints(ServeSettings)
+    for f in fields(ServeSettings):
+        typ = hints[f.name]
+        env = "SKY_" + f.name.upper()
+        help_text = f"{f.metadata.get('help', '')} (env {env})"
+        if typ is bool:
+            parser.add_argument(
+                _flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
+        else:
+            parser.add_argument(_flag(f.name), dest=f.name, type=typ, default=None, help=help_text)
+
+
+def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> ServeSettings:
+    """Flags win over environment variables, which win over defaults. Bad values raise ValueError."""
+    env = os.environ if env is None else env
+    hints = get_type_hints(ServeSettings)
+    values: dict[str, Any] = {}
+    for f in fields(ServeSettings):
+        given = getattr(args, f.name, None)
+        if given is not None:
+            values[f.name] = given
+            continue
+        raw = env.get("SKY_" + f.name.upper())
+        if raw is None:
+            continue
+        typ = hints[f.name]
+        try:
+            if typ is bool:
+                if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(raw)
+                values[f.name] = raw.lower() in ("true", "1", "yes")
+            else:
+                values[f.name] = typ(raw)
+        except ValueError:
+            raise ValueError(
+                f"environment variable SKY_{f.name.upper()}={raw!r} is not a valid {typ.__name__}"
+            ) from None
+    settings = ServeSettings(**values)
+    _validate(settings)
+    return settings
+
+
+def _validate(s: ServeSettings) -> None:
+    problems = []
+    if s.binder_period <= 0:
+        problems.append("--binder-period must be > 0")
+    if not 0 < s.renew_deadline < s.lease_duration:
+        problems.append("--renew-deadline must be > 0 and < --lease-duration")
+    if s.retry_period <= 0 or s.retry_period >= s.renew_deadline:
+        problems.append("--retry-period must be > 0 and < --renew-deadline")
+    if s.webhook_port and not (s.tls_cert_file and s.tls_key_file):
+        problems.append("the webhook needs --tls-cert-file and --tls-key-file (or --webhook-port 0 to disable it)")
+    for port_name in ("extender_port", "webhook_port", "ops_port"):
+        port = getattr(s, port_name)
+        if not 0 <= port <= 65535:
+            problems.append(f"{_flag(port_name)} {port} is not a port")
+    if s.max_body_bytes < 1024:
+        problems.append("--max-body-bytes must be at least 1024")
+    if s.log_level.lower() not in ("debug", "info", "warning", "error"):
+        problems.append("--log-level must be debug, info, warning or error")
+    if problems:
+        raise ValueError("; ".join(problems))
