@@ -130,9 +130,7 @@ def _parse_plugins(raw: Any, registry: Mapping[str, PluginClass], where: str) ->
     return out
 
 
-def _compile_stages(
-    raw: Any, plugins: Mapping[str, Plugin], where: str
-) -> dict[str, CompiledStage]:
+def _compile_stages(raw: Any, plugins: Mapping[str, Plugin], where: str) -> dict[str, CompiledStage]:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -153,11 +151,7 @@ def _compile_stages(
                 if len(implementers) == 1
                 else Call(DEFAULT_OPERATOR[kind], tuple(Ref(n, 1.0, 0) for n in implementers), 0)
             )
-            text = (
-                implementers[0]
-                if len(implementers) == 1
-                else f"{DEFAULT_OPERATOR[kind]}({', '.join(implementers)})"
-            )
+            text = implementers[0] if len(implementers) == 1 else f"{DEFAULT_OPERATOR[kind]}({', '.join(implementers)})"
         else:
             if not isinstance(text, str):
                 raise PolicyError(f"{where}: stages.{stage}: the expression must be a string")

@@ -128,9 +128,7 @@ class Session:
             fns = plugin.open(self)
             declared = plugin.STAGES
             if set(fns) != set(declared):
-                raise StatementError(
-                    f"plugin {name} returned stages {sorted(fns)} but declares {sorted(declared)}"
-                )
+                raise StatementError(f"plugin {name} returned stages {sorted(fns)} but declares {sorted(declared)}")
             for stage, fn in fns.items():
                 if stage == EVENT_HOOK:
                     self._handlers.append(fn)

@@ -27,12 +27,12 @@ Job-level stages::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from extender.framework.expr import Kind
-from extender.framework.status import SUCCESS
+from extender.framework.status import SUCCESS, Status
 
 __all__ = ["BUNDLES", "BUNDLE_STAGES", "EVENT_HOOK", "STAGES", "BoundBundle", "BoundStages"]
 
@@ -63,6 +63,7 @@ STAGES.update({f"job.{s}": k for s, k in JOB_STAGES.items()})
 EVENT_HOOK = "events"
 """Not a stage: a plugin may return ``{"events": handler}`` to follow the statement's operations."""
 
+
 def neutral(kind: Kind) -> Callable[..., Any]:
     """What a stage evaluates to when no enabled plugin implements it."""
     if kind is Kind.STATUS:
@@ -83,9 +84,9 @@ class BoundBundle:
     """One bundle (TQ, QN or TN) with its six stages bound to this session's plugin functions."""
 
     name: str
-    select: Callable[[Any, Any], Any]
-    pre_predicate: Callable[[Any], Any]
-    predicate: Callable[[Any, Any], Any]
+    select: Callable[[Any, Any], Status]
+    pre_predicate: Callable[[Any], Status]
+    predicate: Callable[[Any, Any], Status]
     node_order: Callable[[Any, Any], float]
     batch_node_order: Callable[[Any, Any], Mapping[str, float]]
     best_n: Callable[[Any, Any], Any]
@@ -98,9 +99,9 @@ class BoundStages:
     order: Callable[[Any], Any]
     queue_order: Callable[[Any], Any]
     task_order: Callable[[Any], Any]
-    enqueueable: Callable[[Any], Any]
-    valid: Callable[[Any], Any]
-    tq_ready: Callable[[Any], Any]
-    quota_allocate: Callable[[Any], Any]
-    zone_candidates: Callable[[Any, Any], Any]
-    victims: Callable[[Any, Any], Any]
+    enqueueable: Callable[[Any], Status]
+    valid: Callable[[Any], Status]
+    tq_ready: Callable[[Any], Status]
+    quota_allocate: Callable[[Any], Status]
+    zone_candidates: Callable[[Any, Any], Sequence[str] | None]
+    victims: Callable[[Any, Any], Sequence[str] | None]

@@ -40,22 +40,32 @@ class Plugin:
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
         total = ssn.snap.cluster_total
+        # computed on first use (sessions that never order jobs, like the webhook's, pay nothing)
         queue_used: defaultdict[str, Resource] = defaultdict(Resource.empty)
         job_used: defaultdict[str, Resource] = defaultdict(Resource.empty)
-        for job in ssn.jobs():
-            for t in job.alive_tasks():
-                if t.quota or t.node:
-                    job_used[job.key].iadd(t.request)
-                    queue_used[job.queue].iadd(t.request)
+        ready = False
+
+        def ensure() -> None:
+            nonlocal ready
+            if ready:
+                return
+            ready = True
+            for job in ssn.jobs():
+                for t in job.alive_tasks():
+                    if t.quota or t.node:
+                        job_used[job.key].iadd(t.request)
+                        queue_used[job.queue].iadd(t.request)
 
         def queue_order(queue: QueueInfo) -> tuple[Any, ...]:
+            ensure()
             return (dominant_share(queue_used[queue.name], total) / max(queue.weight, 1),)
 
         def order(job: JobInfo) -> tuple[Any, ...]:
+            ensure()
             return (dominant_share(job_used[job.key], total),)
 
         def on_event(ev: Event) -> None:
-            if ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM):
+            if not ready or ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM):
                 return
             task = ssn.task(ev.task)
             if task is None:

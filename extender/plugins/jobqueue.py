@@ -43,7 +43,13 @@ class Plugin:
             return match[job.key]
 
         running: dict[str, set[str]] = {q.name: set() for q in jqs}
-        if jqs:
+        ready = False
+
+        def ensure() -> None:  # counted on first use only
+            nonlocal ready
+            if ready:
+                return
+            ready = True
             for job in ssn.jobs():
                 q = governing(job)
                 if q is not None and admitted(job):
@@ -58,6 +64,7 @@ class Plugin:
                 return SUCCESS
             if not q.open:
                 return Status.unschedulable(Reason.JOB_BLOCKED_BY_JOB_QUEUE, f"jobqueue {q.name} is closed")
+            ensure()
             if q.max_running is not None and len(running[q.name]) >= q.max_running:
                 return Status.unschedulable(
                     Reason.JOB_BLOCKED_BY_JOB_QUEUE,
@@ -70,7 +77,7 @@ class Plugin:
             return (-(q.priority if q is not None else 0),)
 
         def on_event(ev: Event) -> None:
-            if ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM) or not jqs:
+            if not ready or ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM):
                 return
             task = ssn.task(ev.task)
             job = ssn.job(task.job) if task is not None else None

@@ -38,8 +38,14 @@ class Plugin:
         self.args = args
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        # Quotas that declare anti-affinity, for the symmetric check (few in practice).
-        anti_holders = [q.name for q in ssn.quotas() if q.quota_anti_affinity]
+        # Quotas that declare anti-affinity, for the symmetric check (few in practice; on first use).
+        holders: list[str] | None = None
+
+        def anti_holders() -> list[str]:
+            nonlocal holders
+            if holders is None:
+                holders = [q.name for q in ssn.quotas() if q.quota_anti_affinity]
+            return holders
         affinity_nodes: dict[str, list[tuple[QuotaAffinityTerm, frozenset[str]]]] = {}
 
         def bound_nodes_of(term: QuotaAffinityTerm, me: str) -> frozenset[str]:
@@ -77,7 +83,7 @@ class Plugin:
                             return Status.unresolvable(
                                 Reason.QUOTA_ANTI_AFFINITY, f"{node.name} holds quota {other_name}"
                             )
-            for holder_name in anti_holders:
+            for holder_name in anti_holders():
                 if holder_name == quota.name or not node.has_quota(holder_name):
                     continue
                 holder = ssn.quota(holder_name)
@@ -121,9 +127,11 @@ class Plugin:
             if quota.reservation_for(task, ssn.now) is not None:
                 score = 1000.0
             else:
-                node = quota.node_name or (
-                    quota.static_bind_status.node_name if quota.static_bind_status is not None else ""
-                ) or quota.static_bind_node
+                node = (
+                    quota.node_name
+                    or (quota.static_bind_status.node_name if quota.static_bind_status is not None else "")
+                    or quota.static_bind_node
+                )
                 if node:
                     score = 100.0 + (50.0 if node in siblings_on(task) else 0.0)
                 else:

@@ -84,8 +84,10 @@ class Plugin:
             short = quota.claim_shortfalls(task.request, task=task, now=ssn.now)
             if short:
                 held = any(not r.expired(ssn.now) and not r.admits(task) for r in quota.reserved)
-                reason = Reason.QUOTA_RESERVED if held and not quota.claim_shortfalls(task.request) else (
-                    Reason.INSUFFICIENT_QUOTA
+                reason = (
+                    Reason.QUOTA_RESERVED
+                    if held and not quota.claim_shortfalls(task.request)
+                    else (Reason.INSUFFICIENT_QUOTA)
                 )
                 return Status.unschedulable(reason, f"quota {quota.name}: {fits_detail(short)}")
             if quota.node_name:

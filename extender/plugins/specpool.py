@@ -53,10 +53,17 @@ class Plugin:
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
         claimed: defaultdict[str, Resource] = defaultdict(Resource.empty)
-        for job in ssn.jobs():
-            for t in job.alive_tasks():
-                if t.quota:
-                    claimed[job.queue].iadd(t.request)
+        ready = False
+
+        def ensure() -> None:  # on first use: most sessions never check a queue's capability
+            nonlocal ready
+            if ready:
+                return
+            ready = True
+            for job in ssn.jobs():
+                for t in job.alive_tasks():
+                    if t.quota:
+                        claimed[job.queue].iadd(t.request)
 
         def predicate_tq(task: TaskInfo, quota: QuotaInfo) -> Status:
             if task.spec:
@@ -68,6 +75,7 @@ class Plugin:
             job = ssn.job(task.job)
             queue = ssn.snap.queues.get(job.queue) if job is not None else None
             if queue is not None and queue.capability is not None and task.uid not in quota.claims:
+                ensure()
                 after = claimed[queue.name] + task.request
                 over = [n for n in queue.capability.q if after.get(n) > queue.capability.get(n)]
                 if over:
@@ -82,7 +90,7 @@ class Plugin:
             return SUCCESS
 
         def on_event(ev: Event) -> None:
-            if ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM):
+            if not ready or ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM):
                 return
             task = ssn.task(ev.task)
             job = ssn.job(task.job) if task is not None else None

@@ -63,9 +63,7 @@ class Plugin:
         def mount_points(quota: QuotaInfo) -> tuple[str, ...]:
             mps = needs.get(quota.name)
             if mps is None:
-                mps = needs[quota.name] = tuple(
-                    sorted({mp for t in ssn.claimants(quota) for mp in t.mount_points})
-                )
+                mps = needs[quota.name] = tuple(sorted({mp for t in ssn.claimants(quota) for mp in t.mount_points}))
             return mps
 
         def pre_predicate_qn(quota: QuotaInfo) -> Status:

@@ -108,9 +108,7 @@ def _describe_gang(quotas: Sequence[QuotaInfo]) -> str:
 class Plugin:
     NAME: Final = NAME
     Args = TopologyArgs
-    STAGES: Final = frozenset(
-        {"job.zone_candidates", "job.quota_allocate", "qn.node_order", "qn.best_n", "events"}
-    )
+    STAGES: Final = frozenset({"job.zone_candidates", "job.quota_allocate", "qn.node_order", "qn.best_n", "events"})
     RANK_ORDERED_BEST_N: Final = True
 
     def __init__(self, args: TopologyArgs) -> None:
@@ -118,14 +116,22 @@ class Plugin:
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
         st = _State(ssn, self.args)
-        for node in ssn.nodes():
-            zid = (node.spec, node.zone or f"node#{node.name}")
-            st.zone_of[node.name] = zid
-            st.zone_nodes.setdefault(zid, []).append(node.name)  # rank order (ssn.nodes())
-        for job in ssn.jobs():
-            if job.affinity_key:
-                for q in _bound_quotas(ssn, job):
-                    st.affinity[job.affinity_key][st.zone_of.get(q.node_name, ("", ""))] += 1
+        ready = False
+
+        def ensure() -> None:
+            """Zones and the zone-affinity tracker, built on first use (non-topology sessions skip it)."""
+            nonlocal ready
+            if ready:
+                return
+            ready = True
+            for node in ssn.nodes():
+                zid = (node.spec, node.zone or f"node#{node.name}")
+                st.zone_of[node.name] = zid
+                st.zone_nodes.setdefault(zid, []).append(node.name)  # rank order (ssn.nodes())
+            for job in ssn.jobs():
+                if job.affinity_key:
+                    for q in _bound_quotas(ssn, job):
+                        st.affinity[job.affinity_key][st.zone_of.get(q.node_name, ("", ""))] += 1
 
         def fits(quota: QuotaInfo, node: NodeInfo, shape: object | None) -> bool:
             if shape is not None:
@@ -143,6 +149,7 @@ class Plugin:
             (ascending node index), then — unless the job demands strict order — the rest."""
             if not job.topology:
                 return None
+            ensure()
             plan = st.plans.get(job.key)
             if plan is None:
                 siblings = _bound_quotas(ssn, job)
@@ -190,9 +197,7 @@ class Plugin:
                     plan = plan_continuity(job, pending, need, head, shape if uniform else None)
                 if plan is not None:
                     return plan
-            st.failures[job.key] = Status.unschedulable(
-                Reason.NO_ZONE_FITS, f"no zone holds {_describe_gang(pending)}"
-            )
+            st.failures[job.key] = Status.unschedulable(Reason.NO_ZONE_FITS, f"no zone holds {_describe_gang(pending)}")
             return None
 
         def zone_capacity(zid: ZoneId, pending: Sequence[QuotaInfo], head: QuotaInfo, shape: object | None) -> int:
@@ -258,6 +263,7 @@ class Plugin:
             job = _job_of_quota(ssn, quota)
             if job is None or not job.topology:
                 return 0.0
+            ensure()
             zid = st.zone_of.get(node.name)
             score = 0.0
             if zid is not None and self.args.namedzone_weight:
@@ -332,7 +338,7 @@ class Plugin:
             return SUCCESS
 
         def on_event(ev: Event) -> None:
-            if ev.kind not in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
+            if not ready or ev.kind not in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
                 return
             for memo in st.fit_memo.values():
                 memo.pop(ev.node, None)

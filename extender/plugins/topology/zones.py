@@ -127,8 +127,6 @@ def best_in_range(indexed: Sequence[tuple[int, str]], low: int | None, high: int
     """
     if not indexed:
         return None
-    in_range = [
-        (i, n) for i, n in indexed if (low is None or i > low) and (high is None or i < high)
-    ]
+    in_range = [(i, n) for i, n in indexed if (low is None or i > low) and (high is None or i < high)]
     pool = in_range or list(indexed)
     return min(pool)[1]

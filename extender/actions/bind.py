@@ -1,0 +1,170 @@
+"""``bind`` — hop ③, pod → node, per pod, as kube-scheduler asks (seed 2.6 bind, DESIGN §6).
+
+Pure decisions over a session; the extender's HTTP verbs call them and perform the writes.
+
+* A pod whose quota is bound: only the quota's node can pass, after the TN re-check (node
+  Ready, taints, ``idle ≥ request``, storage…); every other candidate is unresolvable with a
+  reason naming the quota and its node. When the quota's node is short only because
+  lower-priority preemptible pods use it, the node is *resolvable* (``FailedNodes``) so that
+  kube-scheduler's preemption runs.
+* A pod whose quota is not bound yet: nothing passes, and the reason says what it waits for
+  (the binder's verdict for its job when there is one: ``waiting for gang: 3/4 quotas bound``,
+  ``quota q-train-1 not bound: no zone holds 4×1 GPU``).
+* A single-pod job without topology whose quota is not bound (or that has no quota yet: the TQ
+  pipeline picks one inline): the QN pipeline runs over the candidates right here — the
+  feasible nodes pass, prioritize returns their QN scores scaled to 0–10, and bind binds quota
+  and pod together. Such a job need not wait for the next binder cycle.
+* A spot pod: the TN pipeline (``backfill``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from extender.actions import backfill
+from extender.actions.outcome import INLINE, FilterOutcome
+from extender.framework.pipeline import place
+from extender.framework.session import JobVerdict, Session
+from extender.framework.status import Reason, Status
+from extender.model.job import JobInfo
+from extender.model.node import NodeInfo
+from extender.model.quota import QuotaInfo
+from extender.model.task import TaskInfo
+
+NAME: Final = "bind"
+
+
+def is_inline(job: JobInfo | None, task: TaskInfo) -> bool:
+    """Single-pod job without topology: placed by the extender itself, quota and pod together."""
+    if job is None or task.spot:
+        return False
+    return not job.topology and len([t for t in job.tasks.values() if t.is_alive()]) <= 1 and job.min_member <= 1
+
+
+def waiting_reason(ssn: Session, task: TaskInfo, quota: QuotaInfo | None, verdict: JobVerdict | None) -> Status:
+    """Why a pod whose quota is not bound cannot pass anywhere yet."""
+    if quota is None:
+        if verdict is not None:
+            return Status.unresolvable(verdict.status.reason or Reason.NO_QUOTA, _verdict_text(verdict))
+        return Status.unresolvable(Reason.NO_QUOTA, "waiting for the binder to assign a quota")
+    if verdict is not None:
+        return Status.unresolvable(
+            verdict.status.reason or Reason.QUOTA_NOT_BOUND, f"quota {quota.name} not bound: {_verdict_text(verdict)}"
+        )
+    return Status.unresolvable(Reason.QUOTA_NOT_BOUND, f"quota {quota.name} not bound yet: waiting for the binder")
+
+
+def _verdict_text(v: JobVerdict) -> str:
+    f = v.status.failures[0] if v.status.failures else None
+    if f is None:
+        return v.status.message()
+    if f.reason is Reason.WAITING_FOR_GANG:
+        return f"waiting for gang: {f.detail}"
+    return f.detail or f.reason.value
+
+
+def choose_inline_quota(ssn: Session, task: TaskInfo) -> QuotaInfo | None:
+    job = ssn.job(task.job)
+    if job is None:
+        return None
+    result = place(ssn.tq, task, list(ssn.quotas_of_queue(job.queue)))
+    return result.choice
+
+
+def filter_quota_pod(
+    ssn: Session,
+    task: TaskInfo,
+    candidates: Sequence[str],
+    verdicts: Mapping[str, JobVerdict],
+) -> FilterOutcome:
+    job = ssn.job(task.job)
+    out = FilterOutcome()
+    if task.spot:
+        return backfill.filter_spot_pod(ssn, task, candidates)
+    quota = ssn.quota(task.quota) if task.quota else None
+    if quota is None and not task.quota and is_inline(job, task):
+        quota = choose_inline_quota(ssn, task)
+    if quota is not None and not quota.node_name and is_inline(job, task):
+        return filter_inline(ssn, task, quota, candidates)
+    if quota is None or not quota.node_name:
+        why = waiting_reason(ssn, task, quota, verdicts.get(task.job))
+        msg = why.message()
+        out.unresolvable = dict.fromkeys(candidates, msg)
+        out.quota = quota.name if quota is not None else ""
+        return out
+    out.quota = quota.name
+    elsewhere = Status.unresolvable(
+        Reason.QUOTA_BOUND_ELSEWHERE, f"quota {quota.name} is bound to {quota.node_name}"
+    ).message()
+    for name in candidates:
+        if name != quota.node_name:
+            out.unresolvable[name] = elsewhere
+            continue
+        node = ssn.node(name)
+        if node is None:
+            out.unresolvable[name] = Status.unresolvable(Reason.NODE_NOT_FOUND, name).message()
+            continue
+        out.put(name, ssn.tn.predicate(task, node))
+    return out
+
+
+def filter_inline(ssn: Session, task: TaskInfo, quota: QuotaInfo, candidates: Sequence[str]) -> FilterOutcome:
+    """QN (can the quota bind there) AND TN (can the pod run there) over the candidates."""
+    out = FilterOutcome(path=INLINE, quota=quota.name)
+    nodes: list[NodeInfo] = []
+    for name in candidates:
+        node = ssn.node(name)
+        if node is None:
+            out.unresolvable[name] = Status.unresolvable(Reason.NODE_NOT_FOUND, name).message()
+            continue
+        nodes.append(node)
+    pre = ssn.qn.pre_predicate(quota)
+    if not pre.ok:
+        for n in nodes:
+            out.put(n.name, pre)
+        return out
+    feasible: list[NodeInfo] = []
+    for node in nodes:
+        s = ssn.qn.select(quota, node)
+        if s.ok:
+            s = ssn.qn.predicate(quota, node)
+        if s.ok:
+            s = _tn_without_quota_check(ssn, task, node)
+        if s.ok:
+            feasible.append(node)
+        out.put(node.name, s)
+    if feasible and ssn.qn.has_scores:
+        batch = ssn.qn.batch_node_order(quota, feasible)
+        for node in feasible:
+            out.scores[node.name] = ssn.qn.node_order(quota, node) + batch.get(node.name, 0.0)
+    return out
+
+
+def _tn_without_quota_check(ssn: Session, task: TaskInfo, node: NodeInfo) -> Status:
+    """The TN predicates for a pod whose quota is not bound yet (it will be bound to ``node``)."""
+    short = task.request.shortfalls(node.idle)
+    if short:
+        return Status.unresolvable(Reason.INSUFFICIENT_IDLE, ", ".join(map(str, short)))
+    # every TN predicate except the quota's own "bound to this node" check
+    probe = task.clone()
+    probe.quota = ""
+    return ssn.tn.predicate(probe, node)
+
+
+def scale_scores(scores: Mapping[str, float], names: Sequence[str]) -> dict[str, int]:
+    """Raw scores → the extender's 0..10 (MaxExtenderPriority), min-max over the candidates."""
+    if not scores:
+        return dict.fromkeys(names, 0)
+    lo = min(scores.values())
+    hi = max(scores.values())
+    out: dict[str, int] = {}
+    for n in names:
+        s = scores.get(n)
+        if s is None:
+            out[n] = 0
+        elif hi == lo:
+            out[n] = 10
+        else:
+            out[n] = round(10 * (s - lo) / (hi - lo))
+    return out

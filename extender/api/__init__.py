@@ -1,0 +1,1 @@
+"""HTTP edges: the extender verbs and the operations endpoints (diagnose, metrics, health)."""

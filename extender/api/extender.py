@@ -1,0 +1,430 @@
+"""The kube-scheduler extender protocol: ``POST /filter``, ``/prioritize``, ``/bind``, ``/preempt``.
+
+Wire format exactly as ``k8s.io/kube-scheduler/extender/v1`` marshals it: PascalCase keys, nulls
+present, prioritize answers a bare array, requests with ``NodeNames`` (``nodeCacheCapable:
+true``) and with full ``Nodes`` are both accepted and answered in the form received. Keys of a
+request are matched case-insensitively, as Go's decoder does.
+
+"Does not fit" is HTTP 200 with reasons in ``FailedNodes`` / ``FailedAndUnresolvableNodes``,
+never an error: an error aborts the attempt and skips preemption. Trouble the caller cannot fix
+by waiting (a malformed body) is HTTP 200 with ``Error`` set, whose text kube-scheduler shows
+in the pod's events. Nothing here waits on the API except ``/bind``, which performs the Binding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from extender import wellknown
+from extender.actions import bind as bind_action
+from extender.actions import reclaim as reclaim_action
+from extender.actions.outcome import INLINE, QUOTA, SPOT, FilterOutcome
+from extender.framework.session import Session
+from extender.framework.status import Reason, Status
+from extender.model.task import ON_NODE, TaskInfo
+from extender.state import ServiceState
+
+__all__ = ["BodyTooLarge", "create_app", "read_body"]
+
+log = logging.getLogger(__name__)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing more than ``limit`` bytes (declared or streamed)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(obj), status_code=status, media_type="application/json")
+
+
+def _field(d: Mapping[str, Any], name: str) -> Any:
+    """Go's encoding/json matches keys case-insensitively; so do we."""
+    if name in d:
+        return d[name]
+    low = name.lower()
+    for k, v in d.items():
+        if isinstance(k, str) and k.lower() == low:
+            return v
+    return None
+
+
+class _BadRequest(ValueError):
+    pass
+
+
+def _parse(body: bytes) -> dict[str, Any]:
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise _BadRequest(f"malformed request body: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise _BadRequest("malformed request body: expected a JSON object")
+    return doc
+
+
+def _candidates(args: Mapping[str, Any]) -> tuple[list[str], dict[str, Any] | None]:
+    """(candidate names, the NodeList when the request carried full Nodes)."""
+    names = _field(args, "NodeNames")
+    nodes = _field(args, "Nodes")
+    if names is not None:
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise _BadRequest("NodeNames must be a list of strings")
+        return list(names), None
+    if nodes is not None:
+        if not isinstance(nodes, dict) or not isinstance(nodes.get("items") or [], list):
+            raise _BadRequest("Nodes must be a NodeList")
+        out = []
+        for item in nodes.get("items") or []:
+            name = ((item or {}).get("metadata") or {}).get("name") if isinstance(item, dict) else None
+            if not isinstance(name, str):
+                raise _BadRequest("Nodes.items[] without metadata.name")
+            out.append(name)
+        return out, nodes
+    return [], None
+
+
+def _pod(args: Mapping[str, Any]) -> dict[str, Any]:
+    pod = _field(args, "Pod")
+    if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict):
+        raise _BadRequest("the request has no Pod")
+    return pod
+
+
+def _filter_reply(outcome: FilterOutcome, node_list: dict[str, Any] | None, error: str = "") -> dict[str, Any]:
+    failed = outcome.failed
+    unresolvable = outcome.unresolvable
+    if node_list is not None:
+        keep = set(outcome.passed)
+        items = [i for i in node_list.get("items") or [] if (i.get("metadata") or {}).get("name") in keep]
+        nodes: Any = {**node_list, "items": items}
+        return {
+            "Nodes": nodes,
+            "NodeNames": None,
+            "FailedNodes": failed,
+            "FailedAndUnresolvableNodes": unresolvable,
+            "Error": error,
+        }
+    return {
+        "Nodes": None,
+        "NodeNames": outcome.passed,
+        "FailedNodes": failed,
+        "FailedAndUnresolvableNodes": unresolvable,
+        "Error": error,
+    }
+
+
+def _all(names: list[str], status: Status) -> FilterOutcome:
+    out = FilterOutcome()
+    for n in names:
+        out.put(n, status)
+    return out
+
+
+def create_app(state: ServiceState) -> FastAPI:
+    app = FastAPI(
+        title="sky-scheduler extender",
+        description="kube-scheduler extender verbs (k8s.io/kube-scheduler/extender/v1 wire format).",
+        version="v1",
+    )
+    metrics = state.metrics
+
+    def timed(
+        verb: str,
+    ) -> Callable[[Callable[[Request], Awaitable[Response]]], Callable[[Request], Awaitable[Response]]]:
+        def wrap(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+            async def handler(request: Request) -> Response:
+                t0 = time.perf_counter()
+                try:
+                    resp = await fn(request)
+                except BodyTooLarge as exc:
+                    resp = _json({"Error": str(exc)}, 413)
+                except Exception as exc:  # never a 500 with a stack trace
+                    log.exception("%s failed", verb)
+                    resp = _json({"Error": f"internal error in {verb}: {type(exc).__name__}: {exc}"})
+                metrics.request_seconds.labels(verb=verb).observe(time.perf_counter() - t0)
+                metrics.requests.labels(verb=verb, code=str(resp.status_code)).inc()
+                return resp
+
+            handler.__name__ = fn.__name__
+            handler.__doc__ = fn.__doc__
+            return handler
+
+        return wrap
+
+    def resolve(ssn: Session, pod: Mapping[str, Any]) -> TaskInfo | None:
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        return ssn.task(uid) if uid else None
+
+    def not_ours(pod: Mapping[str, Any]) -> bool:
+        return (pod.get("spec") or {}).get("schedulerName") not in (None, state.scheduler_name)
+
+    def decide(pod: Mapping[str, Any], names: list[str]) -> FilterOutcome:
+        if not state.synced():
+            return _all(
+                names, Status.unresolvable(Reason.CACHE_NOT_SYNCED, "the scheduler is starting; retry in a moment")
+            )
+        if not_ours(pod):
+            return FilterOutcome(passed=list(names))
+        ssn = Session(state.cache.snapshot(), state.policy)
+        task = resolve(ssn, pod)
+        if task is None:
+            meta = pod.get("metadata") or {}
+            return _all(
+                names,
+                Status.unresolvable(
+                    Reason.UNKNOWN_POD,
+                    f"pod {meta.get('namespace')}/{meta.get('name')} is not in the scheduler's cache yet",
+                ),
+            )
+        if task.node and task.status in ON_NODE:
+            # already placed (or a bind is in flight): only its node
+            out = FilterOutcome()
+            for n in names:
+                if n == task.node:
+                    out.passed.append(n)
+                else:
+                    out.unresolvable[n] = f"pod is being bound to {task.node}"
+            return out
+        return bind_action.filter_quota_pod(ssn, task, names, state.verdicts())
+
+    @app.post("/filter", summary="Filter candidate nodes (ExtenderArgs → ExtenderFilterResult)")
+    @timed("filter")
+    async def filter_(request: Request) -> Response:
+        body = await read_body(request, state.max_body_bytes)
+        try:
+            args = _parse(body)
+            pod = _pod(args)
+            names, node_list = _candidates(args)
+        except _BadRequest as exc:
+            return _json(
+                {
+                    "Nodes": None,
+                    "NodeNames": None,
+                    "FailedNodes": {},
+                    "FailedAndUnresolvableNodes": {},
+                    "Error": str(exc),
+                }
+            )
+        return _json(_filter_reply(decide(pod, names), node_list))
+
+    @app.post("/prioritize", summary="Score candidate nodes 0..10 (ExtenderArgs → HostPriorityList)")
+    @timed("prioritize")
+    async def prioritize(request: Request) -> Response:
+        body = await read_body(request, state.max_body_bytes)
+        try:
+            args = _parse(body)
+            pod = _pod(args)
+            names, _ = _candidates(args)
+        except _BadRequest:
+            return _json([])  # prioritize errors are ignored by kube-scheduler: answer neutrally
+        outcome = decide(pod, names)
+        if outcome.path in (INLINE, SPOT):
+            scores = bind_action.scale_scores(outcome.scores, names)
+        else:
+            passed = set(outcome.passed)
+            scores = {n: (10 if n in passed else 0) for n in names}
+        return _json([{"Host": n, "Score": scores.get(n, 0)} for n in names])
+
+    @app.post("/bind", summary="Bind the pod to the node (ExtenderBindingArgs → ExtenderBindingResult)")
+    @timed("bind")
+    async def bind(request: Request) -> Response:
+        body = await read_body(request, state.max_body_bytes)
+        try:
+            args = _parse(body)
+        except _BadRequest as exc:
+            return _json({"Error": str(exc)})
+        name, ns, uid, node = (str(_field(args, k) or "") for k in ("PodName", "PodNamespace", "PodUID", "Node"))
+        if not (name and ns and uid and node):
+            return _json({"Error": "malformed binding request: PodName, PodNamespace, PodUID and Node are required"})
+        # a retry while the first attempt is still in flight joins it instead of binding twice
+        running = state.binds_in_flight.get(uid)
+        if running is not None:
+            target, fut = running
+            error = await asyncio.shield(fut)
+            if not error and target != node:
+                error = f"pod {ns}/{name} was bound to {target}, not {node}"
+            return _json({"Error": error})
+        fut = asyncio.ensure_future(_bind(state, ns, name, uid, node))
+        state.binds_in_flight[uid] = (node, fut)
+        try:
+            error = await asyncio.shield(fut)
+        finally:
+            state.binds_in_flight.pop(uid, None)
+        return _json({"Error": error})
+
+    @app.post("/preempt", summary="Restrict preemption victims (ExtenderPreemptionArgs → ExtenderPreemptionResult)")
+    @timed("preempt")
+    async def preempt(request: Request) -> Response:
+        body = await read_body(request, state.max_body_bytes)
+        try:
+            args = _parse(body)
+            pod = _pod(args)
+        except _BadRequest as exc:
+            return _json({"NodeNameToMetaVictims": None, "Error": str(exc)})
+        meta = _field(args, "NodeNameToMetaVictims")
+        full = _field(args, "NodeNameToVictims")
+        proposed: dict[str, list[str]] = {}
+        pdb: dict[str, int] = {}
+        source = meta if isinstance(meta, dict) else full if isinstance(full, dict) else {}
+        for node, victims in source.items():
+            pods = _field(victims or {}, "Pods") or []
+            uids = []
+            for p in pods:
+                if not isinstance(p, dict):
+                    continue
+                uid = _field(p, "UID") if source is meta else ((p.get("metadata") or {}).get("uid"))
+                if isinstance(uid, str) and uid:
+                    uids.append(uid)
+            proposed[node] = uids
+            pdb[node] = int(_field(victims or {}, "NumPDBViolations") or 0)
+        if not state.synced() or not_ours(pod):
+            return _json({"NodeNameToMetaVictims": {}})
+        ssn = Session(state.cache.snapshot(), state.policy)
+        task = resolve(ssn, pod)
+        if task is None:
+            return _json({"NodeNameToMetaVictims": {}})
+        outcome = reclaim_action.reclaim(ssn, task, proposed)
+        for node, why in outcome.dropped.items():
+            log.debug("preempt %s on %s: dropped: %s", task.key, node, why)
+        reply = {
+            node: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": pdb.get(node, 0)}
+            for node, uids in outcome.victims.items()
+            if uids
+        }
+        return _json({"NodeNameToMetaVictims": reply})
+
+    @app.get("/healthz", summary="Liveness")
+    async def healthz() -> Response:
+        return _json({"status": "ok"})
+
+    return app
+
+
+async def _bind(state: ServiceState, ns: str, name: str, uid: str, node_name: str) -> str:
+    """Returns the Error text ("" on success)."""
+    done = state.recent_binds.get(uid)
+    if done is not None:
+        return "" if done == node_name else f"pod {ns}/{name} was already bound to {done}"
+    if not state.synced():
+        return "the scheduler's cache is not synced yet; the bind will be retried"
+    if state.writer is None:
+        return "this extender has no API access configured; cannot bind"
+    cache = state.cache
+    task = cache.task(uid)
+    if task is None:
+        return f"pod {ns}/{name} ({uid}) is not in the scheduler's cache; it may have been deleted"
+    if task.node and task.status in ON_NODE and uid not in cache.assumed:
+        if task.node == node_name:
+            state.recent_binds[uid] = node_name
+            return ""
+        return f"pod {ns}/{name} is already bound to {task.node}, not {node_name}"
+    ssn = Session(cache.snapshot(), state.policy)
+    node = ssn.node(node_name)
+    if node is None:
+        return f"node {node_name} is not in the scheduler's cache"
+    annotations: dict[str, str] = {}
+    quota_to_bind = ""
+    if task.spot:
+        s = ssn.tn.predicate(task, node)
+        path = SPOT
+    else:
+        job = ssn.job(task.job)
+        quota = ssn.quota(task.quota) if task.quota else None
+        inline = bind_action.is_inline(job, task) and (quota is None or not quota.node_name)
+        if inline:
+            if quota is None:
+                quota = bind_action.choose_inline_quota(ssn, task)
+            if quota is None:
+                return f"pod {ns}/{name}: no quota of its queue fits it; see /diagnose/pod/{ns}/{name}"
+            outcome = bind_action.filter_inline(ssn, task, quota, [node_name])
+            if node_name in outcome.passed:
+                s = Status.merge([])
+            else:
+                why = outcome.failed.get(node_name) or outcome.unresolvable.get(node_name, "")
+                s = Status.unschedulable(Reason.BIND_FAILED, why)
+            quota_to_bind = quota.name
+            annotations[wellknown.ANNO_QUOTA_NAME] = quota.name
+            path = INLINE
+        else:
+            if quota is None:
+                return f"pod {ns}/{name} holds no quota yet; the binder assigns one (see /diagnose/pod/{ns}/{name})"
+            if quota.node_name != node_name:
+                return (
+                    f"quota {quota.name} of pod {ns}/{name} is bound to {quota.node_name or 'no node'}, not {node_name}"
+                )
+            s = ssn.tn.predicate(task, node)
+            path = QUOTA
+        if not s.ok:
+            return f"cannot bind {ns}/{name} to {node_name}: {s.message()}"
+        annotations[wellknown.ANNO_QUOTA_NODE] = node_name
+    if not s.ok:
+        return f"cannot bind {ns}/{name} to {node_name}: {s.message()}"
+    annotations[wellknown.ANNO_BIND_DECISION] = path
+    # assume before the first await: concurrent binds of other pods see this one's room taken
+    try:
+        cache.assume(uid, node_name)
+    except (KeyError, RuntimeError) as exc:
+        return f"cannot bind {ns}/{name}: {exc}"
+    try:
+        if quota_to_bind:
+            error = await _bind_quota_inline(state, quota_to_bind, node_name)
+            if error:
+                cache.forget(uid)
+                return error
+        await state.writer.bind_pod(ns, name, uid, node_name, annotations)
+    except Exception as exc:
+        cache.forget(uid)
+        return f"binding {ns}/{name} to {node_name} failed: {exc}"
+    state.recent_binds[uid] = node_name
+    return ""
+
+
+async def _bind_quota_inline(state: ServiceState, quota: str, node: str) -> str:
+    """Write the quota's binding for an inline (single-pod) placement, unless someone was faster."""
+    assert state.writer is not None
+    moved: list[str] = []
+
+    def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+        status = dict(obj.get("status") or {})
+        current = status.get("nodeName") or ""
+        if current == node:
+            return None
+        if current:
+            moved.append(current)
+            return None
+        status["nodeName"] = node
+        status["phase"] = "QuotaBound"
+        return status
+
+    try:
+        obj = await state.writer.update_quota_status(quota, mutate)
+    except Exception as exc:
+        return f"binding quota {quota} to {node} failed: {exc}"
+    if moved:
+        return f"quota {quota} was bound to {moved[0]} meanwhile; kube-scheduler will retry"
+    if obj is not None:
+        state.cache.on_quota_update(obj, obj)
+    return ""
