@@ -70,6 +70,8 @@ UNBLOCK: dict[Reason, str] = {
     Reason.SPOT_POOL_EXHAUSTED: "wait for spot capacity",
     Reason.RELEASED_UNSCHEDULABLE: "the job's pods could not be placed; it retries after back-off",
     Reason.CACHE_NOT_SYNCED: "wait for the scheduler to finish starting",
+    Reason.WAITING_FOR_BIND: "kube-scheduler binds them next; if it does not, see `kubectl describe pod`",
+    Reason.BIND_FAILED: "see the pod's events for the bind error",
 }
 
 
@@ -84,7 +86,7 @@ def _rung(stage: FitStage, status: Status, **extra: Any) -> dict[str, Any]:
 
 def _task_row(ssn: Session, t: TaskInfo) -> dict[str, Any]:
     q = ssn.quota(t.quota) if t.quota else None
-    return {
+    row = {
         "name": t.name,
         "uid": t.uid,
         "index": t.index,
@@ -94,6 +96,7 @@ def _task_row(ssn: Session, t: TaskInfo) -> dict[str, Any]:
         "node": t.node or None,
         "spot": t.spot or None,
     }
+    return {k: v for k, v in row.items() if v is not None}
 
 
 def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) -> dict[str, Any]:
@@ -175,7 +178,7 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
 
     waiting = [t.name for t in quota_tasks if not t.node]
     bind_status = (
-        Status.unschedulable(Reason.BIND_FAILED, f"{len(waiting)} pod(s) not bound yet by kube-scheduler")
+        Status.unschedulable(Reason.WAITING_FOR_BIND, f"{len(waiting)} pod(s) not bound yet by kube-scheduler")
         if waiting and not stop
         else Status.merge([])
     )

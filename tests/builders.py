@@ -45,7 +45,13 @@ def node(
     anno = dict(annotations or {})
     if index is not None:
         anno[wellknown.ANNO_NODE_INDEX] = str(index)
-    alloc = {"cpu": cpu, "memory": memory, "pods": "110", wellknown.RESOURCE_GPU: str(gpu), wellknown.RESOURCE_RDMA_HCA: str(hca)}
+    alloc = {
+        "cpu": cpu,
+        "memory": memory,
+        "pods": "110",
+        wellknown.RESOURCE_GPU: str(gpu),
+        wellknown.RESOURCE_RDMA_HCA: str(hca),
+    }
     alloc.update(extra_allocatable or {})
     conds = [
         {
@@ -80,7 +86,8 @@ def node(
 
 def topology(node_name: str, switches: list[str], *, kind: str = "roce") -> dict[str, Any]:
     nics = [
-        {"name": f"eth{i}", "switchName": s, "rdmaDevice": f"mlx5_{i}"} if kind == "roce"
+        {"name": f"eth{i}", "switchName": s, "rdmaDevice": f"mlx5_{i}"}
+        if kind == "roce"
         else {"name": f"mlx5_{i}", "port": 1, "switchName": s}
         for i, s in enumerate(switches)
     ]
@@ -235,7 +242,9 @@ def podgroup(
     }
 
 
-def queue(name: str, *, weight: int = 1, capability: dict[str, str] | None = None, state: str = "Open") -> dict[str, Any]:
+def queue(
+    name: str, *, weight: int = 1, capability: dict[str, str] | None = None, state: str = "Open"
+) -> dict[str, Any]:
     spec: dict[str, Any] = {"weight": weight, "state": state}
     if capability:
         spec["capability"] = capability
@@ -267,13 +276,14 @@ def jobqueue(
 
 
 def seed_cluster(*, leaves: int = 2, per_leaf: int = 4, gpu_model: str = "A100") -> list[dict[str, Any]]:
-    """The seed's cluster: leaf S1 = N0–N3, leaf S2 = N4–N7, 8×A100 + 8 rdma/hca each."""
+    """The seed's cluster: leaf s1 = n0–n3, leaf s2 = n4–n7, 8×A100 + 8 rdma/hca each (node names
+    must be lowercase in Kubernetes; the seed writes N0…N7)."""
     objs: list[dict[str, Any]] = []
     for leaf in range(leaves):
         for i in range(per_leaf):
             n = leaf * per_leaf + i
-            objs.append(node(f"N{n}", gpu_model=gpu_model))
-            objs.append(topology(f"N{n}", [f"S{leaf + 1}"]))
+            objs.append(node(f"n{n}", gpu_model=gpu_model))
+            objs.append(topology(f"n{n}", [f"s{leaf + 1}"]))
     return objs
 
 

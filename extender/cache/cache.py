@@ -333,7 +333,8 @@ class ClusterCache:
             if quota is not None and uid in quota.claims:
                 quota.remove_claim(uid)
                 self.dirty_quotas.add(quota.name)
-                if deleted is not None and task.status is not TaskStatus.SUCCEEDED:
+                finished = ((deleted or {}).get("status") or {}).get("phase") == "Succeeded"
+                if deleted is not None and task.status is not TaskStatus.SUCCEEDED and not finished:
                     self._reserve(task.quota, task, deleted, _disruption_reason(deleted))
         if not job.tasks and not job.has_podgroup:
             del self.jobs[key]

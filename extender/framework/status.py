@@ -68,6 +68,7 @@ class Reason(enum.Enum):
     INSUFFICIENT_IDLE = "InsufficientIdle"
     LOWER_PRIORITY_PODS_USE_NODE = "LowerPriorityPodsUseNode"
     SPOT_POOL_EXHAUSTED = "SpotPoolExhausted"
+    WAITING_FOR_BIND = "WaitingForBind"
     BIND_FAILED = "BindFailed"
     # release / back-off
     RELEASED_UNSCHEDULABLE = "QuotaReleasedUnschedulable"

@@ -14,4 +14,4 @@ def test_seed_example_binds_q_train_0_to_3_on_n0_to_n3_in_order() -> None:
     sched = Scheduler(default_policy())
     result = sched.run_once(cache.snapshot())
     bound = {name: q.node_name for name, q in result.quotas.items()}
-    assert bound == {"q-train-0": "N0", "q-train-1": "N1", "q-train-2": "N2", "q-train-3": "N3"}
+    assert bound == {"q-train-0": "n0", "q-train-1": "n1", "q-train-2": "n2", "q-train-3": "n3"}

@@ -1,0 +1,230 @@
+"""The running service: one asyncio process, one informer cache (DESIGN §2).
+
+:class:`Runtime` owns, in start order: the API client, the writer, the cache and its informers
+(nodes, pods, quotas, nodetopologies, podgroups, queues, jobqueues, namespaces), the scheduler
+and the binder loop (run only while this replica holds the binder Lease), and the HTTP apps —
+extender (plain HTTP on loopback, for the kube-scheduler container of the same pod), webhook
+(HTTPS, for kube-apiserver) and ops (/healthz /readyz /metrics /diagnose). ``sky-scheduler serve``
+runs it until SIGTERM; the simulator and the sandbox run it against the emulator; tests do too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from extender import wellknown
+from extender.api import extender as extender_api
+from extender.api import ops as ops_api
+from extender.binder.loop import BinderLoop
+from extender.cache.cache import ClusterCache
+from extender.cache.convert import ConvertOptions
+from extender.conf import default_policy, load_policy_file
+from extender.framework.policy import Policy
+from extender.kube import client as kube_client
+from extender.kube.informer import Informer, Resource
+from extender.kube.leader import LeaderElector
+from extender.kube.writer import KubeWriter
+from extender.metrics import Metrics
+from extender.scheduler import Scheduler
+from extender.servers import AppServer
+from extender.settings import ServeSettings
+from extender.state import ServiceState
+
+__all__ = ["INFORMED", "NamespaceLabels", "Runtime"]
+
+log = logging.getLogger(__name__)
+
+# resource → the cache's handler prefix (on_<kind>_add / _update / _delete)
+INFORMED: tuple[tuple[Resource, str], ...] = (
+    (Resource("", "v1", "nodes"), "node"),
+    (Resource("", "v1", "pods"), "pod"),
+    (Resource(wellknown.GROUP, wellknown.VERSION, wellknown.QUOTAS), "quota"),
+    (Resource(wellknown.GROUP, wellknown.VERSION, wellknown.NODETOPOLOGIES), "topology"),
+    (Resource(wellknown.GROUP, wellknown.VERSION, wellknown.PODGROUPS), "podgroup"),
+    (Resource(wellknown.GROUP, wellknown.VERSION, wellknown.QUEUES), "queue"),
+    (Resource(wellknown.GROUP, wellknown.VERSION, wellknown.JOBQUEUES), "jobqueue"),
+)
+
+# like kube-scheduler: terminal pods hold nothing (a pod that turns Failed or Succeeded arrives
+# as a DELETED event carrying its final state, which is what the reservation logic needs)
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class _CacheHandler:
+    """Adapts informer callbacks to the cache's ``on_<kind>_*`` methods."""
+
+    def __init__(self, cache: ClusterCache, kind: str) -> None:
+        self._add = getattr(cache, f"on_{kind}_add")
+        self._update = getattr(cache, f"on_{kind}_update")
+        self._delete = getattr(cache, f"on_{kind}_delete")
+
+    def on_add(self, obj: dict[str, Any]) -> None:
+        self._add(obj)
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self._update(old, new)
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        self._delete(obj)
+
+
+class NamespaceLabels:
+    """Namespace name → labels, fed by an informer (the webhook's inject opt-in)."""
+
+    def __init__(self) -> None:
+        self.labels: dict[str, dict[str, str]] = {}
+
+    def get(self, namespace: str) -> dict[str, str]:
+        return self.labels.get(namespace, {})
+
+    def on_add(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        self.labels[str(meta.get("name") or "")] = dict(meta.get("labels") or {})
+
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.on_add(new)
+
+    def on_delete(self, obj: dict[str, Any]) -> None:
+        self.labels.pop(str((obj.get("metadata") or {}).get("name") or ""), None)
+
+
+class Runtime:
+    def __init__(
+        self,
+        settings: ServeSettings,
+        *,
+        api: Any | None = None,
+        policy: Policy | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._api = api
+        self._own_api = api is None
+        self.policy = policy or (load_policy_file(settings.policy) if settings.policy else default_policy())
+        opts = ConvertOptions(
+            gpu_spec_labels=tuple(k.strip() for k in settings.gpu_spec_labels.split(",") if k.strip()),
+            spot_resource=settings.spot_resource,
+        )
+        cache_kw: dict[str, Any] = {
+            "scheduler_name": settings.scheduler_name,
+            "reservation_ttl": settings.reservation_ttl,
+        }
+        if clock is not None:
+            cache_kw["clock"] = clock
+        self.cache = ClusterCache(opts, **cache_kw)
+        self.namespaces = NamespaceLabels()
+        self.metrics = Metrics()
+        self.scheduler = Scheduler(self.policy)
+        self.informers: list[Informer] = []
+        self.writer: KubeWriter | None = None
+        self.elector: LeaderElector | None = None
+        self.loop: BinderLoop | None = None
+        self.state: ServiceState | None = None
+        self.servers: dict[str, AppServer] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._stop = asyncio.Event()
+
+    # --- state ---------------------------------------------------------------------------------
+    def synced(self) -> bool:
+        return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
+
+    def is_leader(self) -> bool:
+        if not self.settings.leader_elect:
+            return True
+        return self.elector is not None and self.elector.is_leader
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    async def start(self, *, serve: bool = True, run_loop: bool = True) -> None:
+        """Start everything; ``run_loop=False`` leaves the binder cycles to the caller
+        (``await runtime.loop.run_cycle()``: the simulator and tests step it deterministically)."""
+        s = self.settings
+        if self._api is None:
+            self._api = await kube_client.new_client(s.kubeconfig or None)
+        self.writer = KubeWriter(self._api, component=wellknown.COMPONENT)
+        for resource, kind in INFORMED:
+            selector = POD_FIELD_SELECTOR if kind == "pod" else None
+            inf = Informer(self._api, resource, _CacheHandler(self.cache, kind), field_selector=selector, name=kind)
+            self.informers.append(inf)
+            inf.start()
+        ns_informer = Informer(self._api, Resource("", "v1", "namespaces"), self.namespaces, name="namespace")
+        self.informers.append(ns_informer)
+        ns_informer.start()
+        if s.leader_elect:
+            self.elector = LeaderElector(
+                self.writer,
+                lease_name=s.lease_name,
+                namespace=s.lease_namespace,
+                identity=s.identity,
+                lease_duration=s.lease_duration,
+                renew_deadline=s.renew_deadline,
+                retry_period=s.retry_period,
+            )
+            self.elector.start()
+        self.loop = BinderLoop(
+            self.cache,
+            self.scheduler,
+            self.writer,
+            period=s.binder_period,
+            is_leader=lambda: self.is_leader() and self.synced(),
+            metrics=self.metrics,
+        )
+        self.state = ServiceState(
+            cache=self.cache,
+            policy=self.policy,
+            metrics=self.metrics,
+            writer=self.writer,
+            loop=self.loop,
+            synced=self.synced,
+            is_leader=self.is_leader,
+            scheduler_name=s.scheduler_name,
+            max_body_bytes=s.max_body_bytes,
+        )
+        if run_loop:
+            self._tasks.append(asyncio.create_task(self.loop.run(self._stop), name="binder loop"))
+        if serve:
+            await self.start_servers()
+
+    async def wait_synced(self, timeout: float = 30.0) -> None:
+        await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers)), timeout)
+
+    async def start_servers(self) -> None:
+        s = self.settings
+        assert self.state is not None
+        ext = AppServer(
+            extender_api.create_app(self.state), host=s.extender_address, port=s.extender_port, name="extender"
+        )
+        ops = AppServer(ops_api.create_app(self.state), host=s.ops_address, port=s.ops_port, name="ops")
+        for name, srv in (("extender", ext), ("ops", ops)):
+            await srv.start()
+            self.servers[name] = srv
+        if s.webhook_port:
+            from webhooks.server import webhook_server  # noqa: PLC0415 (optional component)
+
+            hook = webhook_server(self, host=s.webhook_address, port=s.webhook_port)
+            await hook.start()
+            self.servers["webhook"] = hook
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for srv in self.servers.values():
+            await srv.stop()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(t, 5)
+        if self.elector is not None:
+            await self.elector.stop()
+        for inf in self.informers:
+            await inf.stop()
+        if self._own_api and self._api is not None:
+            await kube_client.close(self._api)
+
+    async def __aenter__(self) -> Runtime:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
