@@ -54,18 +54,25 @@ def bind_job_quotas(
     ssn: Session,
     job: JobInfo,
     quotas: list[QuotaInfo],
-    candidates: Iterator[list[str]] | None,
+    candidates: Iterator[list[str] | Status] | None,
     *,
     rank_ordered: bool,
     stop_after: int | None,
 ) -> bool:
     """Place ``quotas`` of ``job`` in one statement and apply the commit gate. True if committed.
 
-    ``candidates`` yields, per quota, the node names it may use (None: all nodes in rank order).
+    ``candidates`` yields, per quota, the node names it may use, or a Status saying why there are
+    none (None: all nodes in rank order). When a quota cannot be placed, that failure is the
+    job's verdict (the gang gate failing as a consequence is not).
     """
     stmt = ssn.statement()
+    placement_failed = False
     for quota in quotas:
         names = next(candidates) if candidates is not None else None
+        if isinstance(names, Status):
+            ssn.verdict(job.key, FitStage.ZONE_SELECTION, names, quota=quota.name)
+            placement_failed = True
+            break
         if names is None:
             nodes = list(ssn.nodes())
         else:  # in the order given (the topology plugin orders its candidates)
@@ -75,25 +82,21 @@ def bind_job_quotas(
             continue
         result = place_quota(ssn, current, nodes, rank_ordered=rank_ordered, stop_after=stop_after)
         if result.choice is None:
-            ssn.verdict(
-                job.key,
-                FitStage.ZONE_SELECTION if names is not None and not nodes else FitStage.NODE_PREDICATES,
-                result.status,
-                per_node=result.failures,
-                quota=quota.name,
-            )
+            ssn.verdict(job.key, FitStage.NODE_PREDICATES, result.status, per_node=result.failures, quota=quota.name)
+            placement_failed = True
             break
         try:
             stmt.allocate_quota_to_node(quota.name, result.choice.name)
         except LedgerError as exc:  # the pipeline and the ledger disagree: never bind blindly
             ssn.verdict(job.key, FitStage.NODE_PREDICATES, Status.error(str(exc)), quota=quota.name)
+            placement_failed = True
             break
     gate = ssn.stages.quota_allocate(job)
     if gate.ok and stmt.ops:
         stmt.commit()
         return True
     stmt.discard()
-    if not gate.ok:
+    if not gate.ok and not placement_failed:
         ssn.verdict(job.key, FitStage.GANG if gate.reason is Reason.WAITING_FOR_GANG else FitStage.ZONE_SELECTION, gate)
     return False
 

@@ -63,8 +63,13 @@ class Action:
             )
 
     @staticmethod
-    def _candidates(ssn: Session, job: JobInfo, quotas: list[QuotaInfo]) -> Iterator[list[str]]:
+    def _candidates(ssn: Session, job: JobInfo, quotas: list[QuotaInfo]) -> Iterator[list[str] | Status]:
         for quota in quotas:
             current = ssn.quota(quota.name) or quota
             zone = ssn.stages.zone_candidates(job, current)
-            yield [n.name for n in ssn.nodes()] if zone is None else list(zone)
+            if zone is None:
+                yield [n.name for n in ssn.nodes()]
+            elif isinstance(zone, Status):
+                yield zone
+            else:
+                yield list(zone)

@@ -525,7 +525,14 @@ class ClusterCache:
             job.has_podgroup = False
             job.min_member = 1
             first = tasks[0] if tasks else None
-            job.queue = (first.annotations.get(wellknown.ANNO_QUEUE_NAME) if first else None) or self.opts.default_queue
+            # a lone pod's queue: its annotation, else the queue of the quota it names, else default
+            named = first.annotations.get(wellknown.ANNO_QUOTA_NAME, "") if first else ""
+            claimed = self.quotas.get(named) if named else None
+            job.queue = (
+                (first.annotations.get(wellknown.ANNO_QUEUE_NAME) if first else None)
+                or (claimed.queue if claimed is not None else None)
+                or self.opts.default_queue
+            )
             job.labels = first.labels if first else {}
             job.created = min((t.created for t in tasks), default=0.0)
             job.topology_override = None

@@ -25,7 +25,8 @@ SCORES    ``sum`` ``min``    the same, per target, over ``{target: score}`` maps
 CHOICE    ``or``             the first participant that makes a choice (not None) decides
           ``first_not_pass`` same as ``or`` for choices
 SET       ``intersect``      intersection of the participants that do not abstain (None),
-                             in the order of the first one (candidates may be ordered)
+                             in the order of the first one (candidates may be ordered); a
+                             participant answering a failing Status ends it with that Status
           ``or``             union of the participants that do not abstain, in order
 ORDER     ``first_not_pass`` lexicographic: the first participant whose keys differ decides
 ========  =================  ===============================================================
@@ -326,7 +327,9 @@ def _combine(kind: Kind, op: str, parts: Sequence[Fn]) -> Fn:
         return choose
     if kind is Kind.SET:
         # Sets may come as ordered sequences (candidate nodes in preferred order): the result
-        # keeps the order of the first participant that answers.
+        # keeps the order of the first participant that answers. A participant may also answer
+        # a failing Status, meaning "none, and here is why": intersect stops there; union
+        # ignores it unless every participant fails.
         if op == "intersect":
 
             def intersect(*a: Any) -> Any:
@@ -335,6 +338,8 @@ def _combine(kind: Kind, op: str, parts: Sequence[Fn]) -> Fn:
                     s = p(*a)
                     if s is None:
                         continue
+                    if isinstance(s, Status):
+                        return s
                     if out is None:
                         out = list(dict.fromkeys(s))
                     else:
@@ -346,11 +351,17 @@ def _combine(kind: Kind, op: str, parts: Sequence[Fn]) -> Fn:
 
         def union(*a: Any) -> Any:
             out: dict[Any, None] | None = None
+            failures: list[Status] = []
             for p in parts:
                 s = p(*a)
                 if s is None:
                     continue
+                if isinstance(s, Status):
+                    failures.append(s)
+                    continue
                 out = dict.fromkeys(s) if out is None else {**out, **dict.fromkeys(s)}
+            if out is None and failures:
+                return Status.merge(failures)
             return None if out is None else tuple(out)
 
         return union

@@ -21,7 +21,8 @@ Job-level stages::
     job.valid(job)       -> Status    is the job complete enough to schedule (gang: ≥ minMember tasks)
     job.tq_ready(job)    -> Status    after allocate_job: enough tasks hold quotas to commit
     job.quota_allocate(job) -> Status the commit gate of allocate_zone/allocate_quota
-    job.zone_candidates(job, quota) -> (node, …) | None   nodes the next quota may use, in order
+    job.zone_candidates(job, quota) -> (node, …) | Status | None   nodes the next quota may use, in
+                                      order (a failing Status: none, and why)
     job.victims(preemptor, candidates) -> frozenset[task uid] | None   who may be evicted
 """
 
@@ -103,5 +104,5 @@ class BoundStages:
     valid: Callable[[Any], Status]
     tq_ready: Callable[[Any], Status]
     quota_allocate: Callable[[Any], Status]
-    zone_candidates: Callable[[Any, Any], Sequence[str] | None]
+    zone_candidates: Callable[[Any, Any], Sequence[str] | Status | None]
     victims: Callable[[Any, Any], Sequence[str] | None]

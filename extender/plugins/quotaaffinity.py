@@ -46,6 +46,7 @@ class Plugin:
             if holders is None:
                 holders = [q.name for q in ssn.quotas() if q.quota_anti_affinity]
             return holders
+
         affinity_nodes: dict[str, list[tuple[QuotaAffinityTerm, frozenset[str]]]] = {}
 
         def bound_nodes_of(term: QuotaAffinityTerm, me: str) -> frozenset[str]:

@@ -144,7 +144,7 @@ class Plugin:
                 memo[node.name] = ok
             return ok
 
-        def zone_candidates(job: JobInfo, quota: QuotaInfo) -> tuple[str, ...] | None:
+        def zone_candidates(job: JobInfo, quota: QuotaInfo) -> tuple[str, ...] | Status | None:
             """The plan's nodes in the order to try them: inside the quota's rank range first
             (ascending node index), then — unless the job demands strict order — the rest."""
             if not job.topology:
@@ -159,7 +159,7 @@ class Plugin:
                 else:
                     plan = make_plan(job)
                     if plan is None:
-                        return ()
+                        return st.failures.get(job.key) or Status.unschedulable(Reason.NO_ZONE_FITS, "no zone fits")
                 st.plans[job.key] = plan
             low, high = neighbour_range(job, quota)
             taken = {q.node_name for q in _bound_quotas(ssn, job)}
