@@ -114,14 +114,15 @@ async def test_drift_moves_the_quota_and_both_ledgers_to_where_the_pod_runs() ->
         assert cache.nodes["n1"].quota_idle.get(wellknown.RESOURCE_GPU) == 8000
         assert cache.nodes["n4"].quota_idle.get(wellknown.RESOURCE_GPU) == 7000
         cache.check()
-        assert pod["metadata"]["uid"] != next(
-            p for p in cl.pods("default") if p["metadata"]["name"] == "train-worker-1"
-        )["metadata"]["uid"]
+        assert (
+            pod["metadata"]["uid"]
+            != next(p for p in cl.pods("default") if p["metadata"]["name"] == "train-worker-1")["metadata"]["uid"]
+        )
 
 
 async def test_static_bind_node_pins_the_quota() -> None:
     async with LocalCluster() as cl:
-        cl.apply(b.seed_cluster() + [b.quota("pinned", gpu=4, hca=None, static_bind_node="n6")])
+        cl.apply([*b.seed_cluster(), b.quota("pinned", gpu=4, hca=None, static_bind_node="n6")])
         await cl.cycle()
         q = cl.emulator.get(wellknown.API_VERSION, wellknown.QUOTAS, "pinned")
         assert q["status"]["nodeName"] == "n6"
