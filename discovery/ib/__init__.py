@@ -1,0 +1,2 @@
+"""The InfiniBand fabric collector: ``parse`` (ibnetdiscover, pure), ``hosts`` (description →
+node, pure), ``collector``."""

@@ -1,0 +1,187 @@
+"""The InfiniBand fabric collector (``sky-scheduler discover ib``; Deployment, one active instance).
+
+Every round (default 10 min), while it holds its Lease:
+
+1. the fabric: ``ibnetdiscover`` (or the file given with ``--input``), parsed whole;
+2. each HCA port's leaf = the switch it is cabled to;
+3. HCA node descriptions → Kubernetes nodes by hostname (:mod:`discovery.ib.hosts`);
+4. each such node's NodeTopology ``spec.net.ib`` (+ ``spec.zone``) and ``zone`` labels are written
+   through the sink when they differ.
+
+Hostnames that are not Kubernetes nodes are logged once each (and listed in the dry-run output);
+they are not an error. Nodes that do not appear in the fabric are left as they are: a partial scan
+must not erase what an earlier complete one found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from discovery.common import proc
+from discovery.common.conditions import ConditionLog
+from discovery.common.sink import PublishOutcome, TopologySink, publish_part
+from discovery.ib import hosts, parse
+
+__all__ = ["DEFAULT_IBNETDISCOVER", "IbCollector", "IbConfig", "IbRound"]
+
+log = logging.getLogger("discovery.ib")
+
+DEFAULT_IBNETDISCOVER: tuple[str, ...] = ("ibnetdiscover",)
+
+
+@dataclass(frozen=True, slots=True)
+class IbConfig:
+    input: Path | None = None
+    ibnetdiscover: tuple[str, ...] = DEFAULT_IBNETDISCOVER
+    hostname_pattern: str = hosts.DEFAULT_HOSTNAME_PATTERN
+    period: float = 600.0
+    tool_timeout: float = 300.0
+
+
+@dataclass(slots=True)
+class IbRound:
+    """What one round did. ``error`` is set when the fabric could not be read or parsed."""
+
+    mapping: hosts.HostMapping | None = None
+    outcomes: dict[str, PublishOutcome] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    """node → why its NodeTopology could not be written."""
+    error: str | None = None
+    skipped: bool = False
+    """True when this instance is not the leader and did nothing."""
+
+
+class IbCollector:
+    def __init__(
+        self,
+        config: IbConfig,
+        sink: TopologySink,
+        *,
+        is_leader: Callable[[], bool] | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.config = config
+        self.sink = sink
+        self.is_leader = is_leader
+        self._rx: re.Pattern[str] = hosts.compile_pattern(config.hostname_pattern)
+        self._log = logger or log
+        self.conditions = ConditionLog(self._log)
+
+    def _retry(self, message: str) -> str:
+        return f"{message} — will retry every {self.config.period:g}s"
+
+    async def fabric_text(self) -> str:
+        """The ibnetdiscover output: from ``input`` if set, else by running the command."""
+        cfg = self.config
+        if cfg.input is not None:
+            try:
+                return cfg.input.read_text(encoding="utf-8")
+            except OSError as e:
+                raise proc.ToolError("input", f"cannot read ibnetdiscover output {cfg.input}: {e}") from None
+        try:
+            return (await proc.run_tool(cfg.ibnetdiscover, cfg.tool_timeout)).stdout
+        except proc.ToolMissing as e:
+            raise proc.ToolError(
+                e.tool, f"{e} (install infiniband-diags, or give a saved output with --input)"
+            ) from None
+
+    async def run_once(self) -> IbRound:
+        """One round. Never raises (except cancellation)."""
+        if self.is_leader is not None and not self.is_leader():
+            return IbRound(skipped=True)
+        c = self.conditions
+        c.begin_round()
+        result = IbRound()
+        try:
+            result = await self._round()
+        finally:
+            c.end_round()
+        return result
+
+    async def _round(self) -> IbRound:
+        c = self.conditions
+        try:
+            text = await self.fabric_text()
+        except proc.ToolError as e:
+            msg = self._retry(str(e))
+            c.report("fabric", msg, logging.ERROR)
+            return IbRound(error=msg)
+        try:
+            fabric = parse.parse_ibnetdiscover(text)
+        except parse.ParseError as e:
+            msg = self._retry(f"cannot parse the ibnetdiscover output: {e}")
+            c.report("fabric", msg, logging.ERROR)
+            return IbRound(error=msg)
+        atts = parse.attachments(fabric)
+        try:
+            nodes = await self.sink.list_nodes()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            msg = self._retry(f"cannot list Kubernetes nodes: {type(e).__name__}: {e}")
+            c.report("nodes", msg, logging.ERROR)
+            return IbRound(error=msg)
+        if nodes is None:
+            c.report(
+                "no-cluster",
+                "no Kubernetes API (dry run without --kubeconfig): hostnames are taken as node names",
+                logging.INFO,
+            )
+        mapping = hosts.map_attachments(atts, nodes, self._rx)
+        for host, descs in mapping.unknown_hosts.items():
+            c.report(
+                f"unknown-host:{host}",
+                f"host {host!r} (HCA {', '.join(repr(d) for d in descs)}) is not a Kubernetes node; skipped",
+            )
+        for desc in mapping.unparsable:
+            c.report(
+                f"unparsable:{desc}",
+                f"no hostname in HCA description {desc} (pattern {self._rx.pattern!r}); skipped",
+            )
+        result = IbRound(mapping=mapping)
+        for node, ports in sorted(mapping.nodes.items()):
+            try:
+                outcome = await publish_part(self.sink, node, ib=ports)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                msg = self._retry(f"cannot publish NodeTopology {node}: {type(e).__name__}: {e}")
+                c.report(f"publish:{node}", msg, logging.ERROR)
+                result.failed[node] = msg
+                continue
+            result.outcomes[node] = outcome
+            if outcome.changed:
+                self._log.info(
+                    "%s NodeTopology %s: zone %r, label zone=%s, %d IB port(s) on %s",
+                    "dry run: would write" if self.sink.dry_run else "wrote",
+                    node,
+                    outcome.spec["zone"],
+                    outcome.zone_label or "<none>",
+                    len(ports),
+                    ", ".join(sorted({p.switch_name for p in ports})),
+                )
+        self._log.info(
+            "fabric: %d switch(es), %d leaf(s), %d HCA port(s); %d node(s) mapped, %d changed, %d unknown host(s)",
+            len(fabric.switches),
+            len(fabric.leaf_guids()),
+            len(atts),
+            len(mapping.nodes),
+            sum(1 for o in result.outcomes.values() if o.changed),
+            len(mapping.unknown_hosts),
+        )
+        return result
+
+    async def run(self, stop: asyncio.Event, standby_poll: float = 5.0) -> None:
+        """Rounds every ``period`` seconds until ``stop`` is set; while not the leader, checks
+        leadership every ``standby_poll`` seconds so that a new leader starts at once."""
+        while not stop.is_set():
+            result = await self.run_once()
+            wait = min(standby_poll, self.config.period) if result.skipped else self.config.period
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), wait)

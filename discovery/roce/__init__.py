@@ -1,0 +1,1 @@
+"""The per-node RoCE agent: ``parse`` (pure parsers), ``sources`` (files, sysfs, tools), ``agent``."""

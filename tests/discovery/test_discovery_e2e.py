@@ -1,0 +1,260 @@
+"""End to end against the project's Kubernetes API emulator (real HTTP, NodeTopology CRD applied).
+
+The agents read nodes / NodeTopology objects over HTTP, write through ``extender.kube.writer``,
+and the zone keys the scheduler derives (``extender.model.topology.node_zone_key``) from what was
+written group the nodes as they are wired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kube_helpers import groups, node_obj, read_back, writes, zone_keys
+
+from discovery.common import kube
+from discovery.roce.agent import RoceAgent, RoceConfig
+from extender import wellknown
+from extender.emulator import Emulator
+from extender.model import topology
+
+
+def _discover(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "extender.cli", "discover", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_ib_dry_run_against_a_cluster_lists_unknown_hosts_and_writes_nothing(
+    emulator: tuple[Emulator, Path], fixtures: Path
+) -> None:
+    emu, kubeconfig = emulator
+    for obj in [
+        node_obj("gpu-n01"),
+        node_obj("gpu-n02"),
+        node_obj("node-3", "gpu-n03"),
+        node_obj("gpu-n04"),
+        node_obj("gpu-n05"),
+    ]:
+        emu.create(obj)
+    done = _discover(
+        "ib", "--input", str(fixtures / "ib" / "fat-tree.txt"), "--once", "--dry-run", "--kubeconfig", str(kubeconfig)
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert [i["metadata"]["name"] for i in doc["items"]] == ["gpu-n01", "gpu-n02", "gpu-n04", "gpu-n05", "node-3"]
+    assert doc["unknownHosts"] == [{"host": "gpu-n99", "descriptions": ["gpu-n99 mlx5_0"]}]
+    assert emu.list(wellknown.API_VERSION, wellknown.NODETOPOLOGIES) == []
+    assert "zone" not in emu.get("v1", "nodes", "gpu-n01")["metadata"]["labels"]
+
+
+def _table(fixtures: Path, neighbours: dict[str, tuple[str, str]]) -> str:
+    """A json0 neighbour table (captured shape) with the given interface → (switch, port)."""
+    doc = json.loads((fixtures / "lldp" / "node-one-nic.json0").read_text())
+    template = doc["lldp"][0]["interface"][0]
+    entries = []
+    for iface, (switch, port) in neighbours.items():
+        e = copy.deepcopy(template)
+        e["name"] = iface
+        e["chassis"][0]["name"] = [{"value": switch}]
+        e["port"][0]["id"] = [{"type": "ifname", "value": port}]
+        e["port"][0]["descr"] = [{"value": port}]
+        entries.append(e)
+    doc["lldp"][0]["interface"] = entries
+    return json.dumps(doc)
+
+
+@pytest.mark.anyio
+async def test_roce_agents_write_node_topologies_and_the_scheduler_zones_follow_the_cables(
+    emulator: tuple[Emulator, Path], fixtures: Path, tmp_path: Path
+) -> None:
+    emu, kubeconfig = emulator
+    wiring = {  # node → its NICs' (switch, port)
+        "n1": {"ens1f0": ("leaf-a", "a-1"), "ens1f1": ("leaf-b", "b-1")},
+        "n2": {"ens1f0": ("leaf-a", "a-2"), "ens1f1": ("leaf-b", "b-2")},
+        "n3": {"ens1f0": ("leaf-c", "c-1"), "ens1f1": ("leaf-c", "c-2")},
+    }
+    cni = tmp_path / "cni"
+    cni.mkdir()
+    for i, nic in enumerate(["ens1f0", "ens1f1"]):
+        (cni / f"{i}.conf").write_text(json.dumps({"cniVersion": "0.4.0", "type": "macvlan", "master": nic}))
+    tables = {n: tmp_path / f"{n}.json0" for n in wiring}
+    for n, nics in wiring.items():
+        emu.create(node_obj(n))
+        tables[n].write_text(_table(fixtures, nics))
+
+    async with kube.open_sink(str(kubeconfig)) as sink:
+        agents = {
+            n: RoceAgent(
+                RoceConfig(
+                    node_name=n,
+                    cni_dir=cni,
+                    sysfs_root=fixtures / "sysfs",
+                    lldpcli=("cat", str(tables[n])),
+                    rdma_cmd=("cat", str(fixtures / "rdma" / "roce-node.json")),
+                    resync_rounds=0,  # compare with the API every round: proves "no change, no write"
+                ),
+                sink,
+            )
+            for n in wiring
+        }
+        for agent in agents.values():
+            assert (await agent.run_once()).outcome is not None
+
+        state = await read_back(kubeconfig, list(wiring))
+        obj, labels = state["n1"]
+        assert obj is not None
+        assert obj["spec"] == {
+            "zone": "roce#leaf-a,leaf-b",
+            "net": {
+                "roce": [
+                    {
+                        "name": "ens1f0",
+                        "switchName": "leaf-a",
+                        "switchPort": "a-1",
+                        "rdmaDevice": "mlx5_0",
+                        "master": "",
+                    },
+                    {
+                        "name": "ens1f1",
+                        "switchName": "leaf-b",
+                        "switchPort": "b-1",
+                        "rdmaDevice": "mlx5_1",
+                        "master": "",
+                    },
+                ],
+                "ib": [],
+            },
+        }
+        assert labels[wellknown.LABEL_ZONE] == topology.zone_label_value(["leaf-a", "leaf-b"])
+        assert obj["metadata"]["labels"][wellknown.LABEL_ZONE] == labels[wellknown.LABEL_ZONE]
+        assert groups(zone_keys(state)) == [["n1", "n2"], ["n3"]]
+
+        # a second round with nothing changed writes nothing
+        before = writes(emu)
+        for agent in agents.values():
+            await agent.run_once()
+        assert writes(emu) == before
+
+        # n2's second cable moves from leaf-b to leaf-c: only n2 is rewritten, and it leaves n1's zone
+        tables["n2"].write_text(_table(fixtures, {"ens1f0": ("leaf-a", "a-2"), "ens1f1": ("leaf-c", "c-9")}))
+        for agent in agents.values():
+            await agent.run_once()
+        assert {name for _, _, name in writes(emu)[len(before) :]} == {"n2"}
+        state = await read_back(kubeconfig, list(wiring))
+        obj2, labels2 = state["n2"]
+        assert obj2 is not None and obj2["spec"]["zone"] == "roce#leaf-a,leaf-c"
+        assert labels2[wellknown.LABEL_ZONE] == topology.zone_label_value(["leaf-a", "leaf-c"])
+        assert groups(zone_keys(state)) == [["n1"], ["n2"], ["n3"]]
+
+        # n1 is re-cabled like n2: they share a zone again
+        tables["n1"].write_text(_table(fixtures, {"ens1f0": ("leaf-a", "a-1"), "ens1f1": ("leaf-c", "c-8")}))
+        await agents["n1"].run_once()
+        assert groups(zone_keys(await read_back(kubeconfig, list(wiring)))) == [["n1", "n2"], ["n3"]]
+
+
+def test_ib_collector_writes_every_node_and_follows_a_moved_cable(
+    emulator: tuple[Emulator, Path], fixtures: Path
+) -> None:
+    emu, kubeconfig = emulator
+    nodes = ["gpu-n01", "gpu-n02", "node-3", "gpu-n04", "gpu-n05", "cpu-01"]
+    for name in nodes:
+        emu.create(node_obj(name, "gpu-n03" if name == "node-3" else None))
+    fabric = str(fixtures / "ib" / "fat-tree.txt")
+    done = _discover("ib", "--input", fabric, "--once", "--kubeconfig", str(kubeconfig))
+    assert done.returncode == 0, done.stderr
+    assert "'gpu-n99'" in done.stderr and "not a Kubernetes node" in done.stderr
+
+    state = asyncio.run(read_back(kubeconfig, nodes))
+    assert state["cpu-01"][0] is None and wellknown.LABEL_ZONE not in state["cpu-01"][1]
+    obj, labels = state["gpu-n01"]
+    assert obj is not None
+    assert obj["spec"]["zone"] == "ib#MF0;leaf-01:MQM8700/U1,MF0;leaf-02:MQM8700/U1"
+    assert [(p["name"], p["port"], p["switchName"]) for p in obj["spec"]["net"]["ib"]] == [
+        ("mlx5_0", 1, "MF0;leaf-01:MQM8700/U1"),
+        ("mlx5_1", 1, "MF0;leaf-02:MQM8700/U1"),
+    ]
+    assert labels[wellknown.LABEL_ZONE] == topology.zone_label_value(
+        ["MF0;leaf-01:MQM8700/U1", "MF0;leaf-02:MQM8700/U1"]
+    )
+    ib_nodes = [n for n in nodes if n != "cpu-01"]
+    assert groups({n: k for n, k in zone_keys(state).items() if n in ib_nodes}) == [
+        ["gpu-n01"], ["gpu-n02", "node-3"], ["gpu-n04"], ["gpu-n05"],
+    ]  # fmt: skip
+
+    before = writes(emu)
+    again = _discover("ib", "--input", fabric, "--once", "--kubeconfig", str(kubeconfig))
+    assert again.returncode == 0, again.stderr
+    assert writes(emu) == before  # nothing changed, nothing written
+
+    moved = _discover(
+        "ib", "--input", str(fixtures / "ib" / "fat-tree-moved.txt"), "--once", "--kubeconfig", str(kubeconfig)
+    )
+    assert moved.returncode == 0, moved.stderr
+    assert {name for _, _, name in writes(emu)[len(before) :]} == {"gpu-n02"}
+    state = asyncio.run(read_back(kubeconfig, ib_nodes))
+    assert groups(zone_keys(state)) == [["gpu-n01"], ["gpu-n02", "gpu-n04"], ["gpu-n05"], ["node-3"]]
+
+
+def test_ib_collector_loop_takes_the_lease_writes_and_stops_on_sigterm(
+    emulator: tuple[Emulator, Path], fixtures: Path
+) -> None:
+    emu, kubeconfig = emulator
+    emu.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "sky-system"}})
+    emu.create(node_obj("gpu-n01"))
+    argv = [
+        sys.executable, "-m", "extender.cli", "discover", "ib", "--input", str(fixtures / "ib" / "fat-tree.txt"),
+        "--kubeconfig", str(kubeconfig), "--period", "0.5", "--lease-namespace", "sky-system",
+        "--identity", "collector-a",
+    ]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while emu.try_get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, "gpu-n01") is None:
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "the collector wrote nothing"
+            time.sleep(0.1)
+        lease = emu.get("coordination.k8s.io/v1", "leases", wellknown.DEFAULT_IB_LEASE, "sky-system")
+        assert lease["spec"]["holderIdentity"] == "collector-a"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    lease = emu.get("coordination.k8s.io/v1", "leases", wellknown.DEFAULT_IB_LEASE, "sky-system")
+    assert not lease["spec"].get("holderIdentity")  # released on a clean stop
+
+
+def test_roce_once_writes_through_the_cli(emulator: tuple[Emulator, Path], fixtures: Path) -> None:
+    emu, kubeconfig = emulator
+    emu.create(node_obj("gpu-n01"))
+    argv = [
+        "roce", "--once", "--kubeconfig", str(kubeconfig), "--node-name", "gpu-n01",
+        "--cni-dir", str(fixtures / "cni"), "--sysfs-root", str(fixtures / "sysfs"),
+        "--lldpcli", f"cat {fixtures / 'lldp' / 'node-four-nics.json0'}",
+        "--rdma-cmd", f"cat {fixtures / 'rdma' / 'roce-node.json'}",
+    ]  # fmt: skip
+    done = _discover(*argv)
+    assert done.returncode == 0, done.stderr
+    obj = emu.get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, "gpu-n01")
+    assert obj["spec"]["zone"] == "roce#leaf-a,leaf-b" and len(obj["spec"]["net"]["roce"]) == 5
+    assert emu.get("v1", "nodes", "gpu-n01")["metadata"]["labels"][wellknown.LABEL_ZONE] == topology.zone_label_value(
+        ["leaf-a", "leaf-b"]
+    )
+    # once more, unchanged: exits 0 and writes nothing
+    before = writes(emu)
+    assert _discover(*argv).returncode == 0
+    assert writes(emu) == before

@@ -1,0 +1,183 @@
+"""The InfiniBand collector: hostname mapping, what it writes, unknown hosts, errors, leadership."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from discovery.common.model import RoceNic, merge_spec
+from discovery.common.sink import MemorySink, NodeRef
+from discovery.ib import hosts
+from discovery.ib.collector import IbCollector, IbConfig
+from extender.model import topology
+
+LEAF1 = "MF0;leaf-01:MQM8700/U1"
+LEAF2 = "MF0;leaf-02:MQM8700/U1"
+LEAF3 = "MF0;leaf-03:MQM8700/U1"
+
+NODES = [
+    NodeRef("gpu-n01", {"kubernetes.io/hostname": "gpu-n01"}),
+    NodeRef("gpu-n02"),
+    NodeRef("node-3", {"kubernetes.io/hostname": "gpu-n03"}),  # matched by the hostname label
+    NodeRef("GPU-N04"),  # matched case-insensitively
+    NodeRef("gpu-n05.cluster.local"),  # matched by its first DNS label
+    NodeRef("cpu-01"),  # no HCA: left alone
+]
+
+
+def _collector(fixtures: Path, sink: MemorySink, name: str = "fat-tree.txt", **kw: object) -> IbCollector:
+    return IbCollector(IbConfig(input=fixtures / "ib" / name, **kw), sink)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_every_node_gets_its_exact_ib_topology(fixtures: Path) -> None:
+    sink = MemorySink(NODES)
+    result = await _collector(fixtures, sink).run_once()
+    assert result.error is None
+    assert sorted(sink.specs) == ["GPU-N04", "gpu-n01", "gpu-n02", "gpu-n05.cluster.local", "node-3"]
+    assert sink.specs["gpu-n01"] == {
+        "zone": f"ib#{LEAF1},{LEAF2}",
+        "net": {
+            "roce": [],
+            "ib": [
+                {"name": "mlx5_0", "port": 1, "guid": "0x0c42a10300a1b200", "switchName": LEAF1,
+                 "switchGuid": "0xb8599f0300fc6d00", "rdmaDevice": "mlx5_0"},
+                {"name": "mlx5_1", "port": 1, "guid": "0x0c42a10300a1b210", "switchName": LEAF2,
+                 "switchGuid": "0xb8599f0300fc6e00", "rdmaDevice": "mlx5_1"},
+            ],
+        },
+    }  # fmt: skip
+    assert sink.specs["GPU-N04"]["net"]["ib"] == [
+        {"name": "HCA-1", "port": 1, "guid": "0x0c42a10300a1b500", "switchName": LEAF2,
+         "switchGuid": "0xb8599f0300fc6e00", "rdmaDevice": ""},
+    ]  # fmt: skip
+    n05 = sink.specs["gpu-n05.cluster.local"]["net"]["ib"]
+    assert [(p["name"], p["port"], p["guid"]) for p in n05] == [
+        ("mlx5_0", 1, "0x1070fd0300176a4c"),
+        ("mlx5_0", 2, "0x1070fd0300176a4d"),
+    ]
+    assert sink.labels["gpu-n01"] == topology.zone_label_value([LEAF2, LEAF1])
+    # nodes on the same leaf share a zone; the two-leaf node is its own zone
+    assert sink.labels["gpu-n02"] == sink.labels["node-3"] != sink.labels["gpu-n01"]
+    assert result.mapping is not None
+    assert result.mapping.unknown_hosts == {"gpu-n99": ["gpu-n99 mlx5_0"]}
+    assert result.mapping.unparsable == ["??? (0x1070fd0300178000)"]
+
+
+@pytest.mark.anyio
+async def test_unknown_hosts_are_logged_once_and_a_second_round_writes_nothing(
+    fixtures: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink = MemorySink(NODES)
+    collector = _collector(fixtures, sink)
+    with caplog.at_level(logging.INFO, logger="discovery.ib"):
+        await collector.run_once()
+        writes = list(sink.writes)
+        second = await collector.run_once()
+    assert sink.writes == writes
+    assert not any(o.changed for o in second.outcomes.values())
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("'gpu-n99'" in m and "not a Kubernetes node" in m for m in lines) == 1
+    assert sum("no hostname in HCA description ???" in m for m in lines) == 1
+
+
+@pytest.mark.anyio
+async def test_a_moved_cable_rewrites_only_that_node(fixtures: Path) -> None:
+    sink = MemorySink(NODES)
+    await _collector(fixtures, sink).run_once()
+    before = len(sink.writes)
+    await _collector(fixtures, sink, "fat-tree-moved.txt").run_once()
+    assert sink.writes[before:] == ["gpu-n02"]
+    assert sink.specs["gpu-n02"]["zone"] == f"ib#{LEAF2}"
+    assert sink.labels["gpu-n02"] == sink.labels["GPU-N04"]
+
+
+@pytest.mark.anyio
+async def test_the_roce_part_of_a_node_is_kept(fixtures: Path) -> None:
+    sink = MemorySink(NODES)
+    sink.specs["gpu-n02"], _ = merge_spec(None, roce=[RoceNic("ens1f0", "tor-1")])
+    await _collector(fixtures, sink).run_once()
+    assert [n["name"] for n in sink.specs["gpu-n02"]["net"]["roce"]] == ["ens1f0"]
+    assert sink.specs["gpu-n02"]["zone"] == f"ib#{LEAF1}"
+
+
+@pytest.mark.anyio
+async def test_hostname_pattern_with_a_plain_group(fixtures: Path) -> None:
+    sink = MemorySink([NodeRef("n01"), NodeRef("n02")])
+    await _collector(fixtures, sink, hostname_pattern=r"^gpu-(n\d+)\s").run_once()
+    assert sorted(sink.specs) == ["n01", "n02"]
+
+
+def test_hostname_pattern_rules() -> None:
+    rx = hosts.compile_pattern(hosts.DEFAULT_HOSTNAME_PATTERN)
+    assert hosts.split_description("gpu-n01 mlx5_0", rx) == ("gpu-n01", "mlx5_0")
+    assert hosts.split_description("gpu-n01 HCA-1", rx) == ("gpu-n01", "HCA-1")
+    assert hosts.split_description("???", rx) is None
+    assert hosts.split_description("", rx) is None
+    named = hosts.compile_pattern(r"HCA-\d+ on (?P<host>[\w.-]+)")
+    assert hosts.split_description("HCA-2 on gpu-n07", named) == ("gpu-n07", "HCA-2 on")
+    both = hosts.compile_pattern(r"(?P<hca>HCA-\d+) on (?P<host>[\w.-]+)")
+    assert hosts.split_description("HCA-2 on gpu-n07", both) == ("gpu-n07", "HCA-2")
+    with pytest.raises(ValueError, match="no group"):
+        hosts.compile_pattern(r"^\S+")
+
+
+def test_two_adapters_with_the_same_description_do_not_collide() -> None:
+    from discovery.ib.parse import HcaAttachment
+
+    atts = [
+        HcaAttachment("0x01", "gpu-n01 HCA-1", 1, "0x01", "0xaa", "leaf", 1),
+        HcaAttachment("0x02", "gpu-n01 HCA-1", 1, "0x02", "0xaa", "leaf", 2),
+    ]
+    m = hosts.map_attachments(atts, None, hosts.compile_pattern(hosts.DEFAULT_HOSTNAME_PATTERN))
+    assert [(p.name, p.port) for p in m.nodes["gpu-n01"]] == [("0x01", 1), ("0x02", 1)]
+
+
+@pytest.mark.anyio
+async def test_without_a_cluster_hostnames_are_node_names(fixtures: Path) -> None:
+    sink = MemorySink(None)
+    result = await _collector(fixtures, sink).run_once()
+    assert "gpu-n99" in sink.specs and result.mapping is not None and result.mapping.unknown_hosts == {}
+
+
+@pytest.mark.anyio
+async def test_unreadable_fabric_is_an_error_logged_once_not_a_crash(
+    fixtures: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink = MemorySink(NODES)
+    missing = IbCollector(IbConfig(input=tmp_path / "nope.txt"), sink)
+    no_tool = IbCollector(IbConfig(ibnetdiscover=("ibnetdiscover-missing-xyz",)), sink)
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_text("this is not ibnetdiscover output\n")
+    bad = IbCollector(IbConfig(input=garbage), sink)
+    with caplog.at_level(logging.INFO, logger="discovery.ib"):
+        for collector in (missing, no_tool, bad):
+            for _ in range(2):
+                result = await collector.run_once()
+                assert result.error is not None
+    assert sink.writes == []
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(lines) == 3
+    assert "cannot read ibnetdiscover output" in lines[0]
+    assert "not found on PATH (install infiniband-diags, or give a saved output with --input)" in lines[1]
+    assert "cannot parse the ibnetdiscover output: line 1" in lines[2]
+
+
+@pytest.mark.anyio
+async def test_ibnetdiscover_is_run_as_a_command(fixtures: Path) -> None:
+    sink = MemorySink(NODES)
+    collector = IbCollector(IbConfig(ibnetdiscover=("cat", str(fixtures / "ib" / "fat-tree.txt"))), sink)
+    result = await collector.run_once()
+    assert result.error is None and "gpu-n01" in sink.specs
+
+
+@pytest.mark.anyio
+async def test_a_standby_instance_does_nothing(fixtures: Path) -> None:
+    sink = MemorySink(NODES)
+    leader = False
+    collector = IbCollector(IbConfig(input=fixtures / "ib" / "fat-tree.txt"), sink, is_leader=lambda: leader)
+    assert (await collector.run_once()).skipped and sink.writes == []
+    leader = True
+    assert not (await collector.run_once()).skipped and sink.writes
