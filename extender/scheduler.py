@@ -30,6 +30,7 @@ class SchedulerMemory:
     stuck_cycles: dict[str, int] = field(default_factory=dict)
     release_count: dict[str, int] = field(default_factory=dict)
     last_fix: float = 0.0
+    last_generation: int = -1  # cache generation the previous cycle saw (-1: none yet)
 
 
 @dataclass(slots=True)
@@ -65,6 +66,9 @@ class Scheduler:
         snap.stuck_cycles = mem.stuck_cycles
         snap.release_count = mem.release_count
         snap.last_fix = mem.last_fix
+        if mem.last_generation >= 0 and snap.quota_touched:
+            since = mem.last_generation
+            snap.changed_quotas = [q for q, g in snap.quota_touched.items() if g > since]
         ssn = Session(snap, self.policy)
         timings: dict[str, float] = {}
         for action in self.policy.actions:
@@ -87,6 +91,7 @@ class Scheduler:
     def _remember(self, ssn: Session) -> None:
         mem = self.memory
         now = ssn.now
+        mem.last_generation = ssn.snap.generation
         fix = ssn.notes.get(fix_quota_binding.NAME)
         if isinstance(fix, Mapping) and fix.get("ran"):
             mem.last_fix = now

@@ -32,6 +32,18 @@ Args = NoArgs
 _PLACED: Final = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING})
 
 
+def _to_revalidate(ssn: Session) -> list[QuotaInfo]:
+    """Every quota on the first cycle; afterwards those that changed since the previous cycle and
+    those claimed by tasks still pending (the only claims that can move)."""
+    changed = ssn.snap.changed_quotas
+    if changed is None:
+        return list(ssn.quotas())
+    names = set(changed)
+    for job in ssn.pending_jobs():
+        names.update(t.quota for t in job.tasks.values() if t.quota and not t.node)
+    return [q for q in (ssn.quota(n) for n in sorted(names)) if q is not None]
+
+
 def has_room(quota: QuotaInfo) -> bool:
     """Cheap pre-filter: something is left of ``request + shadow`` (the TQ predicate decides)."""
     cap = quota.capacity
@@ -51,14 +63,14 @@ class Action:
 
     def execute(self, ssn: Session) -> None:
         self.revalidate(ssn)
-        jobs = [j for j in ssn.jobs() if any(wants_quota(t) for t in j.tasks.values())]
+        jobs = [j for j in ssn.pending_jobs() if any(wants_quota(t) for t in j.tasks.values())]
         for job in ordered_jobs(ssn, jobs):
             self.allocate(ssn, job)
 
     # --- 1. re-validation ------------------------------------------------------------------
     def revalidate(self, ssn: Session) -> None:
         losers: list[tuple[str, str]] = []
-        for quota in list(ssn.quotas()):
+        for quota in _to_revalidate(ssn):
             if not quota.claims:
                 continue
             if quota.over_claimed():

@@ -15,7 +15,7 @@ the gang across switches.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 from pydantic import Field
@@ -27,7 +27,7 @@ from extender.framework.plugin import ArgsModel
 from extender.framework.session import FitStage, Session
 from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
-from extender.model.node import LedgerError
+from extender.model.node import LedgerError, NodeInfo
 from extender.model.quota import QuotaInfo
 
 NAME: Final = "allocate_quota"
@@ -54,7 +54,7 @@ def bind_job_quotas(
     ssn: Session,
     job: JobInfo,
     quotas: list[QuotaInfo],
-    candidates: Iterator[list[str] | Status] | None,
+    candidates: Iterator[Iterable[str] | Status] | None,
     *,
     rank_ordered: bool,
     stop_after: int | None,
@@ -73,10 +73,11 @@ def bind_job_quotas(
             ssn.verdict(job.key, FitStage.ZONE_SELECTION, names, quota=quota.name)
             placement_failed = True
             break
+        nodes: Iterable[NodeInfo]
         if names is None:
-            nodes = list(ssn.nodes())
-        else:  # in the order given (the topology plugin orders its candidates)
-            nodes = [n for n in (ssn.node(x) for x in names) if n is not None]
+            nodes = ssn.nodes()
+        else:  # lazily, in the order given (the topology plugin orders its candidates)
+            nodes = (n for n in (ssn.node(x) for x in names) if n is not None)
         current = ssn.quota(quota.name)
         if current is None or current.node_name:
             continue
@@ -112,7 +113,7 @@ class Action:
         self.pin_static(ssn)
         stop_after = adaptive_stop_after(len(ssn.snap.node_order), self.args.percentage_of_nodes_to_score)
         jobs = []
-        for job in ssn.jobs():
+        for job in ssn.pending_jobs():
             if job.topology:
                 continue
             quotas = [q for q in job_quotas(ssn, job) if not q.node_name]

@@ -11,7 +11,7 @@ first feasible node in index order is the answer. The ``job.quota_allocate`` gat
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 from extender.actions.allocate_quota import bind_job_quotas, job_quotas
@@ -40,7 +40,7 @@ class Action:
 
     def execute(self, ssn: Session) -> None:
         jobs = []
-        for job in ssn.jobs():
+        for job in ssn.pending_jobs():
             if not job.topology:
                 continue
             if not any(not q.node_name for q in job_quotas(ssn, job)):
@@ -63,13 +63,11 @@ class Action:
             )
 
     @staticmethod
-    def _candidates(ssn: Session, job: JobInfo, quotas: list[QuotaInfo]) -> Iterator[list[str] | Status]:
+    def _candidates(ssn: Session, job: JobInfo, quotas: list[QuotaInfo]) -> Iterator[Iterable[str] | Status]:
         for quota in quotas:
             current = ssn.quota(quota.name) or quota
             zone = ssn.stages.zone_candidates(job, current)
             if zone is None:
                 yield [n.name for n in ssn.nodes()]
-            elif isinstance(zone, Status):
-                yield zone
             else:
-                yield list(zone)
+                yield zone  # a lazy, ordered sequence: the pipeline may stop at the first feasible

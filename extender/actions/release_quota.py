@@ -69,7 +69,7 @@ class Action:
 
     def release_stuck_jobs(self, ssn: Session, notes: ReleaseNotes) -> None:
         memory = ssn.snap.stuck_cycles
-        for job in ssn.jobs():
+        for job in ssn.pending_jobs():
             unplaced = [t for t in job.alive_tasks() if not t.node and not t.spot]
             if not unplaced:
                 continue
@@ -98,7 +98,9 @@ class Action:
             ssn.verdict(job.key, FitStage.BIND, Status.unschedulable(Reason.RELEASED_UNSCHEDULABLE, why))
 
     def release_idle(self, ssn: Session, notes: ReleaseNotes) -> None:
-        for quota in list(ssn.quotas()):
+        names = ssn.snap.release_candidates
+        candidates = list(ssn.quotas()) if names is None else [q for q in map(ssn.quota, sorted(names)) if q]
+        for quota in candidates:
             if not quota.node_name or quota.static_bind_node:
                 continue
             if quota.is_idle(ssn.now):

@@ -164,9 +164,10 @@ def plan_writes(cache: ClusterCache, result: CycleResult, *, extra_quotas: Itera
             )
     final_quotas = dict(cache.quotas)
     final_quotas.update(result.quotas)
-    jobs = dict(cache.jobs)
-    jobs.update(result.jobs)
-    for job in jobs.values():
+    # only tasks not yet on a node carry a quota-node annotation to keep current
+    keys = set(cache.pending_jobs) | set(result.jobs)
+    jobs = [j for j in (result.jobs.get(k) or cache.jobs.get(k) for k in sorted(keys)) if j is not None]
+    for job in jobs:
         for t in job.alive_tasks():
             if t.node or t.status is not TaskStatus.ALLOCATED_TO_QUOTA or not t.quota:
                 continue

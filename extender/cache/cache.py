@@ -118,17 +118,33 @@ class ClusterCache:
         self.jobqueues: dict[str, JobQueueInfo] = {}
 
         self.assumed: dict[str, Assumed] = {}
+        self._waiting_claims: defaultdict[str, set[str]] = defaultdict(set)  # missing quota → pod uids
         self.pending_reservations: dict[str, dict[str, ReservedTask]] = defaultdict(dict)  # quota → uid → r
         self.conversion_errors: dict[str, str] = {}  # "Kind/name" → last error (shown by /diagnose)
 
         self.generation = 0
         self.dirty_quotas: set[str] = set()  # derived status (claims, reservations) may differ from the API
+        # indices that let an idle cycle do O(changes) work
+        self.pending_jobs: set[str] = set()  # jobs with an alive non-spot task not on a node
+        self.quota_touched: dict[str, int] = {}  # quota → generation of its last change
+        self.release_candidates: set[str] = set()  # bound, non-static quotas without claims or node
+        self._quotas_on: defaultdict[str, set[str]] = defaultdict(set)  # node name → quotas bound to it
+        self._tasks_on_node: defaultdict[str, set[str]] = defaultdict(set)  # node name → pod uids placed there
         self._node_order: list[str] | None = None
         self._zones: dict[tuple[str, str], list[str]] | None = None
         self._by_queue: dict[str, list[str]] | None = None
         self._total: Resource | None = None
 
     # --- bookkeeping -------------------------------------------------------------------------
+    def _touch(self, quota: str) -> None:
+        """A quota's claims, status or node changed: re-index it."""
+        self.quota_touched[quota] = self.generation + 1
+        q = self.quotas.get(quota)
+        if q is not None and q.node_name and not q.static_bind_node and (not q.claims or q.node_name not in self.nodes):
+            self.release_candidates.add(quota)
+        else:
+            self.release_candidates.discard(quota)
+
     def _bump(self, *, nodes: bool = False, quotas: bool = False) -> None:
         self.generation += 1
         if nodes:
@@ -162,6 +178,8 @@ class ClusterCache:
         name = _name(obj)
         self._node_objs.pop(name, None)
         self.nodes.pop(name, None)
+        for q in list(self._quotas_on.get(name, ())):
+            self._touch(q)
         self._bump(nodes=True)
 
     def on_topology_add(self, obj: Obj) -> None:
@@ -190,16 +208,20 @@ class ClusterCache:
         # re-attach everything this node carries
         for task in self._tasks_on(name):
             node.add_task(task, force=True)
-        for q in self.quotas.values():
-            if q.node_name == name:
-                node.add_quota(q.name, q.request, force=True)
+        bound_here = [q for q in (self.quotas.get(n) for n in sorted(self._quotas_on.get(name, ()))) if q is not None]
+        for q in bound_here:
+            node.add_quota(q.name, q.request, force=True)
         self.nodes[name] = node
+        for q in bound_here:
+            self._touch(q.name)
         self._bump(nodes=True)
 
     def _tasks_on(self, node: str) -> list[TaskInfo]:
-        out = [t for t in self.others.values() if t.node == node and t.status in ON_NODE]
-        for job in self.jobs.values():
-            out.extend(t for t in job.tasks.values() if t.node == node and (t.status in ON_NODE))
+        out = []
+        for uid in self._tasks_on_node.get(node, ()):
+            t = self.others.get(uid) or self.task(uid)
+            if t is not None and t.node == node and t.status in ON_NODE:
+                out.append(t)
         return out
 
     # --- pods --------------------------------------------------------------------------------
@@ -212,6 +234,9 @@ class ClusterCache:
     def on_pod_delete(self, obj: Obj) -> None:
         uid = _uid(obj)
         self._pod_objs.pop(uid, None)
+        named = ((obj.get("metadata") or {}).get("annotations") or {}).get(wellknown.ANNO_QUOTA_NAME)
+        if named and named in self._waiting_claims:
+            self._waiting_claims[named].discard(uid)
         self._remove_task(uid, deleted=obj)
         self.assumed.pop(uid, None)
         self._bump()
@@ -252,6 +277,7 @@ class ClusterCache:
         if not managed:
             if task.status in ON_NODE:
                 self.others[uid] = task
+                self._tasks_on_node[task.node].add(uid)
                 node = self.nodes.get(task.node)
                 if node is not None:
                     node.add_task(task, force=True)
@@ -280,6 +306,7 @@ class ClusterCache:
         self.task_job[task.uid] = key
         self._refresh_job(job)
         if task.status in ON_NODE and task.node:
+            self._tasks_on_node[task.node].add(task.uid)
             node = self.nodes.get(task.node)
             if node is not None:
                 node.add_task(task, force=True)
@@ -291,7 +318,10 @@ class ClusterCache:
                 quota.add_claim(task, force=True)  # what the API says, even if over-claimed
                 task.quota = claim
                 self.dirty_quotas.add(claim)
+                self._touch(claim)
                 self._consume_reservation(quota, task)
+        if claim and task.is_alive() and not task.quota:
+            self._waiting_claims[claim].add(task.uid)  # attached if the quota appears
         # a claim naming a quota that does not exist stays unattached: allocate_job re-assigns it
         if task.status is TaskStatus.ALLOCATED_TO_QUOTA and not task.quota:
             task.status = TaskStatus.PENDING
@@ -311,6 +341,7 @@ class ClusterCache:
     def _remove_task(self, uid: str, *, deleted: Obj | None) -> None:
         other = self.others.pop(uid, None)
         if other is not None:
+            self._tasks_on_node[other.node].discard(uid)
             node = self.nodes.get(other.node)
             if node is not None and node.has_task(uid):
                 node.remove_task(uid)
@@ -325,6 +356,7 @@ class ClusterCache:
         if task is None:
             return
         if task.node:
+            self._tasks_on_node[task.node].discard(uid)
             node = self.nodes.get(task.node)
             if node is not None and node.has_task(uid):
                 node.remove_task(uid)
@@ -333,11 +365,13 @@ class ClusterCache:
             if quota is not None and uid in quota.claims:
                 quota.remove_claim(uid)
                 self.dirty_quotas.add(quota.name)
+                self._touch(quota.name)
                 finished = ((deleted or {}).get("status") or {}).get("phase") == "Succeeded"
                 if deleted is not None and task.status is not TaskStatus.SUCCEEDED and not finished:
                     self._reserve(task.quota, task, deleted, _disruption_reason(deleted))
         if not job.tasks and not job.has_podgroup:
             del self.jobs[key]
+            self.pending_jobs.discard(key)
         else:
             self._refresh_job(job)
 
@@ -375,7 +409,10 @@ class ClusterCache:
             raise LedgerError(f"node {node_name} is not in the cache")
         task.status = TaskStatus.BINDING
         task.node = node_name
+        self._tasks_on_node[node_name].add(uid)
         node.add_task(task, force=True)
+        assert job is not None
+        self._refresh_job(job)
         self._bump()
 
     def forget(self, uid: str) -> None:
@@ -410,6 +447,7 @@ class ClusterCache:
         old = self.quotas.get(name)
         if old is not None:
             if old.node_name:
+                self._quotas_on[old.node_name].discard(name)
                 node = self.nodes.get(old.node_name)
                 if node is not None and node.has_quota(name):
                     node.remove_quota(name)
@@ -423,7 +461,9 @@ class ClusterCache:
         new.reserved = (*new.reserved, *pending.values())
         self.quotas[name] = new
         self.dirty_quotas.add(name)
+        self._touch(name)
         if new.node_name:
+            self._quotas_on[new.node_name].add(name)
             node = self.nodes.get(new.node_name)
             if node is not None:
                 node.add_quota(name, new.request, force=True)
@@ -438,14 +478,18 @@ class ClusterCache:
         name = _name(obj)
         q = self.quotas.pop(name, None)
         self._quota_objs.pop(name, None)
+        self.quota_touched.pop(name, None)
+        self.release_candidates.discard(name)
         self.pending_reservations.pop(name, None)
         if q is None:
             return
         if q.node_name:
+            self._quotas_on[q.node_name].discard(name)
             node = self.nodes.get(q.node_name)
             if node is not None and node.has_quota(name):
                 node.remove_quota(name)
         for uid in q.claims:
+            self._waiting_claims[name].add(uid)
             key = self.task_job.get(uid)
             job = self.jobs.get(key) if key else None
             task = job.tasks.get(uid) if job else None
@@ -457,9 +501,9 @@ class ClusterCache:
 
     def _attach_claims(self, quota_name: str) -> None:
         """Pods that named this quota before it existed now claim it."""
-        for uid, obj in self._pod_objs.items():
-            annotations = (obj.get("metadata") or {}).get("annotations") or {}
-            if annotations.get(wellknown.ANNO_QUOTA_NAME) == quota_name and uid in self.task_job:
+        for uid in self._waiting_claims.pop(quota_name, set()):
+            obj = self._pod_objs.get(uid)
+            if obj is not None and uid in self.task_job:
                 self._apply_pod(obj, obj)
 
     # --- PodGroups, queues, job queues -------------------------------------------------------
@@ -489,6 +533,7 @@ class ClusterCache:
         if job is not None:
             if not job.tasks:
                 del self.jobs[key]
+                self.pending_jobs.discard(key)
             else:
                 self._refresh_job(job)
         # the job is gone: the places it kept for restarts are not needed any more
@@ -548,6 +593,10 @@ class ClusterCache:
             if key:
                 job.affinity_key = key
         job.podgroup_missing = pg is None and any(t.annotations.get(wellknown.ANNO_GROUP_NAME) for t in tasks)
+        if any(t.is_alive() and not t.spot and not (t.node and t.status in ON_NODE) for t in tasks):
+            self.pending_jobs.add(job.key)
+        else:
+            self.pending_jobs.discard(job.key)
         job.priority = max((t.priority for t in tasks), default=0)
         alive = [t for t in tasks if t.is_alive()]
         if tasks and all(t.status is TaskStatus.SUCCEEDED for t in tasks):
@@ -662,6 +711,9 @@ class ClusterCache:
             quotas_by_queue=self.quotas_by_queue(),
             cluster_total=self.cluster_total(),
             generation=self.generation,
+            pending_jobs=tuple(self.pending_jobs),
+            quota_touched=self.quota_touched,
+            release_candidates=tuple(self.release_candidates),
         )
 
     def take_dirty_quotas(self) -> set[str]:

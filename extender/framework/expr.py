@@ -271,8 +271,15 @@ def _combine(kind: Kind, op: str, parts: Sequence[Fn]) -> Fn:
         if op == "joint":
 
             def joint(*a: Any) -> Status:
-                bad = [s for s in (p(*a) for p in parts) if not s.ok]
-                if not bad:
+                bad: list[Status] | None = None
+                for p in parts:
+                    s: Status = p(*a)
+                    if s.code > Code.SKIP:
+                        if bad is None:
+                            bad = [s]
+                        else:
+                            bad.append(s)
+                if bad is None:
                     return SUCCESS
                 return bad[0] if len(bad) == 1 else Status.merge(bad)
 

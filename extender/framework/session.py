@@ -18,7 +18,7 @@ undoes them in reverse order and leaves the session exactly as before (invariant
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +66,11 @@ class Snapshot:
     stuck_cycles: Mapping[str, int] = field(default_factory=dict)  # job key → consecutive stuck cycles
     release_count: Mapping[str, int] = field(default_factory=dict)  # job key → times its quotas were released
     last_fix: float = 0.0  # when fix_quota_binding last ran
+    # indices that keep an idle cycle cheap (None: unknown, look at everything)
+    pending_jobs: Collection[str] | None = None  # jobs with an alive non-spot task not on a node
+    quota_touched: Mapping[str, int] = field(default_factory=dict)  # quota → generation of last change
+    changed_quotas: Collection[str] | None = None  # touched since the previous cycle (set by the scheduler)
+    release_candidates: Collection[str] | None = None  # bound, non-static, unclaimed or node gone
     cluster_total: Resource = field(default_factory=Resource.empty)  # Σ allocatable of all nodes
     generation: int = 0  # bumps whenever the cache changes; equal generations = same state
 
@@ -122,6 +127,8 @@ class Session:
         self.verdicts: dict[str, JobVerdict] = {}
         self.notes: dict[str, Any] = {}  # per-action outputs for the caller (metrics, back-off)
         self._by_index: dict[int, str] | None = None
+        self._claim_order: dict[str, tuple[str, ...]] = {}  # quota → claimant uids in index order
+        self._quota_index: dict[str, int | None] = {}
 
         per_stage: dict[str, dict[str, Callable[..., Any]]] = {}
         for name, plugin in policy.plugins.items():
@@ -201,6 +208,17 @@ class Session:
             o = over.get(key)
             yield o if o is not None else j
 
+    def pending_jobs(self) -> Iterator[JobInfo]:
+        """Jobs that may have work: an alive non-spot task not on a node (all jobs if unknown)."""
+        keys = self.snap.pending_jobs
+        if keys is None:
+            yield from self.jobs()
+            return
+        for key in sorted(keys):
+            job = self.job(key)
+            if job is not None:
+                yield job
+
     def task(self, uid: str) -> TaskInfo | None:
         key = self.snap.task_job.get(uid)
         if key is None:
@@ -210,17 +228,29 @@ class Session:
 
     def claimants(self, quota: QuotaInfo) -> Iterator[TaskInfo]:
         """The tasks claiming ``quota``, in task-index order."""
-        tasks = [t for t in (self.task(uid) for uid in quota.claims) if t is not None]
-        tasks.sort(key=lambda t: (t.index is None, t.index or 0, t.name))
-        return iter(tasks)
+        order = self._claim_order.get(quota.name)
+        if order is None:
+            claims = sorted(quota.claims.values(), key=lambda c: (c.index is None, c.index or 0, c.name))
+            order = self._claim_order[quota.name] = tuple(c.uid for c in claims)
+        for uid in order:
+            t = self.task(uid)
+            if t is not None:
+                yield t
 
     def quota_index(self, quota: QuotaInfo) -> int | None:
         """The rank of a quota within its job: the smallest task index among its claimants."""
+        if quota.name in self._quota_index:
+            return self._quota_index[quota.name]
         best: int | None = None
         for c in quota.claims.values():
             if c.index is not None and (best is None or c.index < best):
                 best = c.index
+        self._quota_index[quota.name] = best
         return best
+
+    def _claims_changed(self, quota: str) -> None:
+        self._claim_order.pop(quota, None)
+        self._quota_index.pop(quota, None)
 
     def zone_nodes(self, spec: str, zone: str) -> Sequence[str]:
         return self.snap.zones.get((spec, zone), ())
@@ -327,6 +357,7 @@ class Statement:
             task.status = prev
             raise
         task.quota = quota_name
+        ssn._claims_changed(quota_name)
         self.ops.append(_Op(EventKind.CLAIM, task=task_uid, quota=quota_name, prev_status=prev, claim=claim))
         ssn._fire(Event(EventKind.CLAIM, task=task_uid, quota=quota_name))
 
@@ -342,6 +373,7 @@ class Statement:
         quota_name = task.quota
         quota = ssn._mut_quota(quota_name)
         claim = quota.remove_claim(task_uid)
+        ssn._claims_changed(quota_name)
         prev = task.status
         task.status = TaskStatus.PENDING
         task.quota = ""
@@ -426,11 +458,13 @@ class Statement:
             if k is EventKind.CLAIM:
                 task = ssn._mut_task(op.task)
                 ssn._mut_quota(op.quota).remove_claim(op.task)
+                ssn._claims_changed(op.quota)
                 task.quota = ""
                 task.status = op.prev_status or TaskStatus.PENDING
             elif k is EventKind.UNCLAIM:
                 task = ssn._mut_task(op.task)
                 ssn._mut_quota(op.quota).restore_claim(op.claim)
+                ssn._claims_changed(op.quota)
                 task.quota = op.quota
                 task.status = op.prev_status or TaskStatus.ALLOCATED_TO_QUOTA
             elif k is EventKind.BIND_QUOTA:

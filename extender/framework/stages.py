@@ -28,7 +28,7 @@ Job-level stages::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,5 +104,5 @@ class BoundStages:
     valid: Callable[[Any], Status]
     tq_ready: Callable[[Any], Status]
     quota_allocate: Callable[[Any], Status]
-    zone_candidates: Callable[[Any, Any], Sequence[str] | Status | None]
+    zone_candidates: Callable[[Any, Any], Iterable[str] | Status | None]
     victims: Callable[[Any, Any], Sequence[str] | None]

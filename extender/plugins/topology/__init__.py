@@ -21,8 +21,9 @@ Non-topology jobs are left alone (every stage abstains).
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -62,19 +63,26 @@ ZoneId = tuple[str, str]
 @dataclass(slots=True)
 class _Plan:
     zones: list[ZoneId]
-    nodes: frozenset[str]
+    indexed: list[tuple[int, str]]  # the plan's nodes as (node index, name), ascending
 
 
 @dataclass(slots=True)
 class _State:
-    ssn: Session
-    args: TopologyArgs
+    """Per-session memory. Everything derived from node state is kept per zone and dropped for
+    a zone as soon as a quota is bound to or released from one of its nodes (events)."""
+
     zone_of: dict[str, ZoneId] = field(default_factory=dict)
-    zone_nodes: dict[ZoneId, list[str]] = field(default_factory=dict)
+    zone_nodes: dict[ZoneId, list[tuple[int, str]]] = field(default_factory=dict)  # ascending index
     plans: dict[str, _Plan] = field(default_factory=dict)
-    fit_memo: dict[object, dict[str, bool]] = field(default_factory=dict)
+    shape_ids: dict[object, int] = field(default_factory=dict)
+    shape_rep: dict[int, QuotaInfo] = field(default_factory=dict)  # a quota of each shape
+    node_fit: dict[int, dict[str, bool]] = field(default_factory=dict)  # shape → node → fits
+    stale: dict[int, set[str]] = field(default_factory=dict)  # shape → nodes whose fit may have changed
+    zone_cap: dict[ZoneId, dict[int, int]] = field(default_factory=dict)  # zone → shape → nodes that fit
+    zone_room: dict[ZoneId, dict[tuple[str, ...], int]] = field(default_factory=dict)
     affinity: defaultdict[str, Counter[ZoneId]] = field(default_factory=lambda: defaultdict(Counter))
     failures: dict[str, Status] = field(default_factory=dict)  # job → why no zone fits
+    job_quotas: dict[str, list[str]] = field(default_factory=dict)  # job → its quota names, rank order
 
 
 def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
@@ -86,7 +94,7 @@ def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
         for t in ssn.claimants(quota)
     )
     return (
-        quota.request,
+        tuple(sorted(quota.request.q.items())),
         tuple(sorted(quota.node_selector.items())),
         quota.tolerations,
         quota.node_affinity,
@@ -115,8 +123,9 @@ class Plugin:
         self.args = args
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        st = _State(ssn, self.args)
+        st = _State()
         ready = False
+        args = self.args
 
         def ensure() -> None:
             """Zones and the zone-affinity tracker, built on first use (non-topology sessions skip it)."""
@@ -124,132 +133,193 @@ class Plugin:
             if ready:
                 return
             ready = True
-            for node in ssn.nodes():
+            for node in ssn.nodes():  # rank order: zone lists come out ascending
                 zid = (node.spec, node.zone or f"node#{node.name}")
                 st.zone_of[node.name] = zid
-                st.zone_nodes.setdefault(zid, []).append(node.name)  # rank order (ssn.nodes())
+                st.zone_nodes.setdefault(zid, []).append((node.index, node.name))
             for job in ssn.jobs():
                 if job.affinity_key:
                     for q in _bound_quotas(ssn, job):
                         st.affinity[job.affinity_key][st.zone_of.get(q.node_name, ("", ""))] += 1
 
-        def fits(quota: QuotaInfo, node: NodeInfo, shape: object | None) -> bool:
-            if shape is not None:
-                memo = st.fit_memo.setdefault(shape, {})
-                hit = memo.get(node.name)
-                if hit is not None:
-                    return hit
-            ok = bool(ssn.qn.select(quota, node).ok and ssn.qn.predicate(quota, node).ok)
-            if shape is not None:
-                memo[node.name] = ok
-            return ok
+        def shape_id(quota: QuotaInfo) -> int | None:
+            key = _shape(ssn, quota)
+            if key is None:
+                return None
+            sid = st.shape_ids.get(key)
+            if sid is None:
+                sid = st.shape_ids[key] = len(st.shape_ids)
+                st.shape_rep[sid] = quota
+                st.node_fit[sid] = {}
+                st.stale[sid] = set()
+            return sid
 
-        def zone_candidates(job: JobInfo, quota: QuotaInfo) -> tuple[str, ...] | Status | None:
-            """The plan's nodes in the order to try them: inside the quota's rank range first
-            (ascending node index), then — unless the job demands strict order — the rest."""
+        def evaluate(quota: QuotaInfo, node: NodeInfo) -> bool:
+            return ssn.qn.select(quota, node).ok and ssn.qn.predicate(quota, node).ok
+
+        def refresh(sid: int, name: str) -> bool:
+            """Re-evaluate a stale node for a shape, keeping the zone counts consistent."""
+            st.stale[sid].discard(name)
+            node = ssn.node(name)
+            new = node is not None and evaluate(st.shape_rep[sid], node)
+            old = st.node_fit[sid].get(name)
+            st.node_fit[sid][name] = new
+            zid = st.zone_of.get(name)
+            per_zone = st.zone_cap.get(zid) if zid is not None else None
+            if per_zone is not None and sid in per_zone and old is not None and old != new:
+                per_zone[sid] += 1 if new else -1
+            return new
+
+        def fits(quota: QuotaInfo, node: NodeInfo, sid: int | None) -> bool:
+            if sid is None:
+                return evaluate(quota, node)
+            if node.name in st.stale[sid]:
+                return refresh(sid, node.name)
+            hit = st.node_fit[sid].get(node.name)
+            if hit is None:
+                hit = st.node_fit[sid][node.name] = evaluate(quota, node)
+            return hit
+
+        def zone_candidates(job: JobInfo, quota: QuotaInfo) -> Iterator[str] | Status | None:
+            """The plan's nodes in the order to try them, lazily: inside the quota's rank range
+            first (ascending node index), then — unless the job demands strict order — the rest."""
             if not job.topology:
                 return None
             ensure()
             plan = st.plans.get(job.key)
             if plan is None:
-                siblings = _bound_quotas(ssn, job)
+                siblings = bound_quotas(job)
                 if siblings:
                     zones = sorted({st.zone_of[q.node_name] for q in siblings if q.node_name in st.zone_of})
-                    plan = _Plan(zones, frozenset(n for z in zones for n in st.zone_nodes[z]))
+                    plan = _Plan(zones, sorted(x for z in zones for x in st.zone_nodes[z]))
                 else:
                     plan = make_plan(job)
                     if plan is None:
                         return st.failures.get(job.key) or Status.unschedulable(Reason.NO_ZONE_FITS, "no zone fits")
                 st.plans[job.key] = plan
             low, high = neighbour_range(job, quota)
-            taken = {q.node_name for q in _bound_quotas(ssn, job)}
-            inside: list[tuple[int, str]] = []
-            outside: list[tuple[int, str]] = []
-            for name in plan.nodes:
-                node = ssn.node(name)
-                if node is None or name in taken:
-                    continue
-                in_range = (low is None or node.index > low) and (high is None or node.index < high)
-                (inside if in_range else outside).append((node.index, name))
-            ordered = [n for _, n in sorted(inside)]
-            if not job.strict_order:
-                ordered += [n for _, n in sorted(outside)]
-            return tuple(ordered)
+            taken = {q.node_name for q in bound_quotas(job)}
+            # nodes already known not to take a quota of this shape are skipped: they would fail
+            # the same predicates again
+            sid = shape_id(quota)
+            if sid is not None:
+                known, stale = st.node_fit[sid], st.stale[sid]
+
+                def skip(name: str) -> bool:
+                    return name in taken or (known.get(name) is False and name not in stale)
+
+            else:
+
+                def skip(name: str) -> bool:
+                    return name in taken
+
+            return _ordered(plan.indexed, low, high, skip, job.strict_order)
+
+        def job_quotas(job: JobInfo) -> list[QuotaInfo]:
+            names = st.job_quotas.get(job.key)
+            if names is None:
+                names = st.job_quotas[job.key] = [q.name for q in _job_quotas(ssn, job)]
+            return [q for q in (ssn.quota(n) for n in names) if q is not None]
+
+        def bound_quotas(job: JobInfo) -> list[QuotaInfo]:
+            return [q for q in job_quotas(job) if q.node_name]
+
+        def unbound_quotas(job: JobInfo) -> list[QuotaInfo]:
+            return [q for q in job_quotas(job) if not q.node_name]
 
         def make_plan(job: JobInfo) -> _Plan | None:
-            pending = _unbound_quotas(ssn, job)
+            pending = unbound_quotas(job)
             if not pending:
                 return None
             need = len(pending)
             head = pending[0]
-            shape = _shape(ssn, head)
-            uniform = shape is not None and all(_shape(ssn, q) == shape for q in pending[1:])
+            sid = shape_id(head)
+            uniform = sid is not None and all(shape_id(q) == sid for q in pending[1:])
             algos = sorted(
-                ((self.args.namedzone_weight, "namedzone"), (self.args.continuity_weight, "continuity")),
-                key=lambda x: -x[0],
+                ((args.namedzone_weight, "namedzone"), (args.continuity_weight, "continuity")), key=lambda x: -x[0]
             )
             for weight, algo in algos:
                 if weight <= 0:
                     continue
                 if algo == "namedzone":
-                    plan = plan_namedzone(job, pending, need, head, shape if uniform else None)
+                    plan = plan_namedzone(job, pending, need, head, sid if uniform else None)
                 else:
-                    plan = plan_continuity(job, pending, need, head, shape if uniform else None)
+                    plan = plan_continuity(pending, need, head, sid if uniform else None)
                 if plan is not None:
                     return plan
             st.failures[job.key] = Status.unschedulable(Reason.NO_ZONE_FITS, f"no zone holds {_describe_gang(pending)}")
             return None
 
-        def zone_capacity(zid: ZoneId, pending: Sequence[QuotaInfo], head: QuotaInfo, shape: object | None) -> int:
-            nodes = [n for n in (ssn.node(x) for x in st.zone_nodes[zid]) if n is not None]
-            if shape is not None:
-                return sum(1 for n in nodes if fits(head, n, shape))
+        def zone_capacity(zid: ZoneId, pending: Sequence[QuotaInfo], head: QuotaInfo, sid: int | None) -> int:
+            if sid is not None:
+                per_zone = st.zone_cap.setdefault(zid, {})
+                if sid in per_zone:  # bring the count up to date with the nodes that changed
+                    for name in [n for n in st.stale[sid] if st.zone_of.get(n) == zid]:
+                        refresh(sid, name)
+                    return per_zone[sid]
+                cap = 0
+                for _, name in st.zone_nodes[zid]:
+                    n = ssn.node(name)
+                    if n is not None and fits(head, n, sid):
+                        cap += 1
+                per_zone[sid] = cap
+                return cap
             # Heterogeneous gang: place greedily in index order, one quota per node.
             i = 0
-            for n in nodes:
-                if i < len(pending) and fits(pending[i], n, None):
+            for _, name in st.zone_nodes[zid]:
+                n = ssn.node(name)
+                if n is not None and i < len(pending) and fits(pending[i], n, None):
                     i += 1
             return i
 
+        def zone_room(zid: ZoneId, names: tuple[str, ...]) -> int:
+            per_zone = st.zone_room.setdefault(zid, {})
+            room = per_zone.get(names)
+            if room is None:
+                room = 0
+                for _, name in st.zone_nodes[zid]:
+                    n = ssn.node(name)
+                    if n is not None:
+                        room += sum(n.quota_idle.get(r) for r in names)
+                per_zone[names] = room
+            return room
+
         def plan_namedzone(
-            job: JobInfo, pending: Sequence[QuotaInfo], need: int, head: QuotaInfo, shape: object | None
+            job: JobInfo, pending: Sequence[QuotaInfo], need: int, head: QuotaInfo, sid: int | None
         ) -> _Plan | None:
             spec = head.spec
             views: list[ZoneView] = []
             tracked = st.affinity.get(job.affinity_key) if job.affinity_key else None
-            for zid, names in st.zone_nodes.items():
+            names = tuple(sorted(head.request.q))
+            for zid, members in st.zone_nodes.items():
                 if spec and zid[0] != spec:
                     continue
-                cap = zone_capacity(zid, pending, head, shape)
+                cap = zone_capacity(zid, pending, head, sid)
                 if cap <= 0:
                     continue
-                room = 0
-                first_index = 1 << 62
-                for name in names:
-                    n = ssn.node(name)
-                    if n is None:
-                        continue
-                    first_index = min(first_index, n.index)
-                    for r in head.request.q:
-                        room += max(0, n.quota_idle.get(r))
                 views.append(
-                    ZoneView(zid, len(names), min(cap, need), room, first_index, tracked[zid] if tracked else 0)
+                    ZoneView(
+                        zid,
+                        len(members),
+                        min(cap, need),
+                        zone_room(zid, names),
+                        members[0][0],
+                        tracked[zid] if tracked else 0,
+                    )
                 )
             chosen = plan_by_spec(views, need)
             if chosen is None:
                 return None
             zones = [z.id for z in chosen]
-            return _Plan(zones, frozenset(n for z in zones for n in st.zone_nodes[z]))
+            return _Plan(zones, sorted(x for z in zones for x in st.zone_nodes[z]))
 
-        def plan_continuity(
-            job: JobInfo, pending: Sequence[QuotaInfo], need: int, head: QuotaInfo, shape: object | None
-        ) -> _Plan | None:
+        def plan_continuity(pending: Sequence[QuotaInfo], need: int, head: QuotaInfo, sid: int | None) -> _Plan | None:
             best: list[str] | None = None
             by_spec: dict[str, list[tuple[str, int, bool]]] = {}
             for n in ssn.nodes():
                 if head.spec and n.spec != head.spec:
                     continue
-                by_spec.setdefault(n.spec, []).append((n.name, n.index, fits(head, n, shape)))
+                by_spec.setdefault(n.spec, []).append((n.name, n.index, fits(head, n, sid)))
             for rows in by_spec.values():
                 block = continuity_block(rows, need)
                 if block is not None and (best is None or len(block) < len(best)):
@@ -257,7 +327,8 @@ class Plugin:
             if best is None:
                 return None
             zones = sorted({st.zone_of[n] for n in best})
-            return _Plan(zones, frozenset(best))
+            indexed = sorted((node.index, node.name) for node in (ssn.node(n) for n in best) if node is not None)
+            return _Plan(zones, indexed)
 
         def node_order(quota: QuotaInfo, node: NodeInfo) -> float:
             job = _job_of_quota(ssn, quota)
@@ -266,20 +337,20 @@ class Plugin:
             ensure()
             zid = st.zone_of.get(node.name)
             score = 0.0
-            if zid is not None and self.args.namedzone_weight:
-                score += self.args.namedzone_weight / max(1, len(st.zone_nodes[zid]))
-            if self.args.continuity_weight:
+            if zid is not None and args.namedzone_weight:
+                score += args.namedzone_weight / max(1, len(st.zone_nodes[zid]))
+            if args.continuity_weight:
                 left = ssn.node_by_index(node.index - 1)
                 right = ssn.node_by_index(node.index + 1)
-                shape = _shape(ssn, quota)
-                score += self.args.continuity_weight * continuity_score(
-                    left is not None and fits(quota, left, shape), right is not None and fits(quota, right, shape)
+                sid = shape_id(quota)
+                score += args.continuity_weight * continuity_score(
+                    left is not None and fits(quota, left, sid), right is not None and fits(quota, right, sid)
                 )
-            if job.affinity_key and zid is not None and self.args.affinity_weight:
+            if job.affinity_key and zid is not None and args.affinity_weight:
                 tracked = st.affinity.get(job.affinity_key)
                 if tracked:
                     total = sum(tracked.values())
-                    score += self.args.affinity_weight * tracked[zid] / max(1, total)
+                    score += args.affinity_weight * tracked[zid] / max(1, total)
             return score
 
         def best_n(quota: QuotaInfo, ranked: Sequence[tuple[NodeInfo, float]]) -> NodeInfo | None:
@@ -297,7 +368,7 @@ class Plugin:
                 return None, None
             low: int | None = None
             high: int | None = None
-            for q in _bound_quotas(ssn, job):
+            for q in bound_quotas(job):
                 if q.name == quota.name:
                     continue
                 idx = ssn.quota_index(q)
@@ -313,7 +384,7 @@ class Plugin:
         def quota_allocate(job: JobInfo) -> Status:
             if not job.topology:
                 return SKIP
-            bound = _bound_quotas(ssn, job)
+            bound = bound_quotas(job)
             nodes = [ssn.node(q.node_name) for q in bound]
             specs = {n.spec for n in nodes if n is not None}
             if len(specs) > 1:
@@ -333,26 +404,36 @@ class Plugin:
                         )
                     last = node.index
             failure = st.failures.get(job.key)
-            if failure is not None and _unbound_quotas(ssn, job):
+            if failure is not None and unbound_quotas(job):
                 return failure
             return SUCCESS
 
         def on_event(ev: Event) -> None:
+            if ev.kind in (EventKind.CLAIM, EventKind.UNCLAIM):
+                task = ssn.task(ev.task)
+                if task is not None:
+                    st.job_quotas.pop(task.job, None)
+                return
             if not ready or ev.kind not in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
                 return
-            for memo in st.fit_memo.values():
-                memo.pop(ev.node, None)
+            for sid, memo in st.node_fit.items():
+                if ev.node in memo:
+                    st.stale[sid].add(ev.node)
+            zid = st.zone_of.get(ev.node)
             quota = ssn.quota(ev.quota)
+            if zid is not None and quota is not None and zid in st.zone_room:
+                taken = (ev.kind is EventKind.BIND_QUOTA) != ev.undo
+                for names, room in st.zone_room[zid].items():
+                    delta = sum(quota.request.get(r) for r in names)
+                    st.zone_room[zid][names] = room - delta if taken else room + delta
             job = _job_of_quota(ssn, quota) if quota is not None else None
             if job is None:
                 return
             if ev.undo and ev.kind is EventKind.BIND_QUOTA:
                 st.plans.pop(job.key, None)  # discarded: plan again next time
-            if job.affinity_key:
-                zid = st.zone_of.get(ev.node)
-                if zid is not None:
-                    added = (ev.kind is EventKind.BIND_QUOTA) != ev.undo
-                    st.affinity[job.affinity_key][zid] += 1 if added else -1
+            if job.affinity_key and zid is not None:
+                added = (ev.kind is EventKind.BIND_QUOTA) != ev.undo
+                st.affinity[job.affinity_key][zid] += 1 if added else -1
 
         return {
             "job.zone_candidates": zone_candidates,
@@ -361,6 +442,29 @@ class Plugin:
             "qn.best_n": best_n,
             "events": on_event,
         }
+
+
+def _ordered(
+    indexed: list[tuple[int, str]],
+    low: int | None,
+    high: int | None,
+    skip: Callable[[str], bool],
+    strict: bool,
+) -> Iterator[str]:
+    """Nodes with ``low < index < high`` ascending, then (unless ``strict``) the others ascending."""
+    start = 0 if low is None else bisect.bisect_right(indexed, (low, "\U0010ffff"))
+    stop = len(indexed) if high is None else bisect.bisect_left(indexed, (high, ""))
+    for _, name in indexed[start:stop]:
+        if not skip(name):
+            yield name
+    if strict:
+        return
+    for _, name in indexed[:start]:
+        if not skip(name):
+            yield name
+    for _, name in indexed[max(start, stop) :]:
+        if not skip(name):
+            yield name
 
 
 def _job_of_quota(ssn: Session, quota: QuotaInfo) -> JobInfo | None:
@@ -378,7 +482,3 @@ def _job_quotas(ssn: Session, job: JobInfo) -> list[QuotaInfo]:
 
 def _bound_quotas(ssn: Session, job: JobInfo) -> list[QuotaInfo]:
     return [q for q in _job_quotas(ssn, job) if q.node_name]
-
-
-def _unbound_quotas(ssn: Session, job: JobInfo) -> list[QuotaInfo]:
-    return [q for q in _job_quotas(ssn, job) if not q.node_name]

@@ -1,0 +1,144 @@
+"""Benchmark of one binder cycle at scale (issue 4): 5,000 nodes in 40 leaves of two GPU models,
+2,000 RDMA jobs of 8 workers, 16,000 quotas claimed by their pods (as the webhook leaves them)
+and not yet bound.
+
+Measured, on the real cache and scheduler (the same code the binder loop runs; API writes are
+not included — they are I/O, see ``write_plan_seconds`` for the planning of them):
+
+* ``full_cycle_seconds`` — ``Scheduler.run_once`` that places all 16,000 quotas;
+* ``write_plan_seconds`` — turning that cycle into the list of API writes;
+* ``idle_cycle_seconds`` — a cycle with nothing to do (everything placed, cache unchanged);
+* ``peak_rss_mib``.
+
+Usage: ``python bench/binder_cycle.py [--nodes 5000] [--jobs 2000] [--workers 8] [--repeat 3]``;
+prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from extender import wellknown  # noqa: E402
+from extender.binder.plan import plan_writes  # noqa: E402
+from extender.cache.cache import ClusterCache  # noqa: E402
+from extender.conf import default_policy  # noqa: E402
+from extender.model.quota import QuotaPhase  # noqa: E402
+from extender.scheduler import Scheduler  # noqa: E402
+from tests import builders as b  # noqa: E402
+
+
+def build(nodes: int, leaves: int, jobs: int, workers: int) -> ClusterCache:
+    cache = ClusterCache(clock=lambda: 1_000_000.0)
+    per_leaf = nodes // leaves
+    objs: list[dict[str, Any]] = []
+    for leaf in range(leaves):
+        model = "A100" if leaf % 2 == 0 else "H100"
+        for i in range(per_leaf):
+            name = f"n{leaf * per_leaf + i}"
+            objs.append(b.node(name, gpu_model=model))
+            objs.append(b.topology(name, [f"leaf-{leaf}"]))
+    for j in range(jobs):
+        gpu = (1, 2, 2, 1)[j % 4]
+        objs += b.training_job(f"job{j}", workers, gpu=gpu, hca=1)
+    b.feed(cache, objs)
+    return cache
+
+
+def apply_plan(cache: ClusterCache, plan: Any) -> None:
+    """What the loop does with the answers of its writes: the cache takes the new objects."""
+    for w in plan.quotas:
+        obj = cache.quota_object(w.name)
+        assert obj is not None
+        rv = str(int(obj["metadata"]["resourceVersion"]) + 1)
+        status = {k: v for k, v in w.status.items() if v not in (None, "", [], {})}
+        cache.on_quota_update(obj, {**obj, "metadata": {**obj["metadata"], "resourceVersion": rv}, "status": status})
+    for p in plan.pods:
+        obj = cache.pod(p.uid)
+        assert obj is not None
+        anno = {**(obj["metadata"].get("annotations") or {})}
+        for k, v in p.annotations.items():
+            if v is None:
+                anno.pop(k, None)
+            else:
+                anno[k] = v
+        rv = str(int(obj["metadata"]["resourceVersion"]) + 1)
+        cache.on_pod_update(obj, {**obj, "metadata": {**obj["metadata"], "annotations": anno, "resourceVersion": rv}})
+    cache.take_dirty_quotas()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=5000)
+    ap.add_argument("--leaves", type=int, default=40)
+    ap.add_argument("--jobs", type=int, default=2000)
+    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args(argv)
+
+    t0 = time.perf_counter()
+    cache = build(args.nodes, args.leaves, args.jobs, args.workers)
+    build_s = time.perf_counter() - t0
+    policy = default_policy()
+
+    full: list[float] = []
+    plan_s: list[float] = []
+    result = None
+    for _ in range(args.repeat):
+        sched = Scheduler(policy)
+        gc.collect()
+        t = time.perf_counter()
+        result = sched.run_once(cache.snapshot())
+        full.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        plan = plan_writes(cache, result)
+        plan_s.append(time.perf_counter() - t)
+    assert result is not None
+    bound = sum(1 for q in result.quotas.values() if q.phase is QuotaPhase.BOUND)
+    timings = dict(result.timings)
+
+    apply_plan(cache, plan)
+    sched = Scheduler(policy)
+    idle: list[float] = []
+    for _ in range(args.repeat + 2):
+        t = time.perf_counter()
+        r = sched.run_once(cache.snapshot())
+        plan = plan_writes(cache, r, extra_quotas=cache.take_dirty_quotas())
+        idle.append(time.perf_counter() - t)
+    assert not r.intents, "the idle cycle changed something"
+    assert plan.empty(), "the idle cycle wants to write"
+
+    out = {
+        "benchmark": "binder_cycle",
+        "nodes": len(cache.nodes),
+        "leaves": args.leaves,
+        "gpu_models": 2,
+        "jobs": args.jobs,
+        "quotas": len(cache.quotas),
+        "quotas_bound_in_cycle": bound,
+        "build_seconds": round(build_s, 3),
+        "full_cycle_seconds": round(min(full), 4),
+        "full_cycle_seconds_all": [round(x, 4) for x in full],
+        "full_cycle_actions": {k: round(v, 4) for k, v in timings.items()},
+        "write_plan_seconds": round(min(plan_s), 4),
+        "idle_cycle_seconds": round(min(idle), 5),
+        "idle_cycle_seconds_all": [round(x, 5) for x in idle],
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "targets": {"full_cycle_seconds": 0.5, "idle_cycle_seconds": 0.02},
+        "python": sys.version.split()[0],
+        "zone_key_example": wellknown.ZONE_PREFIX_ROCE + "leaf-0",
+    }
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
