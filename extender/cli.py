@@ -21,7 +21,11 @@ class _Command(Protocol):
 
 
 # name → (module, one-line help). Order is the order of `sky-scheduler --help`.
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("extender.serve", "Run the scheduler service: extender, webhook, quota-binder loop, /diagnose"),
+    "discover": ("discovery.cli", "Discover RDMA topology (RoCE per node, InfiniBand fabric) and publish NodeTopology"),
+    "emulator": ("extender.emulator.cli", "Run the in-process Kubernetes API emulator on 127.0.0.1"),
+}
 
 
 def _load(module: str) -> _Command:

@@ -134,12 +134,16 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
             unbound.append(q)
     if job.topology and unbound:
         zone = ssn.stages.zone_candidates(job, unbound[0])
-        zs = (
-            Status.unschedulable(Reason.NO_ZONE_FITS, "no RDMA zone of one GPU model can hold the gang")
-            if zone is not None and not zone
-            else Status.merge([])
-        )
-        add(_rung(FitStage.ZONE_SELECTION, zs, candidates=len(zone) if zone else None))
+        if isinstance(zone, Status):
+            add(_rung(FitStage.ZONE_SELECTION, zone))
+        else:
+            names = list(zone) if zone is not None else None
+            zs = (
+                Status.unschedulable(Reason.NO_ZONE_FITS, "no RDMA zone of one GPU model can hold the gang")
+                if names is not None and not names
+                else Status.merge([])
+            )
+            add(_rung(FitStage.ZONE_SELECTION, zs, candidates=len(names) if names else None))
 
     per_node: dict[str, Status] = {}
     node_rung_status = Status.merge([])
