@@ -190,8 +190,7 @@ class Plugin:
             if plan is None:
                 siblings = bound_quotas(job)
                 if siblings:
-                    zones = sorted({st.zone_of[q.node_name] for q in siblings if q.node_name in st.zone_of})
-                    plan = _Plan(zones, sorted(x for z in zones for x in st.zone_nodes[z]))
+                    plan = sibling_plan(job, siblings)
                 else:
                     plan = make_plan(job)
                     if plan is None:
@@ -226,6 +225,31 @@ class Plugin:
 
         def unbound_quotas(job: JobInfo) -> list[QuotaInfo]:
             return [q for q in job_quotas(job) if not q.node_name]
+
+        def sibling_plan(job: JobInfo, siblings: list[QuotaInfo]) -> _Plan:
+            """The zones of the bound siblings — widened by the fewest further zones of the same
+            GPU model when the rest of the gang no longer fits there (a sibling's node failed,
+            a quota was released)."""
+            zones = sorted({st.zone_of[q.node_name] for q in siblings if q.node_name in st.zone_of})
+            pending = unbound_quotas(job)
+            if pending:
+                head = pending[0]
+                sid = shape_id(head)
+                taken = {q.node_name for q in siblings}
+                free = 0
+                for z in zones:
+                    for _, name in st.zone_nodes[z]:
+                        n = ssn.node(name)
+                        if name not in taken and n is not None and fits(head, n, sid):
+                            free += 1
+                if free < len(pending):
+                    spec = zones[0][0] if zones else head.spec
+                    more = plan_namedzone(
+                        job, pending, len(pending) - free, head, sid, spec=spec, exclude=frozenset(zones)
+                    )
+                    if more is not None:
+                        zones += more.zones
+            return _Plan(zones, sorted(x for z in zones for x in st.zone_nodes[z]))
 
         def make_plan(job: JobInfo) -> _Plan | None:
             pending = unbound_quotas(job)
@@ -285,14 +309,21 @@ class Plugin:
             return room
 
         def plan_namedzone(
-            job: JobInfo, pending: Sequence[QuotaInfo], need: int, head: QuotaInfo, sid: int | None
+            job: JobInfo,
+            pending: Sequence[QuotaInfo],
+            need: int,
+            head: QuotaInfo,
+            sid: int | None,
+            *,
+            spec: str | None = None,
+            exclude: frozenset[ZoneId] = frozenset(),
         ) -> _Plan | None:
-            spec = head.spec
+            spec = head.spec if spec is None else spec
             views: list[ZoneView] = []
             tracked = st.affinity.get(job.affinity_key) if job.affinity_key else None
             names = tuple(sorted(head.request.q))
             for zid, members in st.zone_nodes.items():
-                if spec and zid[0] != spec:
+                if (spec and zid[0] != spec) or zid in exclude:
                     continue
                 cap = zone_capacity(zid, pending, head, sid)
                 if cap <= 0:
