@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from extender import wellknown
 from extender.api import extender as extender_api
@@ -33,8 +34,12 @@ from extender.scheduler import Scheduler
 from extender.servers import AppServer
 from extender.settings import ServeSettings
 from extender.state import ServiceState
+from webhooks import app as webhook_app
+from webhooks.namespaces import NamespaceLabelStore
+from webhooks.server import WebhookServer
+from webhooks.state import WebhookConfig, WebhookState
 
-__all__ = ["INFORMED", "NamespaceLabels", "Runtime"]
+__all__ = ["INFORMED", "Runtime"]
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +59,31 @@ INFORMED: tuple[tuple[Resource, str], ...] = (
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 
+class Served(Protocol):
+    @property
+    def url(self) -> str: ...
+
+    async def stop(self) -> None: ...
+
+
+class _WebhookHandle:
+    def __init__(self, server: WebhookServer, host: str) -> None:
+        self.server = server
+        self.host = host
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"https://{host}:{self.server.port}"
+
+    async def stop(self) -> None:
+        await self.server.stop()
+
+
 class _CacheHandler:
     """Adapts informer callbacks to the cache's ``on_<kind>_*`` methods."""
 
-    def __init__(self, cache: ClusterCache, kind: str) -> None:
+    def __init__(self, cache: object, kind: str) -> None:
         self._add = getattr(cache, f"on_{kind}_add")
         self._update = getattr(cache, f"on_{kind}_update")
         self._delete = getattr(cache, f"on_{kind}_delete")
@@ -70,26 +96,6 @@ class _CacheHandler:
 
     def on_delete(self, obj: dict[str, Any]) -> None:
         self._delete(obj)
-
-
-class NamespaceLabels:
-    """Namespace name → labels, fed by an informer (the webhook's inject opt-in)."""
-
-    def __init__(self) -> None:
-        self.labels: dict[str, dict[str, str]] = {}
-
-    def get(self, namespace: str) -> dict[str, str]:
-        return self.labels.get(namespace, {})
-
-    def on_add(self, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        self.labels[str(meta.get("name") or "")] = dict(meta.get("labels") or {})
-
-    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
-        self.on_add(new)
-
-    def on_delete(self, obj: dict[str, Any]) -> None:
-        self.labels.pop(str((obj.get("metadata") or {}).get("name") or ""), None)
 
 
 class Runtime:
@@ -116,7 +122,7 @@ class Runtime:
         if clock is not None:
             cache_kw["clock"] = clock
         self.cache = ClusterCache(opts, **cache_kw)
-        self.namespaces = NamespaceLabels()
+        self.namespaces = NamespaceLabelStore()
         self.metrics = Metrics()
         self.scheduler = Scheduler(self.policy)
         self.informers: list[Informer] = []
@@ -124,7 +130,7 @@ class Runtime:
         self.elector: LeaderElector | None = None
         self.loop: BinderLoop | None = None
         self.state: ServiceState | None = None
-        self.servers: dict[str, AppServer] = {}
+        self.servers: dict[str, Served] = {}
         self._tasks: list[asyncio.Task[Any]] = []
         self._stop = asyncio.Event()
 
@@ -150,7 +156,9 @@ class Runtime:
             inf = Informer(self._api, resource, _CacheHandler(self.cache, kind), field_selector=selector, name=kind)
             self.informers.append(inf)
             inf.start()
-        ns_informer = Informer(self._api, Resource("", "v1", "namespaces"), self.namespaces, name="namespace")
+        ns_informer = Informer(
+            self._api, Resource("", "v1", "namespaces"), _CacheHandler(self.namespaces, "namespace"), name="namespace"
+        )
         self.informers.append(ns_informer)
         ns_informer.start()
         if s.leader_elect:
@@ -202,11 +210,48 @@ class Runtime:
             await srv.start()
             self.servers[name] = srv
         if s.webhook_port:
-            from webhooks.server import webhook_server  # noqa: PLC0415 (optional component)
-
-            hook = webhook_server(self, host=s.webhook_address, port=s.webhook_port)
+            hook = WebhookServer(
+                webhook_app.create_app(
+                    WebhookState(
+                        cache=self.cache,
+                        policy=self.policy,
+                        namespaces=self.namespaces,
+                        config=WebhookConfig.from_settings(s),
+                        synced=self.synced,
+                        metrics=self.metrics,
+                    )
+                ),
+                certfile=s.tls_cert_file,
+                keyfile=s.tls_key_file,
+                host=s.webhook_address,
+                port=s.webhook_port,
+            )
             await hook.start()
-            self.servers["webhook"] = hook
+            self.servers["webhook"] = _WebhookHandle(hook, s.webhook_address)
+            self._tasks.append(asyncio.create_task(self._watch_tls(hook), name="tls reload"))
+
+    async def _watch_tls(self, hook: WebhookServer, period: float = 60.0) -> None:
+        """Reload the webhook's certificate when its files change (cert-manager renews them)."""
+        paths = (self.settings.tls_cert_file, self.settings.tls_key_file)
+
+        def stamp() -> tuple[float, ...]:
+            try:
+                return tuple(os.stat(p).st_mtime for p in paths)
+            except OSError:
+                return ()
+
+        seen = stamp()
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=period)
+            now = stamp()
+            if now and now != seen:
+                try:
+                    hook.reload_tls()
+                    log.info("webhook certificate reloaded")
+                    seen = now
+                except (OSError, ValueError) as exc:  # half-written files: try again next time
+                    log.warning("webhook certificate reload failed: %s", exc)
 
     async def stop(self) -> None:
         self._stop.set()
