@@ -1,0 +1,93 @@
+"""Object builders for the emulator's tests."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+
+async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None:
+    """Wait until ``predicate()`` holds (fails the test after ``within`` seconds)."""
+    with anyio.fail_after(within):
+        while True:
+            if predicate():
+                return
+            await anyio.sleep(0.01)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:8]}"
+
+
+def pod(name: str, namespace: str, *, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}], **spec},
+    }
+    return body
+
+
+def widget_crd(
+    group: str,
+    *,
+    plural: str = "widgets",
+    kind: str = "Widget",
+    scope: str = "Namespaced",
+    status: bool = True,
+    columns: list[dict[str, Any]] | None = None,
+    short_names: list[str] | None = None,
+) -> dict[str, Any]:
+    """A small CRD whose schema exercises the validator (not the project's CRDs)."""
+    version: dict[str, Any] = {
+        "name": "v1",
+        "served": True,
+        "storage": True,
+        "schema": {
+            "openAPIV3Schema": {
+                "type": "object",
+                "properties": {
+                    "spec": {
+                        "type": "object",
+                        "required": ["size"],
+                        "properties": {
+                            "size": {"type": "integer", "minimum": 1},
+                            "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+                            "port": {"x-kubernetes-int-or-string": True},
+                            "note": {"type": "string", "nullable": True},
+                            "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                            "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                            "items": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "properties": {"name": {"type": "string"}, "weight": {"type": "number"}},
+                                },
+                            },
+                        },
+                    },
+                    "status": {
+                        "type": "object",
+                        "properties": {"phase": {"type": "string"}, "nodeName": {"type": "string"}},
+                    },
+                },
+            }
+        },
+    }
+    if status:
+        version["subresources"] = {"status": {}}
+    if columns is not None:
+        version["additionalPrinterColumns"] = columns
+    names: dict[str, Any] = {"plural": plural, "singular": kind.lower(), "kind": kind}
+    if short_names:
+        names["shortNames"] = short_names
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {"group": group, "scope": scope, "names": names, "versions": [version]},
+    }
