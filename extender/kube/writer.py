@@ -1,0 +1,513 @@
+"""``KubeWriter``: THE ONLY module of the project that writes to the Kubernetes API.
+
+Every method is idempotent (calling it again after a timeout that in fact succeeded does no harm
+and does not write twice) and returns the object as the API returned it, so a caller can apply
+it to its cache at once. Transient failures (429, 500, 502, 503, 504, timeouts, broken
+connections) are retried with jittered exponential back-off; a create is retried only when it
+cannot duplicate anything (client-chosen names: AlreadyExists then means "done"). Conflicts and
+other answers surface as the typed errors of :mod:`extender.kube.errors`.
+
+Every API call the writer makes is declared in :data:`API_CALLS`; a call outside the list raises
+at once, and a test drives every method against the emulator and compares the emulator's request
+journal with the list — which is what the Helm chart's RBAC must grant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import re
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, NamedTuple
+
+import orjson
+
+from extender import wellknown
+from extender.kube import client as kube_client
+from extender.kube.client import RawResponse
+from extender.kube.errors import (
+    AlreadyExists,
+    ApiFailure,
+    BindConflict,
+    Conflict,
+    EvictionBlocked,
+    GiveUp,
+    KubeTimeout,
+    NotFound,
+    WriteConflict,
+)
+
+__all__ = ["API_CALLS", "ApiCall", "KubeWriter", "StatusMutator"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+StatusMutator = Callable[[Obj], Obj | None]
+"""Given a copy of the current object, return its desired ``status`` — or None: nothing to change."""
+
+MERGE_PATCH: Final = "application/merge-patch+json"
+COORDINATION: Final = "coordination.k8s.io"
+_TRANSIENT: Final = frozenset({429, 500, 502, 503, 504})
+_ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
+
+
+class ApiCall(NamedTuple):
+    """One kind of API request: what an RBAC rule has to allow."""
+
+    verb: str
+    group: str
+    resource: str
+    subresource: str = ""
+
+
+API_CALLS: Final[frozenset[ApiCall]] = frozenset(
+    {
+        # quota and podgroup status: read-modify-write with optimistic concurrency
+        ApiCall("get", wellknown.GROUP, wellknown.QUOTAS),
+        ApiCall("update", wellknown.GROUP, wellknown.QUOTAS, "status"),
+        ApiCall("get", wellknown.GROUP, wellknown.PODGROUPS),
+        ApiCall("update", wellknown.GROUP, wellknown.PODGROUPS, "status"),
+        # pods
+        ApiCall("create", "", "pods", "binding"),
+        ApiCall("patch", "", "pods"),
+        ApiCall("create", "", "pods", "eviction"),
+        # events (created with a client-chosen name, then aggregated by patching count)
+        ApiCall("create", "", "events"),
+        ApiCall("patch", "", "events"),
+        # RDMA topology discovery
+        ApiCall("get", wellknown.GROUP, wellknown.NODETOPOLOGIES),
+        ApiCall("create", wellknown.GROUP, wellknown.NODETOPOLOGIES),
+        ApiCall("update", wellknown.GROUP, wellknown.NODETOPOLOGIES),
+        ApiCall("patch", "", "nodes"),
+        # leader election
+        ApiCall("get", COORDINATION, "leases"),
+        ApiCall("create", COORDINATION, "leases"),
+        ApiCall("update", COORDINATION, "leases"),
+    }
+)
+"""Every (verb, group, resource, subresource) :class:`KubeWriter` uses — and nothing else."""
+
+_METHOD_OF_VERB: Final = {"get": "GET", "create": "POST", "update": "PUT", "patch": "PATCH", "delete": "DELETE"}
+
+
+def micro_time(dt: datetime | None = None) -> str:
+    """``metav1.MicroTime``: RFC 3339 with microseconds and ``Z``."""
+    return (dt or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _time(dt: datetime) -> str:
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
+class _EventRecord:
+    namespace: str
+    name: str
+    count: int
+    first: str
+    last_seen: float
+
+
+class KubeWriter:
+    """Idempotent, retrying writes of the scheduler's outputs.
+
+    ``retries``: attempts per request for transient failures (and read-modify-write rounds on
+    conflicts). ``backoff``/``backoff_max``: first and largest delay between attempts (seconds,
+    jittered 50–100 %). ``event_window``: repeats of the same event within this many seconds
+    bump ``count`` on the existing Event instead of creating another.
+    """
+
+    API_CALLS: Final = API_CALLS
+
+    def __init__(
+        self,
+        api: Any,
+        *,
+        component: str = wellknown.COMPONENT,
+        retries: int = 5,
+        backoff: float = 0.1,
+        backoff_max: float = 5.0,
+        request_timeout: float = 10.0,
+        event_window: float = 600.0,
+        instance: str | None = None,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if retries < 1:
+            raise ValueError("retries must be at least 1")
+        self.api = api
+        self.component = component
+        self.retries = retries
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self.request_timeout = request_timeout
+        self.event_window = event_window
+        self.instance = instance or socket.gethostname()
+        self._rng = rng or random.Random()
+        self._sleep = sleep
+        self._clock = clock
+        self._events: OrderedDict[tuple[str, ...], _EventRecord] = OrderedDict()
+
+    # ------------------------------------------------------------------------------------------
+    # plumbing
+
+    async def _call(
+        self,
+        verb: str,
+        group: str,
+        version: str,
+        resource: str,
+        *,
+        namespace: str | None = None,
+        name: str | None = None,
+        subresource: str = "",
+        body: Any = None,
+        content_type: str = "application/json",
+        idempotent: bool = True,
+    ) -> RawResponse:
+        """One declared API call, retried on transient failures; HTTP errors are returned."""
+        call = ApiCall(verb, group, resource, subresource)
+        if call not in API_CALLS:
+            raise RuntimeError(f"KubeWriter: {call} is not declared in API_CALLS (and so not granted by RBAC)")
+        path = kube_client.resource_path(
+            group, version, resource, namespace=namespace, name=name, subresource=subresource or None
+        )
+        method = _METHOD_OF_VERB[verb]
+        what = f"{verb} {resource}{'/' + subresource if subresource else ''} {name or ''}".strip()
+        delay = self.backoff
+        last: BaseException | None = None
+        for attempt in range(1, self.retries + 1):
+            retry_after: float | None = None
+            try:
+                resp = await kube_client.request(
+                    self.api, method, path, body=body, content_type=content_type, request_timeout=self.request_timeout
+                )
+            except KubeTimeout as exc:
+                if not idempotent:
+                    raise
+                last = exc
+            else:
+                if resp.status not in _TRANSIENT:
+                    return resp
+                failure = ApiFailure.from_response(resp.status, resp.json(), what, resp.headers)
+                if resp.status == 429 and resource == "pods" and subresource == "eviction" and _is_pdb(failure):
+                    return resp  # a PodDisruptionBudget says no: not transient
+                last = failure
+                retry_after = failure.retry_after
+            if attempt == self.retries:
+                break
+            pause = min(self.backoff_max, delay) * (0.5 + 0.5 * self._rng.random())
+            if retry_after is not None:
+                pause = max(pause, min(retry_after, self.backoff_max))
+            log.debug(
+                "writer: %s failed (%s), attempt %d/%d, retrying in %.2fs", what, last, attempt, self.retries, pause
+            )
+            await self._sleep(pause)
+            delay *= 2
+        raise GiveUp(f"{what}: gave up after {self.retries} attempts: {last}", attempts=self.retries, last=last)
+
+    @staticmethod
+    def _ok(resp: RawResponse, what: str) -> Obj:
+        resp.raise_for_status(what)
+        body = resp.json()
+        if not isinstance(body, dict):
+            raise ApiFailure(resp.status, "BadResponse", "the answer is not a JSON object", what=what)
+        return body
+
+    # ------------------------------------------------------------------------------------------
+    # status subresources (optimistic concurrency)
+
+    async def update_quota_status(self, name: str, mutate: StatusMutator) -> Obj:
+        """Read-modify-write ``Quota.status`` (PUT with resourceVersion; on 409 re-read and
+        re-apply ``mutate``). ``mutate`` gets a copy of the current Quota and returns its new
+        ``status`` (None or an equal status: no write). It may run again on a re-read object —
+        after a conflict, or after a timeout whose write in fact landed — so it must derive the
+        status from what it is given (set a value, add to a set), never blindly increment.
+        After ``retries`` conflicting rounds, a Warning Event is posted on the Quota and
+        :class:`WriteConflict` raised."""
+        return await self._update_status(wellknown.QUOTAS, wellknown.KIND_QUOTA, None, name, mutate)
+
+    async def patch_podgroup_status(self, namespace: str, name: str, mutate: StatusMutator) -> Obj:
+        """Like :meth:`update_quota_status`, for ``PodGroup.status``."""
+        return await self._update_status(wellknown.PODGROUPS, wellknown.KIND_PODGROUP, namespace, name, mutate)
+
+    async def _update_status(
+        self, plural: str, kind: str, namespace: str | None, name: str, mutate: StatusMutator
+    ) -> Obj:
+        g, v = wellknown.GROUP, wellknown.VERSION
+        for _ in range(self.retries):
+            current = self._ok(
+                await self._call("get", g, v, plural, namespace=namespace, name=name), f"get {plural} {name}"
+            )
+            status = mutate(orjson.loads(orjson.dumps(current)))
+            if status is None or status == current.get("status"):
+                return current
+            body = {**current, "status": status}
+            resp = await self._call(
+                "update", g, v, plural, namespace=namespace, name=name, subresource="status", body=body
+            )
+            if resp.status == 409:
+                continue  # someone else wrote first: re-read, re-apply
+            return self._ok(resp, f"update {plural}/status {name}")
+        message = f"{kind} {name}: status update still conflicting after {self.retries} attempts"
+        involved = {
+            "apiVersion": wellknown.API_VERSION,
+            "kind": kind,
+            "name": name,
+            "namespace": namespace or "",
+            "uid": (current.get("metadata") or {}).get("uid", ""),
+        }
+        try:
+            await self.post_event(involved, "Warning", "StatusUpdateConflict", message)
+        except Exception as exc:  # the event is a courtesy; the conflict is the error
+            log.warning("writer: could not post the conflict event for %s %s: %s", kind, name, exc)
+        raise WriteConflict(message, attempts=self.retries)
+
+    # ------------------------------------------------------------------------------------------
+    # pods
+
+    async def bind_pod(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str] | None = None
+    ) -> Obj:
+        """``POST pods/{name}/binding`` with a ``metadata.uid`` precondition and ``annotations``
+        (stored with ``spec.nodeName`` atomically). Returns the ``Status`` the API answered (a
+        synthesised Success when the pod was already bound to ``node``: idempotent). Raises
+        :class:`BindConflict` if it is bound elsewhere, being deleted, or has another UID, and
+        :class:`NotFound` if it is gone."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": dict(annotations or {})},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        # Safe to retry: a binding that landed before a timeout answers 409 "already assigned"
+        # to the same node on the retry, which is success.
+        resp = await self._call(
+            "create", "", "v1", "pods", namespace=namespace, name=name, subresource="binding", body=body
+        )
+        if resp.status == 409:
+            status = resp.json() or {}
+            message = str(status.get("message", "")) if isinstance(status, dict) else ""
+            m = _ALREADY_ASSIGNED.search(message)
+            if m and m.group(1) == node:
+                return {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "code": 200,
+                    "details": {"name": name, "kind": "pods"},
+                }
+            raise BindConflict(f"bind {namespace}/{name} to {node}: {message}", node=m.group(1) if m else None)
+        return self._ok(resp, f"bind {namespace}/{name}")
+
+    async def patch_pod_annotations(
+        self, namespace: str, name: str, annotations: Mapping[str, str | None], *, uid: str | None = None
+    ) -> Obj:
+        """Merge-patch pod annotations (``None`` deletes a key). With ``uid``, the patch carries
+        it as a precondition: a pod re-created under the same name raises :class:`NotFound`."""
+        meta: Obj = {"annotations": dict(annotations)}
+        if uid:
+            meta["uid"] = uid
+        resp = await self._call(
+            "patch", "", "v1", "pods", namespace=namespace, name=name, body={"metadata": meta}, content_type=MERGE_PATCH
+        )
+        if resp.status == 409 and uid:
+            raise NotFound(404, "NotFound", f"pod {namespace}/{name} with uid {uid} no longer exists", body=resp.json())
+        return self._ok(resp, f"patch pod {namespace}/{name}")
+
+    async def evict_pod(self, namespace: str, name: str, reason: str, *, uid: str | None = None) -> Obj:
+        """Evict through ``pods/{name}/eviction`` (policy/v1), honouring PodDisruptionBudgets, then
+        record ``reason`` in an Event on the pod. A pod already gone is success (404); a budget
+        that forbids it raises :class:`EvictionBlocked`. ``uid`` guards against evicting a
+        re-created pod of the same name."""
+        body: Obj = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
+        resp = await self._call(
+            "create", "", "v1", "pods", namespace=namespace, name=name, subresource="eviction", body=body
+        )
+        if resp.status == 404:
+            return {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "code": 404,
+                "reason": "NotFound",
+                "message": f"pod {namespace}/{name} is already gone",
+            }
+        if resp.status == 429:
+            failure = ApiFailure.from_response(resp.status, resp.json(), f"evict {namespace}/{name}", resp.headers)
+            raise EvictionBlocked(failure.message, retry_after=failure.retry_after)
+        if resp.status == 409 and uid:
+            return {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "code": 409,
+                "reason": "Conflict",
+                "message": f"pod {namespace}/{name} was re-created; not evicted",
+            }
+        result = self._ok(resp, f"evict {namespace}/{name}")
+        involved = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": uid or ""}
+        try:
+            await self.post_event(involved, "Normal", "Evicted", reason)
+        except Exception as exc:
+            log.warning("writer: could not post the eviction event for %s/%s: %s", namespace, name, exc)
+        return result
+
+    # ------------------------------------------------------------------------------------------
+    # events
+
+    async def post_event(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> Obj:
+        """A core/v1 Event about ``involved`` (``apiVersion``, ``kind``, ``name``, ``namespace``,
+        ``uid``). Repeats (same object, type, reason and message) within ``event_window`` bump
+        ``count``/``lastTimestamp`` of the first Event instead of creating new ones. Events of
+        cluster-scoped objects go to namespace ``default``, as client-go's recorder does."""
+        if type_ not in ("Normal", "Warning"):
+            raise ValueError(f"event type must be Normal or Warning, not {type_!r}")
+        namespace = str(involved.get("namespace") or "default")
+        ref = {k: involved[k] for k in ("apiVersion", "kind", "name", "namespace", "uid") if involved.get(k)}
+        key = (namespace, str(ref.get("kind")), str(ref.get("name")), str(ref.get("uid", "")), type_, reason, message)
+        now_dt = datetime.now(UTC)
+        now = self._clock()
+        record = self._events.get(key)
+        if record is not None and now - record.last_seen <= self.event_window:
+            patch = {"count": record.count + 1, "lastTimestamp": _time(now_dt)}
+            resp = await self._call(
+                "patch", "", "v1", "events", namespace=namespace, name=record.name, body=patch, content_type=MERGE_PATCH
+            )
+            if resp.status != 404:
+                event = self._ok(resp, f"patch event {record.name}")
+                record.count = int(event.get("count") or record.count + 1)
+                record.last_seen = now
+                self._events.move_to_end(key)
+                return event
+            del self._events[key]  # expired or deleted meanwhile: start a new one
+        name = f"{ref.get('name', 'object')}.{time.time_ns():x}"
+        first = _time(now_dt)
+        body: Obj = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": ref,
+            "reason": reason,
+            "message": message[:1024],
+            "type": type_,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+            "firstTimestamp": first,
+            "lastTimestamp": first,
+            "count": 1,
+        }
+        # the name is ours: a retry after a timeout that landed answers AlreadyExists = done
+        resp = await self._call("create", "", "v1", "events", namespace=namespace, body=body)
+        if resp.status == 409:
+            event = body
+        else:
+            event = self._ok(resp, f"create event {name}")
+        self._events[key] = _EventRecord(namespace, name, int(event.get("count") or 1), first, now)
+        while len(self._events) > 4096:
+            self._events.popitem(last=False)
+        return event
+
+    # ------------------------------------------------------------------------------------------
+    # discovery outputs
+
+    async def apply_node_topology(
+        self, name: str, spec: Mapping[str, Any], labels: Mapping[str, str] | None = None
+    ) -> tuple[Obj, bool]:
+        """Create the node's NodeTopology, or replace its spec (and set ``labels``) only when
+        they differ. Returns the object and whether anything was written."""
+        g, v, plural = wellknown.GROUP, wellknown.VERSION, wellknown.NODETOPOLOGIES
+        want_spec = orjson.loads(orjson.dumps(dict(spec)))
+        want_labels = dict(labels or {})
+        for _ in range(self.retries):
+            resp = await self._call("get", g, v, plural, name=name)
+            if resp.status == 404:
+                body = {
+                    "apiVersion": wellknown.API_VERSION,
+                    "kind": wellknown.KIND_NODETOPOLOGY,
+                    "metadata": {"name": name, **({"labels": want_labels} if want_labels else {})},
+                    "spec": want_spec,
+                }
+                created = await self._call("create", g, v, plural, body=body)
+                if created.status == 409:
+                    continue  # created meanwhile (or by our own timed-out attempt): compare again
+                return self._ok(created, f"create nodetopology {name}"), True
+            current = self._ok(resp, f"get nodetopology {name}")
+            meta = current.get("metadata") or {}
+            have_labels = meta.get("labels") or {}
+            if current.get("spec") == want_spec and all(have_labels.get(k) == v_ for k, v_ in want_labels.items()):
+                return current, False
+            body = {
+                **current,
+                "metadata": {**meta, "labels": {**have_labels, **want_labels}},
+                "spec": want_spec,
+            }
+            updated = await self._call("update", g, v, plural, name=name, body=body)
+            if updated.status == 409:
+                continue
+            return self._ok(updated, f"update nodetopology {name}"), True
+        raise WriteConflict(
+            f"NodeTopology {name}: still conflicting after {self.retries} attempts", attempts=self.retries
+        )
+
+    async def patch_node_labels(self, node: str, labels: Mapping[str, str | None]) -> Obj:
+        """Merge-patch node labels (``None`` deletes a key)."""
+        resp = await self._call(
+            "patch", "", "v1", "nodes", name=node, body={"metadata": {"labels": dict(labels)}}, content_type=MERGE_PATCH
+        )
+        return self._ok(resp, f"patch node {node}")
+
+    # ------------------------------------------------------------------------------------------
+    # leases (leader election)
+
+    async def get_lease(self, namespace: str, name: str) -> Obj | None:
+        """The Lease, or None if it does not exist."""
+        resp = await self._call("get", COORDINATION, "v1", "leases", namespace=namespace, name=name)
+        if resp.status == 404:
+            return None
+        return self._ok(resp, f"get lease {namespace}/{name}")
+
+    async def create_lease(self, namespace: str, name: str, spec: Mapping[str, Any]) -> Obj:
+        """Create a Lease; raises :class:`AlreadyExists` if someone (maybe our own timed-out
+        attempt) created it first — re-read it then."""
+        body = {
+            "apiVersion": f"{COORDINATION}/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": dict(spec),
+        }
+        resp = await self._call("create", COORDINATION, "v1", "leases", namespace=namespace, body=body)
+        if resp.status == 409:
+            raise AlreadyExists(409, "AlreadyExists", f"lease {namespace}/{name} already exists", body=resp.json())
+        return self._ok(resp, f"create lease {namespace}/{name}")
+
+    async def update_lease(self, lease: Mapping[str, Any]) -> Obj:
+        """PUT a Lease carrying the resourceVersion it was read at; raises :class:`Conflict`
+        when another writer got there first."""
+        meta = lease.get("metadata") or {}
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        resp = await self._call(
+            "update", COORDINATION, "v1", "leases", namespace=namespace, name=name, body=dict(lease)
+        )
+        if resp.status == 409:
+            raise Conflict(409, "Conflict", f"lease {namespace}/{name} was modified meanwhile", body=resp.json())
+        return self._ok(resp, f"update lease {namespace}/{name}")
+
+
+def _is_pdb(failure: ApiFailure) -> bool:
+    body = failure.body if isinstance(failure.body, dict) else {}
+    causes = (body.get("details") or {}).get("causes") or []
+    return any(c.get("reason") == "DisruptionBudget" for c in causes) or "disruption budget" in failure.message
