@@ -1,0 +1,338 @@
+"""Quota choice at admission: the seed's four tiers through the real TQ pipeline (over HTTPS)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from extender import wellknown
+from tests import builders as b
+from tests.webhooks import helpers as h
+from tests.webhooks.tls import TlsFiles
+
+pytestmark = pytest.mark.anyio
+
+NS = "ml"
+
+
+def nodes(n: int = 4) -> list[dict[str, Any]]:
+    return [b.node(f"N{i}") for i in range(n)]
+
+
+# --- required ---------------------------------------------------------------------------------
+async def test_a_pod_naming_a_quota_that_fits_keeps_it_even_when_another_tier_would_win(tls: TlsFiles) -> None:
+    objs = [*nodes(), b.quota("q-a-bound", status=h.bound("N0")), b.quota("q-z-free")]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("mine", namespace=NS, queue_anno="research", quota="q-z-free"))
+    assert a.quota == "q-z-free"
+    assert a.ops == []  # nothing to add: the quota is the pod's own, "mine" has no index
+    assert a.response["auditAnnotations"]["tier"] == "required"
+    assert len(state.inflight) == 1  # its room is held while the informer catches up
+
+
+async def test_a_pod_naming_a_missing_quota_keeps_the_name_and_records_why(tls: TlsFiles) -> None:
+    objs = [*nodes(), b.quota("q-free")]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("mine", namespace=NS, queue_anno="research", quota="q-gone"))
+        again = await hook.again(a)
+    assert a.quota == "q-gone"  # never silently moved
+    assert a.reason == "QuotaNotFound(quota q-gone named by the pod does not exist)"
+    assert a.response["auditAnnotations"]["scheduling-reason"] == a.reason
+    assert any("q-gone" in w for w in a.response["warnings"])
+    assert all(op["path"] != "/metadata/annotations/scheduling.infini-ai.com~1quota-name" for op in a.ops)
+    assert again.ops == []
+    assert len(state.inflight) == 0
+
+
+async def test_a_pod_naming_a_full_quota_keeps_it_and_records_why(tls: TlsFiles) -> None:
+    objs = [
+        *nodes(),
+        b.quota("q-full", status=h.bound("N0")),
+        b.quota("q-free"),
+        b.pod("holder", namespace=NS, quota="q-full", node="N0", phase="Running", annotations=_queue("research")),
+    ]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("mine", namespace=NS, queue_anno="research", quota="q-full"))
+    assert a.quota == "q-full"
+    assert a.reason is not None and a.reason.startswith("InsufficientQuota(quota q-full: nvidia.com/gpu 1 > 0")
+
+
+async def test_a_pod_naming_a_quota_of_another_queue_keeps_it_and_records_why(tls: TlsFiles) -> None:
+    objs = [*nodes(), b.quota("q-prod", queue="prod"), b.quota("q-research")]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("mine", namespace=NS, queue_anno="research", quota="q-prod"))
+    assert a.quota == "q-prod"
+    assert a.reason == "QuotaQueueMismatch(quota q-prod serves queue prod, not research)"
+
+
+# --- reserved ---------------------------------------------------------------------------------
+def reserved_world() -> list[dict[str, Any]]:
+    """q-a (bound, room), q-b (free), q-r (free, reserved for ml/train index 2 and for pod old-7)."""
+    return [
+        *nodes(),
+        b.podgroup("train", namespace=NS, min_member=1),
+        b.quota("q-a", status=h.bound("N0")),
+        b.quota("q-b"),
+        b.quota(
+            "q-r",
+            status={
+                "phase": "QuotaEmpty",
+                "reservedTasks": [
+                    h.reservation(job=f"{NS}/train", index=2, namespace=NS, pod_name="train-worker-2"),
+                ],
+            },
+        ),
+        b.quota(
+            "q-s",
+            gpu=2,
+            status={
+                "phase": "QuotaEmpty",
+                "reservedTasks": [h.reservation(job=f"{NS}/old", index=None, namespace=NS, pod_name="old-7", gpu=2)],
+            },
+        ),
+    ]
+
+
+async def test_a_restarted_task_inherits_the_reservation_of_its_job_and_index(tls: TlsFiles) -> None:
+    state = h.make_state(reserved_world())
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(
+            h.admission_pod(None, generate_name="train-worker-", namespace=NS, group="train", labels=_kf(2))
+        )
+    assert a.quota == "q-r"
+    assert a.response["auditAnnotations"]["tier"] == "reserved"
+
+
+async def test_another_index_of_the_same_job_does_not_take_the_reserved_place(tls: TlsFiles) -> None:
+    state = h.make_state(reserved_world())
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(
+            h.admission_pod(None, generate_name="train-worker-", namespace=NS, group="train", labels=_kf(3))
+        )
+    assert a.quota == "q-a"  # the bound tier; q-r's only slot is held for index 2
+
+
+async def test_a_pod_inherits_a_reservation_by_inherit_resource_from(tls: TlsFiles) -> None:
+    state = h.make_state(reserved_world())
+    pod = h.admission_pod(
+        "new-7",
+        namespace=NS,
+        gpu=2,
+        annotations={wellknown.ANNO_INHERIT_RESOURCE_FROM: "old-7", **_queue("research")},
+    )
+    stranger = h.admission_pod("other-7", namespace=NS, gpu=2, annotations=_queue("research"))
+    async with h.serve(state, tls) as hook:
+        s = await hook.pod(stranger, dry_run=True)
+        a = await hook.pod(pod)
+    assert a.quota == "q-s"
+    assert a.response["auditAnnotations"]["tier"] == "reserved"
+    assert s.quota is None and s.reason is not None  # q-s is the only 2-GPU quota and it is held
+
+
+# --- bound / static ---------------------------------------------------------------------------
+async def test_a_bound_quota_on_the_node_of_the_siblings_is_preferred(tls: TlsFiles) -> None:
+    objs = [
+        *nodes(),
+        b.podgroup("train", namespace=NS, min_member=2),
+        b.quota("q-a", status=h.bound("N0")),  # first by name: wins a tie
+        b.quota("q-b", status=h.bound("N1")),
+        b.quota("q-c"),
+        b.quota("q-sib", status=h.bound("N1")),
+        b.pod("train-worker-0", namespace=NS, group="train", quota="q-sib", index=0, node="N1", phase="Running"),
+    ]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("train-worker-1", namespace=NS, group="train", index=1))
+        lone = await hook.pod(h.admission_pod("lone", namespace=NS, queue_anno="research"), dry_run=True)
+    assert a.quota == "q-b"
+    assert a.response["auditAnnotations"]["tier"] == "bound"
+    assert lone.quota == "q-a"  # no siblings anywhere: the tie goes to the first by name
+
+
+async def test_siblings_admitted_a_moment_ago_count_before_the_informer_shows_them(tls: TlsFiles) -> None:
+    objs = [
+        *nodes(),
+        b.podgroup("train", namespace=NS, min_member=3),
+        b.quota("q-a", status=h.bound("N0")),
+        b.quota("q-b", status=h.bound("N1")),
+        b.quota("q-c", status=h.bound("N1")),
+        b.quota("q-sib", status=h.bound("N1")),
+    ]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        # worker 0 is the only admitted sibling, in flight on q-sib (named by the pod: required)
+        first = await hook.pod(h.admission_pod("train-worker-0", namespace=NS, group="train", quota="q-sib"))
+        second = await hook.pod(h.admission_pod("train-worker-1", namespace=NS, group="train"))
+    assert first.quota == "q-sib"
+    assert second.quota == "q-b"  # N1, where the in-flight sibling's quota is, not q-a on N0
+
+
+async def test_a_statically_bound_quota_beats_a_free_one(tls: TlsFiles) -> None:
+    objs = [*nodes(), b.quota("q-a-free"), b.quota("q-b-static", static_bind_node="N2")]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("p", namespace=NS, queue_anno="research"))
+    assert a.quota == "q-b-static"
+    assert a.response["auditAnnotations"]["tier"] == "static"
+
+
+# --- free, shared queues, affinity ------------------------------------------------------------
+async def test_a_free_quota_of_the_queue_is_taken_when_nothing_better_exists(tls: TlsFiles) -> None:
+    objs = [*nodes(), b.quota("q-other", queue="prod"), b.quota("q-x"), b.quota("q-y")]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("p", namespace=NS, queue_anno="research"))
+    assert a.quota == "q-x"
+    assert a.response["auditAnnotations"]["tier"] == "free"
+
+
+async def test_a_quota_shared_with_the_queue_is_used(tls: TlsFiles) -> None:
+    objs = [*nodes(), b.quota("q-prod", queue="prod", shared_queues=["research"]), b.quota("q-dev", queue="dev")]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("p", namespace=NS, queue_anno="research"))
+        dev = await hook.pod(h.admission_pod("d", namespace=NS, queue_anno="ops"))
+    assert a.quota == "q-prod"
+    assert dev.quota is None
+    assert dev.reason == "NoQuota(queue ops has no quota with room left)"
+
+
+async def test_pod_to_quota_affinity_is_respected(tls: TlsFiles) -> None:
+    team_a_only = {"podAffinity": {"podSelector": {"matchLabels": {"team": "a"}}}}
+    objs = [*nodes(), b.quota("q-1-team-a", affinity=team_a_only), b.quota("q-2")]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        outsider = await hook.pod(h.admission_pod("x", namespace=NS, queue_anno="research"), dry_run=True)
+        member = await hook.pod(
+            h.admission_pod("y", namespace=NS, queue_anno="research", labels={"team": "a"}), dry_run=True
+        )
+    assert outsider.quota == "q-2"
+    assert member.quota == "q-1-team-a"
+
+
+async def test_the_queue_of_the_podgroup_decides_for_a_group_pod(tls: TlsFiles) -> None:
+    objs = [
+        *nodes(),
+        b.podgroup("g", namespace=NS, queue="prod"),
+        b.quota("q-research"),
+        b.quota("q-prod", queue="prod"),
+    ]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod(None, generate_name="g-", namespace=NS, group="g"))
+    assert a.quota == "q-prod"
+
+
+async def test_a_lone_pod_without_a_queue_annotation_uses_the_default_queue(tls: TlsFiles) -> None:
+    objs = [*nodes(), b.quota("q-research"), b.quota("q-default", queue="default")]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("p", namespace=NS))
+    assert a.quota == "q-default"
+
+
+# --- no quota ---------------------------------------------------------------------------------
+async def test_no_room_left_admits_the_pod_with_the_reason_recorded(tls: TlsFiles) -> None:
+    objs = [
+        *nodes(),
+        b.quota("q-0", status=h.bound("N0")),
+        b.pod("holder", namespace=NS, quota="q-0", node="N0", phase="Running", annotations=_queue("research")),
+    ]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("p", namespace=NS, queue_anno="research"))
+        again = await hook.again(a)
+    assert a.quota is None
+    assert a.reason == "NoQuota(queue research has no quota with room left)"
+    assert a.response["auditAnnotations"]["scheduling-reason"] == a.reason
+    assert a.response["warnings"] == [
+        "sky-scheduler: no quota at admission: NoQuota(queue research has no quota with room left); "
+        "the binder loop takes over"
+    ]
+    assert again.ops == []
+    assert len(state.inflight) == 0
+
+
+async def test_quotas_that_all_refuse_the_pod_are_summarised_by_reason(tls: TlsFiles) -> None:
+    team_b_only = {"podAffinity": {"podSelector": {"matchLabels": {"team": "b"}}}}
+    objs = [
+        *nodes(),
+        b.quota("q-1", gpu=2, affinity=team_b_only),
+        b.quota("q-2", gpu=2, affinity=team_b_only),
+        b.quota("q-3", gpu=1),
+    ]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("p", namespace=NS, queue_anno="research", gpu=2))
+    assert a.reason == (
+        "NoQuota(queue research has no quota that fits: 2× PodQuotaAffinityNotMatch, 1× InsufficientQuota)"
+    )
+
+
+async def test_a_job_held_by_a_closed_jobqueue_gets_no_quota(tls: TlsFiles) -> None:
+    objs = [
+        *nodes(),
+        b.podgroup("llm-1", namespace=NS, labels={"team": "llm"}),
+        b.jobqueue("llm", selector={"matchLabels": {"team": "llm"}}, state="Closed"),
+        b.quota("q-0"),
+    ]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(h.admission_pod("llm-1-w-0", namespace=NS, group="llm-1"))
+    assert a.quota is None
+    assert a.reason == "JobBlockedByJobQueue(jobqueue llm is closed)"
+    assert a.annotations[wellknown.ANNO_TASK_INDEX] == "0"
+
+
+async def test_a_previous_reason_is_removed_when_a_quota_is_found(tls: TlsFiles) -> None:
+    objs = [*nodes(), b.quota("q-0")]
+    state = h.make_state(objs)
+    pod = h.admission_pod(
+        "p",
+        namespace=NS,
+        annotations={wellknown.ANNO_SCHEDULING_REASON: "NoQuota(old)", **_queue("research")},
+    )
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(pod)
+    assert a.quota == "q-0"
+    assert wellknown.ANNO_SCHEDULING_REASON not in a.annotations
+    assert {"op": "remove", "path": "/metadata/annotations/scheduling.infini-ai.com~1scheduling-reason"} in a.ops
+
+
+async def test_before_the_cache_is_synced_pods_get_no_quota_and_a_warning(tls: TlsFiles) -> None:
+    objs = [*nodes(), b.quota("q-0")]
+    state = h.make_state(objs, synced=False, namespaces={"team": {wellknown.LABEL_INJECT: "enabled"}})
+    async with h.serve(state, tls) as hook:
+        ours = await hook.pod(h.admission_pod("w-3", namespace=NS, queue_anno="research"))
+        injected = await hook.pod(h.admission_pod("i-1", namespace="team", scheduler="default-scheduler"))
+    assert ours.quota is None and ours.reason is None
+    assert ours.annotations[wellknown.ANNO_TASK_INDEX] == "3"
+    assert "still syncing" in ours.response["warnings"][0]
+    # routing does not need the cache: an injected pod still reaches our scheduler
+    assert injected.pod["spec"]["schedulerName"] == wellknown.SCHEDULER_NAME
+    assert injected.quota is None
+    assert len(state.inflight) == 0
+
+
+async def test_a_spot_pod_gets_no_quota(tls: TlsFiles) -> None:
+    objs = [*nodes(), b.quota("q-0")]
+    state = h.make_state(objs)
+    pod = h.admission_pod("spot-1", namespace=NS, gpu=None, hca=None, extra={wellknown.RESOURCE_SPOT_GPU: "1"})
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(pod)
+    assert a.quota is None and a.reason is None
+    assert a.annotations == {wellknown.ANNO_TASK_INDEX: "1"}
+
+
+# --- helpers ----------------------------------------------------------------------------------
+def _queue(name: str) -> dict[str, str]:
+    return {wellknown.ANNO_QUEUE_NAME: name}
+
+
+def _kf(index: int) -> dict[str, str]:
+    return {"training.kubeflow.org/replica-index": str(index)}

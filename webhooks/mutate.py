@@ -1,0 +1,502 @@
+"""The admission decision for one pod (hop ①, seed 2.2 / 2.4): pure given its inputs.
+
+Inputs: the parsed request, the cache (read through one ``snapshot()``), the policy, the
+namespace labels, the in-flight registry (read, never written here), the configuration and
+``now``. Output: a :class:`Decision` — the JSON Patch, warnings, audit annotations, and the
+in-flight entry the caller records unless the request is a dry run.
+
+Which pods: ``spec.schedulerName`` is ours, or the namespace is labelled
+``scheduling.infini-ai.com/inject=enabled`` and the pod asks for no scheduler in particular and
+requests GPUs, ``rdma/*`` or the spot resource (then ``schedulerName`` is set too). Pods that
+already name a node are not scheduled by anyone and are left alone; spot pods get no quota (spot
+bypasses quotas).
+
+What it adds: ``task-index`` (from the frameworks' index labels, else the ordinal at the end of
+the pod name) and ``quota-name``, chosen by the seed's four tiers:
+
+1. **required** — the pod names its quota: kept if it exists and passes the TQ filters; if not,
+   the pod is still admitted unchanged and the reason recorded (an explicit choice is never moved);
+2. **reserved** — a live reservation this pod may inherit (``inherit-resource-from``, or the same
+   job and task index);
+3. **bound / static-bound** quotas of its queue, the node its siblings are on first;
+4. **free** quotas of its queue or of queues sharing theirs (``sharedQueues``).
+
+Tiers 2–4 are the real TQ pipeline (``place(ssn.tq, …)``: queue, room incl. reservations and
+in-flight claims, pod→quota affinity, spec, node readiness; quotaaffinity's tier scores) over a
+:class:`~extender.framework.session.Session` opened on the cache snapshot overlaid with the
+admitted task and the in-flight entries (:func:`overlay_snapshot`). Two things keep it fast with
+thousands of quotas per queue without changing its answer: a pre-filter drops quotas that cannot
+hold the request (no room at all, or less room than asked, before reservations), and
+:func:`search` ranks by the policy's ``tq.node_order`` first and runs the predicates in that
+order until the first feasible quota. No quota (or a job a JobQueue holds back): the pod is
+admitted without one, annotated with ``scheduling-reason``, and the binder loop takes over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar
+
+from extender import wellknown
+from extender.cache import convert
+from extender.cache.convert import ConversionError, ConvertOptions
+from extender.framework.pipeline import Placement, place
+from extender.framework.policy import Policy
+from extender.framework.session import Session, Snapshot
+from extender.framework.status import Reason, Status
+from extender.model.job import JobInfo
+from extender.model.quota import QuotaInfo
+from extender.model.resources import QuantityError, Resource
+from extender.model.task import TaskInfo, TaskStatus
+from webhooks.inflight import InFlight, InFlightRegistry
+from webhooks.namespaces import NamespaceLabels
+from webhooks.patch import Patch
+from webhooks.review import AdmissionRequest
+from webhooks.state import CacheView, WebhookConfig
+
+__all__ = ["Decision", "Outcome", "Tier", "decide", "fingerprint", "overlay_snapshot", "search"]
+
+ANNOTATIONS: Final = ("metadata", "annotations")
+SCHEDULER_NAME: Final = ("spec", "schedulerName")
+
+
+class Tier(enum.StrEnum):
+    REQUIRED = "required"
+    RESERVED = "reserved"
+    BOUND = "bound"
+    STATIC = "static"
+    FREE = "free"
+
+
+class Outcome(enum.StrEnum):
+    """What happened to the request (the ``outcome`` audit annotation and log field)."""
+
+    IGNORED = "ignored"  # not a pod of ours: no patch
+    ASSIGNED = "assigned"  # quota chosen (or the pod's own quota kept)
+    NO_QUOTA = "no-quota"  # admitted without a quota, reason recorded
+    NOT_SYNCED = "not-synced"  # cache not ready: no quota decision
+    SPOT = "spot"  # spot pod: no quota by design
+    BAD_OBJECT = "bad-object"  # the pod cannot be read: admitted unchanged with a status message
+
+
+@dataclass(slots=True)
+class Decision:
+    outcome: Outcome
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    audit: dict[str, str] = field(default_factory=dict)
+    quota: str = ""
+    tier: Tier | None = None
+    reason: str = ""  # why no quota (also written to the scheduling-reason annotation)
+    message: str = ""  # a status message for the reply (bad input)
+    claim: InFlight | None = None  # to record unless dryRun
+    snapshot: Snapshot | None = None  # the cache snapshot decided on (to reconcile in-flight entries)
+    note: str = ""  # why the request was ignored (logs)
+
+
+def fingerprint(namespace: str, name: str, job: str, index: int | None) -> str:
+    """Identifies one pod across re-invocations (the second call sees the first call's output)."""
+    return f"{namespace}\x00{name}\x00{job}\x00{'' if index is None else index}"
+
+
+# --- entry point -----------------------------------------------------------------------------
+def decide(
+    req: AdmissionRequest,
+    *,
+    cache: CacheView,
+    policy: Policy,
+    namespaces: NamespaceLabels,
+    inflight: InFlightRegistry,
+    config: WebhookConfig,
+    now: float,
+    synced: bool,
+) -> Decision:
+    if not req.is_pod_create or req.object is None:
+        return Decision(Outcome.IGNORED, note=f"{req.operation} of {req.kind.kind or req.resource}: not a pod CREATE")
+    obj = req.object
+    meta: Mapping[str, Any] = obj["metadata"]
+    spec: Mapping[str, Any] = obj.get("spec") or {}
+    if spec.get("nodeName"):
+        return Decision(Outcome.IGNORED, note="the pod names its node: nobody schedules it")
+    namespace = req.namespace or _str(meta.get("namespace")) or "default"
+    opts = cache.opts
+    scheduler = _str(spec.get("schedulerName"))
+    inject = False
+    if scheduler != config.scheduler_name:
+        if scheduler not in config.injectable_schedulers:
+            return Decision(Outcome.IGNORED, note=f"the pod asks for scheduler {scheduler!r}")
+        labels = namespaces.labels(namespace)
+        if labels is None or labels.get(config.inject_label) != config.inject_value:
+            return Decision(Outcome.IGNORED, note=f"scheduler {scheduler!r}, namespace {namespace} not injected")
+        try:
+            request = convert.pod_request(obj)
+        except (ConversionError, QuantityError) as exc:
+            return _bad_object(f"the pod's resource requests cannot be read: {exc}")
+        if not _wants_accelerators(request, config, opts):
+            return Decision(Outcome.IGNORED, note="injected namespace, but the pod requests no GPU or RDMA")
+        inject = True
+
+    patch = Patch(obj)
+    if inject:
+        patch.set(SCHEDULER_NAME, config.scheduler_name)
+    annotations = _str_map(meta.get("annotations"))
+    labels_ = _str_map(meta.get("labels"))
+    name = req.name or _str(meta.get("name"))
+    index = convert.task_index(name, labels_, annotations)
+
+    if not synced:
+        d = Decision(Outcome.NOT_SYNCED)
+        d.warnings.append(
+            f"{config.scheduler_name}: the scheduler's cache is still syncing; no quota was chosen at "
+            "admission, the binder loop will assign one"
+        )
+        d.audit["outcome"] = str(d.outcome)
+        return _finish(d, patch, index)
+
+    try:
+        task = _task(obj, req, namespace=namespace, name=name, index=index, opts=opts)
+    except (ConversionError, QuantityError, ValueError) as exc:
+        return _bad_object(f"the pod cannot be read: {exc}")
+    if task.spot:
+        return _finish(Decision(Outcome.SPOT, note="spot pod: no quota"), patch, index)
+
+    required = annotations.get(wellknown.ANNO_QUOTA_NAME, "")
+    fp = fingerprint(namespace, task.name, task.job, index)
+    snap = cache.snapshot(now)
+    live = inflight.live(snap.quotas, now)
+    exclude = (required, fp) if required else None
+    view = overlay_snapshot(snap, task, live, exclude, opts)
+    ssn = Session(view, policy)
+    job = ssn.job(task.job)
+    assert job is not None  # the overlay put it there
+
+    d = _choose_required(ssn, task, required) if required else _choose(ssn, task, job, now)
+    d.snapshot = snap
+    if d.quota:
+        patch.set_entry(ANNOTATIONS, wellknown.ANNO_QUOTA_NAME, d.quota)
+        patch.remove_entry(ANNOTATIONS, wellknown.ANNO_SCHEDULING_REASON)
+        d.audit["quota"] = d.quota
+        d.audit["tier"] = str(d.tier)
+        quota = ssn.quota(d.quota)
+        again = required and any(e.quota == required and e.fingerprint == fp for e in live)
+        if quota is not None and not again:
+            d.claim = inflight.new_entry(
+                quota=snap.quotas.get(quota.name) or quota,
+                namespace=namespace,
+                name=task.name,
+                job=task.job,
+                queue=job.queue,
+                index=index,
+                request=task.request,
+                fingerprint=fp,
+                now=now,
+            )
+    else:
+        reason = _clip(d.reason, config.max_reason_chars)
+        d.reason = reason
+        patch.set_entry(ANNOTATIONS, wellknown.ANNO_SCHEDULING_REASON, reason)
+        d.audit["scheduling-reason"] = reason
+        what = f"kept quota {required}, but: " if required else "no quota at admission: "
+        d.warnings.append(f"{config.scheduler_name}: {what}{reason}; the binder loop takes over")
+    d.audit["outcome"] = str(d.outcome)
+    return _finish(d, patch, index)
+
+
+def _finish(d: Decision, patch: Patch, index: int | None) -> Decision:
+    if index is not None:
+        patch.set_entry(ANNOTATIONS, wellknown.ANNO_TASK_INDEX, str(index))
+    d.ops = patch.ops
+    return d
+
+
+# --- the tiers -------------------------------------------------------------------------------
+def _choose_required(ssn: Session, task: TaskInfo, required: str) -> Decision:
+    quota = ssn.quota(required)
+    if quota is None:
+        status = Status.unresolvable(Reason.QUOTA_NOT_FOUND, f"quota {required} named by the pod does not exist")
+        return Decision(Outcome.NO_QUOTA, reason=status.message())
+    result = place(ssn.tq, task, [quota])
+    if result.choice is None:
+        return Decision(Outcome.NO_QUOTA, reason=result.status.message())
+    return Decision(Outcome.ASSIGNED, quota=quota.name, tier=Tier.REQUIRED)
+
+
+def _choose(ssn: Session, task: TaskInfo, job: JobInfo, now: float) -> Decision:
+    status = ssn.stages.enqueueable(job)
+    if not status.ok:
+        return Decision(Outcome.NO_QUOTA, reason=status.message())
+    queue = job.queue or "(none)"
+    # the session has changed nothing: its view of the queue's quotas is the (overlaid) snapshot's
+    candidates, too_small = _prefilter(_queue_quotas(ssn.snap, job.queue), task.request)
+    if not candidates and not too_small:
+        status = Status.unschedulable(Reason.NO_QUOTA, f"queue {queue} has no quota with room left")
+        return Decision(Outcome.NO_QUOTA, reason=status.message())
+    result = search(ssn, task, candidates) if candidates else None
+    if result is None or result.choice is None:
+        failures = result.failures if result is not None else {}
+        return Decision(Outcome.NO_QUOTA, reason=_no_fit(queue, failures, too_small))
+    return Decision(Outcome.ASSIGNED, quota=result.choice.name, tier=_tier(result.choice, task, now))
+
+
+def _queue_quotas(snap: Snapshot, queue: str) -> Iterator[QuotaInfo]:
+    quotas = snap.quotas
+    names = snap.quotas_by_queue.get(queue, ())
+    if isinstance(quotas, _Overlay):
+        base, extra = quotas.base, quotas.extra
+        for n in names:
+            q = extra.get(n) or base.get(n)
+            if q is not None:
+                yield q
+    else:
+        for n in names:
+            q = quotas.get(n)
+            if q is not None:
+                yield q
+
+
+def _prefilter(quotas: Iterable[QuotaInfo], request: Resource) -> tuple[list[QuotaInfo], int]:
+    """Cheap necessary conditions before the pipeline, without allocating (this loop runs over
+    every quota of the queue): the quota has room at all (``allocate_job.has_room``, what the
+    loop checks), and the task's request on the quota's names fits ``request + shadow −
+    allocated`` (live reservations and the TQ filters only take more away: the predicate
+    decides). Returns the candidates and how many quotas had room, but too little."""
+    want = request.q
+    out: list[QuotaInfo] = []
+    too_small = 0
+    for q in quotas:
+        used = q.allocated.q
+        shadow = q.shadow.q
+        room = small = False
+        if shadow:
+            cap = q.capacity.q
+        else:
+            cap = q.request.q
+        for name, c in cap.items():
+            free = c - used.get(name, 0)
+            if free > 0:
+                room = True
+            if want.get(name, 0) > free:
+                small = True
+        if not room:
+            continue
+        if small:
+            too_small += 1
+        else:
+            out.append(q)
+    return out, too_small
+
+
+def search(ssn: Session, task: TaskInfo, candidates: list[QuotaInfo]) -> Placement[QuotaInfo]:
+    """``place(ssn.tq, task, candidates)``, found by scoring first.
+
+    Scores do not depend on feasibility, so ranking every candidate by the policy's
+    ``tq.node_order`` first (ties keep candidate order) and then filtering in that order until
+    the first feasible one gives the same answer as filtering all and ranking the survivors —
+    while running the predicates on one or a few quotas instead of hundreds. Used only when the
+    policy's TQ bundle has no ``batch_node_order`` or ``best_n`` participant and is not
+    rank-ordered (then ``place`` decides among all feasible candidates and is called as is).
+    """
+    bundle = ssn.tq
+    stages = ssn.policy.stages
+    if bundle.rank_ordered or stages["tq.batch_node_order"].participants or stages["tq.best_n"].participants:
+        return place(bundle, task, candidates)
+    if bundle.has_scores and len(candidates) > 1:
+        node_order = bundle.node_order
+        scored = sorted(((node_order(task, q), i, q) for i, q in enumerate(candidates)), key=lambda s: (-s[0], s[1]))
+        candidates = [q for _, _, q in scored]
+    return place(bundle, task, candidates, stop_after=1)
+
+
+def _tier(quota: QuotaInfo, task: TaskInfo, now: float) -> Tier:
+    """Which tier the chosen quota belongs to (for audit and metrics; the scores decided)."""
+    if quota.reservation_for(task, now) is not None:
+        return Tier.RESERVED
+    if quota.node_name:
+        return Tier.BOUND
+    if quota.static_bind_node or quota.static_bind_status is not None:
+        return Tier.STATIC
+    return Tier.FREE
+
+
+def _no_fit(queue: str, failures: Mapping[str, Status], too_small: int) -> str:
+    """``NoQuota(queue q has no quota that fits: …)`` — one refusal verbatim, several counted by
+    reason (quotas the pre-filter found too small count as ``InsufficientQuota``)."""
+    if len(failures) == 1 and not too_small:
+        detail = next(iter(failures.values())).message()
+    else:
+        counts: Counter[str] = Counter()
+        for s in failures.values():
+            counts[str(s.reason) if s.reason is not None else s.code.name] += 1
+        if too_small:
+            counts[str(Reason.INSUFFICIENT_QUOTA)] += too_small
+        detail = ", ".join(f"{n}× {r}" for r, n in counts.most_common())
+    return Status.unschedulable(Reason.NO_QUOTA, f"queue {queue} has no quota that fits: {detail}").message()
+
+
+# --- building the session's view -------------------------------------------------------------
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Overlay(Mapping[K, V]):
+    """``extra`` over ``base`` (the cache's dicts, never copied or mutated)."""
+
+    __slots__ = ("base", "extra")
+
+    def __init__(self, base: Mapping[K, V], extra: Mapping[K, V]) -> None:
+        self.base = base
+        self.extra = extra
+
+    def __getitem__(self, key: K) -> V:
+        v = self.extra.get(key)
+        if v is not None:
+            return v
+        return self.base[key]
+
+    def get(self, key: K, default: Any = None) -> Any:
+        v = self.extra.get(key)
+        if v is not None:
+            return v
+        return self.base.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.extra or key in self.base
+
+    def __iter__(self) -> Iterator[K]:
+        extra = self.extra
+        yield from self.base
+        for k in extra:
+            if k not in self.base:
+                yield k
+
+    def __len__(self) -> int:
+        return len(self.base) + sum(1 for k in self.extra if k not in self.base)
+
+
+def _copy_job(job: JobInfo) -> JobInfo:
+    """A shallow copy whose task dict may be extended (tasks themselves are shared, never mutated)."""
+    return dataclasses.replace(job, tasks=dict(job.tasks))
+
+
+def _job_of_one(key: str, namespace: str, queue: str, task: TaskInfo | None) -> JobInfo:
+    """A job the cache does not know yet: a lone pod, or pods naming a PodGroup that does not exist
+    (the cache's rule for such jobs: queue from the pod's ``queue-name`` annotation, else the default)."""
+    return JobInfo(
+        key=key,
+        namespace=namespace,
+        name=key.split("/", 1)[1],
+        queue=queue,
+        min_member=1,
+        priority=task.priority if task is not None else 0,
+        priority_class=task.priority_class if task is not None else "",
+        has_podgroup=False,
+        podgroup_missing=task is not None and bool(task.annotations.get(wellknown.ANNO_GROUP_NAME)),
+        labels=task.labels if task is not None else {},
+        created=task.created if task is not None else 0.0,
+    )
+
+
+def overlay_snapshot(
+    snap: Snapshot,
+    task: TaskInfo,
+    live: list[InFlight],
+    exclude: tuple[str, str] | None,
+    opts: ConvertOptions,
+) -> Snapshot:
+    """The snapshot with the admitted task in its job and the in-flight entries as claims."""
+    jobs: dict[str, JobInfo] = {}
+    task_job: dict[str, str] = {task.uid: task.job}
+    base = snap.jobs.get(task.job)
+    if base is not None:
+        job = _copy_job(base)
+    else:
+        queue = task.annotations.get(wellknown.ANNO_QUEUE_NAME) or opts.default_queue
+        job = _job_of_one(task.job, task.namespace, queue, task)
+    job.tasks[task.uid] = task
+    jobs[job.key] = job
+    quotas: dict[str, QuotaInfo] = {}
+    for e in live:
+        if exclude is not None and e.quota == exclude[0] and e.fingerprint == exclude[1]:
+            continue  # this very pod, admitted before (a re-invocation): not a competitor
+        q = quotas.get(e.quota)
+        if q is None:
+            cached = snap.quotas.get(e.quota)
+            if cached is None:
+                continue
+            q = quotas[e.quota] = cached.clone()
+        claim = e.claim(q)
+        q.claims[claim.uid] = claim
+        q.allocated.iadd(claim.request)
+        j = jobs.get(e.job)
+        if j is None:
+            cached_job = snap.jobs.get(e.job)
+            j = _copy_job(cached_job) if cached_job is not None else _job_of_one(e.job, e.namespace, e.queue, None)
+            jobs[e.job] = j
+        j.tasks[claim.uid] = TaskInfo(
+            uid=claim.uid,
+            namespace=e.namespace,
+            name=e.name,
+            job=e.job,
+            request=e.request,
+            status=TaskStatus.ALLOCATED_TO_QUOTA,
+            index=e.index,
+            quota=e.quota,
+            created=e.created,
+        )
+        task_job[claim.uid] = e.job
+    return dataclasses.replace(
+        snap,
+        quotas=_Overlay(snap.quotas, quotas) if quotas else snap.quotas,
+        jobs=_Overlay(snap.jobs, jobs),
+        task_job=_Overlay(snap.task_job, task_job),
+        # the cache's change indices do not know the overlay: "unknown, look at everything"
+        pending_jobs=None,
+        changed_quotas=None,
+        release_candidates=None,
+    )
+
+
+# --- the admitted pod as a task --------------------------------------------------------------
+def _task(
+    obj: Mapping[str, Any], req: AdmissionRequest, *, namespace: str, name: str, index: int | None, opts: ConvertOptions
+) -> TaskInfo:
+    """``convert.task_from_api`` on the object as admitted: a pod from ``generateName`` has no name
+    and no pod has a uid yet, so both are stood in for (``admission:<request uid>``, and the
+    ``generateName`` prefix followed by ``*``); the task index is the one computed from the real
+    name (or labels and annotations only)."""
+    meta = dict(obj["metadata"])
+    meta["uid"] = _str(meta.get("uid")) or f"admission:{req.uid}"
+    meta["name"] = name or (_str(meta.get("generateName")) + "*")
+    meta["namespace"] = namespace
+    task = convert.task_from_api({**obj, "metadata": meta}, opts)
+    task.index = index
+    return task
+
+
+def _wants_accelerators(request: Resource, config: WebhookConfig, opts: ConvertOptions) -> bool:
+    for k, v in request.q.items():
+        if v > 0 and (k == config.gpu_resource or k.startswith(opts.rdma_prefix) or k == opts.spot_resource):
+            return True
+    return False
+
+
+def _bad_object(message: str) -> Decision:
+    return Decision(Outcome.BAD_OBJECT, message=message, warnings=[message], audit={"outcome": str(Outcome.BAD_OBJECT)})
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _str_map(raw: object) -> dict[str, str]:
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,63 @@
+"""What the webhook app runs on: its configuration and its collaborators (no globals)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from extender import wellknown
+from extender.cache.convert import ConvertOptions
+from extender.framework.policy import Policy
+from extender.framework.session import Snapshot
+from extender.metrics import Metrics
+from extender.settings import ServeSettings
+from webhooks.inflight import InFlightRegistry
+from webhooks.namespaces import NamespaceLabels
+
+__all__ = ["CacheView", "WebhookConfig", "WebhookState"]
+
+DEFAULT_SCHEDULER: str = "default-scheduler"
+
+
+class CacheView(Protocol):
+    """What the webhook reads of ``extender.cache.cache.ClusterCache``."""
+
+    @property
+    def opts(self) -> ConvertOptions: ...
+
+    def snapshot(self, now: float | None = None) -> Snapshot: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    scheduler_name: str = wellknown.SCHEDULER_NAME
+    """Pods with this ``spec.schedulerName`` are ours; injected pods get it."""
+    inject_label: str = wellknown.LABEL_INJECT
+    inject_value: str = wellknown.LABEL_INJECT_ENABLED
+    injectable_schedulers: tuple[str, ...] = ("", DEFAULT_SCHEDULER)
+    """An inject-namespace pod is routed to us only if it asked for no scheduler in particular."""
+    gpu_resource: str = wellknown.RESOURCE_GPU
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_reason_chars: int = 1024
+
+    @staticmethod
+    def from_settings(settings: ServeSettings) -> WebhookConfig:
+        return WebhookConfig(scheduler_name=settings.scheduler_name, max_body_bytes=settings.max_body_bytes)
+
+
+@dataclass(slots=True)
+class WebhookState:
+    """The collaborators of one webhook app. ``policy`` may be replaced between requests (reload)."""
+
+    cache: CacheView
+    policy: Policy
+    namespaces: NamespaceLabels
+    config: WebhookConfig = field(default_factory=WebhookConfig)
+    inflight: InFlightRegistry = field(default_factory=InFlightRegistry)
+    """In-flight claims (its ``ttl``: how long an admitted pod's room is held for the informer)."""
+    clock: Callable[[], float] = time.time
+    synced: Callable[[], bool] = lambda: True
+    """False until every informer the cache and the namespace source depend on has listed."""
+    metrics: Metrics | None = None
