@@ -106,8 +106,12 @@ class Runtime:
         api: Any | None = None,
         policy: Policy | None = None,
         clock: Callable[[], float] | None = None,
+        webhook: bool | None = None,
     ) -> None:
+        """``webhook``: serve the webhook (default: when ``--webhook-port`` is not 0); True with
+        port 0 binds an ephemeral port (local clusters, tests)."""
         self.settings = settings
+        self.webhook = bool(settings.webhook_port) if webhook is None else webhook
         self._api = api
         self._own_api = api is None
         self.policy = policy or (load_policy_file(settings.policy) if settings.policy else default_policy())
@@ -209,7 +213,7 @@ class Runtime:
         for name, srv in (("extender", ext), ("ops", ops)):
             await srv.start()
             self.servers[name] = srv
-        if s.webhook_port:
+        if self.webhook:
             hook = WebhookServer(
                 webhook_app.create_app(
                     WebhookState(

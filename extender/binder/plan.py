@@ -152,8 +152,12 @@ def plan_writes(cache: ClusterCache, result: CycleResult, *, extra_quotas: Itera
     patches: dict[str, PodPatch] = {}
     for intent in result.intents:
         if isinstance(intent, ClaimQuota):
+            # the webhook's "no quota at admission" note is answered now
             patches[intent.task] = PodPatch(
-                intent.namespace, intent.name, intent.task, {wellknown.ANNO_QUOTA_NAME: intent.quota}
+                intent.namespace,
+                intent.name,
+                intent.task,
+                {wellknown.ANNO_QUOTA_NAME: intent.quota, wellknown.ANNO_SCHEDULING_REASON: None},
             )
         elif isinstance(intent, ReleaseClaim):
             patches[intent.task] = PodPatch(

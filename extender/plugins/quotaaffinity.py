@@ -9,8 +9,10 @@
 * ``podAffinity`` on a quota: only pods matching its selector (and namespaces) may claim it.
 * ``tq.node_order`` — which quota a task prefers, the seed's tiers after "required" (a pod that
   names its quota keeps it): a quota reserved for this very task (1000) > a bound or statically
-  bound quota (100, +50 on a node where the task's siblings already are) > a free quota (10);
-  within a tier a quota the job already uses scores +1 (keeps a job's claims together).
+  bound quota (100, +50 on a node where the task's siblings already are) > a free quota (10).
+  Within a tier: a quota a sibling already claims scores +2 for an ordinary job (its claims stay
+  together) and −5 for a topology job (one quota — one node — per rank); then best fit (the
+  quota the task fills most tightly, < 1).
 """
 
 from __future__ import annotations
@@ -137,9 +139,28 @@ class Plugin:
                     score = 100.0 + (50.0 if node in siblings_on(task) else 0.0)
                 else:
                     score = 10.0
-            if any(c.job == task.job for c in quota.claims.values()):
-                score += 1.0
-            return score
+            job = ssn.job(task.job)
+            shared_with_sibling = any(c.job == task.job for c in quota.claims.values())
+            if job is not None and job.topology:
+                # one quota per task: a topology job's tasks go to distinct nodes in rank order
+                if shared_with_sibling:
+                    score -= 5.0
+            elif shared_with_sibling:
+                score += 2.0  # keeps a job's claims together
+            return score + best_fit(task, quota)
+
+        def best_fit(task: TaskInfo, quota: QuotaInfo) -> float:
+            """In [0, 1): the tighter the task fits what is left of the quota, the higher."""
+            request = quota.governed(task.request)
+            total = 0.0
+            n = 0
+            for name, cap in quota.capacity.q.items():
+                if cap <= 0:
+                    continue
+                left = cap - quota.allocated.get(name) - request.get(name)
+                total += max(0.0, left) / cap
+                n += 1
+            return 0.999 * (1.0 - total / n) if n else 0.0
 
         def on_event(ev: Event) -> None:
             # where a job's tasks sit changes with claims, quota bindings and placements

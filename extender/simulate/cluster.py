@@ -80,7 +80,13 @@ class LocalCluster:
         await self.emulator.start_async()
         self.emulator.load_yaml(crd_directory())
         self._api = kube_client.from_url(self.emulator.url, token=self.emulator.token)
-        self.runtime = Runtime(self.settings, api=self._api, policy=self.policy, clock=self.clock)
+        self.runtime = Runtime(
+            self.settings,
+            api=self._api,
+            policy=self.policy,
+            clock=self.clock,
+            webhook=self.serve and bool(self.settings.tls_cert_file),
+        )
         await self.runtime.start(serve=self.serve, run_loop=self.run_loop)
         await self.runtime.wait_synced()
         return self

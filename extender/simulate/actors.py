@@ -1,0 +1,324 @@
+"""Stand-ins for the parts of a cluster that are not ours, driving our components as they would.
+
+* :class:`ApiServerStandIn` creates pods the way kube-apiserver does: defaulting, then the
+  mutating webhook called over HTTPS with an ``admission.k8s.io/v1`` AdmissionReview (path
+  ``/mutate/pods?timeout=10s``), the returned JSONPatch applied, then the object stored.
+* :class:`KubeSchedulerStandIn` schedules pending pods of our ``schedulerName`` the way
+  kube-scheduler does with an extender configured ``nodeCacheCapable: true``: in-tree resource
+  fit (NodeResourcesFit, taints, nodeSelector, readiness), then ``POST /filter`` with
+  ``NodeNames``, ``/prioritize`` when more than one node passes, ``/bind``; and, when the
+  extender says preemption may help (``FailedNodes``), a dry run choosing lower-priority victims
+  and ``POST /preempt``, then evictions.
+* :class:`Kubelet` marks bound pods Running; node lifecycle and a training operator (recreate the
+  pods of a job that lost them) are small helpers of the runner.
+
+They only talk to our components over HTTP and to the emulator through its API, so everything
+they exercise is the production code path.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+
+from extender import wellknown
+from extender.cache.convert import format_time, pod_request
+from extender.emulator import Emulator
+from extender.emulator.patch import apply_json_patch
+from extender.model.resources import Resource
+from extender.model.selectors import Taint, Toleration, untolerated_taint
+
+__all__ = ["ApiServerStandIn", "Attempt", "KubeSchedulerStandIn", "Kubelet"]
+
+Obj = dict[str, Any]
+
+
+class ApiServerStandIn:
+    def __init__(self, emulator: Emulator, webhook_url: str | None, client: httpx.AsyncClient) -> None:
+        self.emulator = emulator
+        self.webhook_url = webhook_url
+        self.client = client
+        self.warnings: list[str] = []
+
+    async def create_pod(self, pod: Obj) -> Obj:
+        pod = copy.deepcopy(pod)
+        spec = pod.setdefault("spec", {})
+        spec.setdefault("schedulerName", "default-scheduler")  # API defaulting happens before admission
+        meta = pod.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        if self.webhook_url is not None:
+            pod = await self._admit(pod)
+        return self.emulator.create(pod)
+
+    async def _admit(self, pod: Obj) -> Obj:
+        meta = pod["metadata"]
+        review = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": str(uuid.uuid4()),
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+                "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+                "name": meta.get("name", ""),
+                "namespace": meta["namespace"],
+                "operation": "CREATE",
+                "userInfo": {"username": "system:serviceaccount:kubeflow:training-operator"},
+                "object": pod,
+                "oldObject": None,
+                "dryRun": False,
+                "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+            },
+        }
+        r = await self.client.post(
+            f"{self.webhook_url}/mutate/pods?timeout=10s",
+            content=orjson.dumps(review),
+            headers={"Content-Type": "application/json"},
+        )
+        if r.status_code != 200:  # failurePolicy: Ignore — the pod is created unchanged
+            self.warnings.append(f"webhook answered {r.status_code} for {meta.get('name')}")
+            return pod
+        response = r.json().get("response") or {}
+        self.warnings.extend(response.get("warnings") or [])
+        if not response.get("allowed", False):
+            raise RuntimeError(f"admission denied: {(response.get('status') or {}).get('message')}")
+        if response.get("patch"):
+            ops = orjson.loads(base64.b64decode(response["patch"]))
+            pod = apply_json_patch(pod, ops)
+        return pod
+
+
+class Kubelet:
+    """Marks pods bound to a Ready node Running (and the rest of the container lifecycle we need)."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self.emulator = emulator
+
+    def run_bound_pods(self) -> int:
+        ready = {n["metadata"]["name"] for n in self.emulator.list("v1", "nodes") if _ready(n)}
+        started = 0
+        for pod in self.emulator.list("v1", "pods"):
+            node = (pod.get("spec") or {}).get("nodeName")
+            phase = (pod.get("status") or {}).get("phase")
+            if node and node in ready and phase == "Pending":
+                self.set_phase(pod, "Running")
+                started += 1
+        return started
+
+    def set_phase(self, pod: Obj, phase: str) -> Obj:
+        status = dict(pod.get("status") or {})
+        status["phase"] = phase
+        if phase == "Running":
+            status.setdefault("startTime", format_time(_now()))
+        meta = pod["metadata"]
+        return self.emulator.patch(
+            "v1", "pods", meta["name"], {"status": status}, namespace=meta["namespace"], subresource="status"
+        )
+
+
+@dataclass(slots=True)
+class Attempt:
+    pod: str
+    node: str = ""
+    message: str = ""
+    preempted: list[str] = field(default_factory=list)
+
+
+class KubeSchedulerStandIn:
+    def __init__(
+        self,
+        emulator: Emulator,
+        extender_url: str,
+        client: httpx.AsyncClient,
+        *,
+        scheduler_name: str = wellknown.SCHEDULER_NAME,
+    ) -> None:
+        self.emulator = emulator
+        self.url = extender_url.rstrip("/")
+        self.client = client
+        self.scheduler_name = scheduler_name
+        self.last_failure: dict[str, str] = {}  # pod → why it is still pending (FailedScheduling)
+
+    async def _post(self, verb: str, body: Obj) -> Any:
+        r = await self.client.post(
+            f"{self.url}/{verb}", content=orjson.dumps(body), headers={"Content-Type": "application/json"}
+        )
+        if r.status_code != 200:
+            raise RuntimeError(f"failed {verb} with extender at URL {self.url}/{verb}, code {r.status_code}")
+        return r.json()
+
+    def pending(self) -> list[Obj]:
+        pods = [
+            p
+            for p in self.emulator.list("v1", "pods")
+            if (p.get("spec") or {}).get("schedulerName") == self.scheduler_name
+            and not (p.get("spec") or {}).get("nodeName")
+            and not p["metadata"].get("deletionTimestamp")
+            and (p.get("status") or {}).get("phase", "Pending") == "Pending"
+        ]
+        # the active queue: priority first, then age (kube-scheduler's PrioritySort)
+        pods.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0), p["metadata"]["creationTimestamp"]))
+        return pods
+
+    async def schedule_round(self) -> list[Attempt]:
+        attempts = []
+        for pod in self.pending():
+            attempts.append(await self.schedule_one(pod))
+        return attempts
+
+    async def schedule_one(self, pod: Obj) -> Attempt:
+        meta = pod["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        attempt = Attempt(key)
+        nodes = self.emulator.list("v1", "nodes")
+        pods = self.emulator.list("v1", "pods")
+        feasible, in_tree = _in_tree_filter(pod, nodes, pods)
+        if not feasible:
+            attempt.message = _aggregate(len(nodes), in_tree)
+            self.last_failure[key] = attempt.message
+            return attempt
+        reply = await self._post("filter", {"Pod": pod, "Nodes": None, "NodeNames": feasible})
+        if reply.get("Error"):
+            attempt.message = f"extender error: {reply['Error']}"
+            self.last_failure[key] = attempt.message
+            return attempt
+        passed = list(reply.get("NodeNames") or [])
+        if not passed:
+            reasons = {**(reply.get("FailedNodes") or {}), **(reply.get("FailedAndUnresolvableNodes") or {}), **in_tree}
+            attempt.message = _aggregate(len(nodes), reasons)
+            resolvable = list(reply.get("FailedNodes") or {})
+            if resolvable:
+                attempt.preempted = await self._preempt(pod, resolvable, nodes, pods)
+            self.last_failure[key] = attempt.message
+            return attempt
+        node = passed[0]
+        if len(passed) > 1:
+            scores = await self._post("prioritize", {"Pod": pod, "Nodes": None, "NodeNames": passed})
+            best = {h["Host"]: h["Score"] for h in scores}
+            node = max(passed, key=lambda n: (best.get(n, 0), -passed.index(n)))
+        result = await self._post(
+            "bind", {"PodName": meta["name"], "PodNamespace": meta["namespace"], "PodUID": meta["uid"], "Node": node}
+        )
+        if result.get("Error"):
+            attempt.message = f"binding rejected: {result['Error']}"
+            self.last_failure[key] = attempt.message
+            return attempt
+        attempt.node = node
+        self.last_failure.pop(key, None)
+        return attempt
+
+    async def _preempt(self, pod: Obj, candidates: list[str], nodes: list[Obj], pods: list[Obj]) -> list[str]:
+        """kube-scheduler's DefaultPreemption dry run over the resolvable nodes, then the extender."""
+        prio = int((pod.get("spec") or {}).get("priority") or 0)
+        need = pod_request(pod)
+        by_node: defaultdict[str, list[Obj]] = defaultdict(list)
+        for p in pods:
+            n = (p.get("spec") or {}).get("nodeName")
+            if n and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                by_node[n].append(p)
+        meta_victims: dict[str, Obj] = {}
+        node_objs = {n["metadata"]["name"]: n for n in nodes}
+        for name in candidates:
+            node = node_objs.get(name)
+            if node is None:
+                continue
+            free = _free(node, by_node[name])
+            lower = sorted(
+                (p for p in by_node[name] if int((p.get("spec") or {}).get("priority") or 0) < prio),
+                key=lambda p: int((p.get("spec") or {}).get("priority") or 0),
+            )
+            chosen = []
+            for victim in lower:
+                if need.less_equal(free):
+                    break
+                chosen.append(victim)
+                free.iadd(pod_request(victim))
+            if chosen and need.less_equal(free):
+                meta_victims[name] = {"Pods": [{"UID": v["metadata"]["uid"]} for v in chosen], "NumPDBViolations": 0}
+        if not meta_victims:
+            return []
+        reply = await self._post(
+            "preempt", {"Pod": pod, "NodeNameToVictims": None, "NodeNameToMetaVictims": meta_victims}
+        )
+        allowed = reply.get("NodeNameToMetaVictims") or {}
+        if not allowed:
+            return []
+        node, victims = next(iter(sorted(allowed.items())))
+        uids = {v["UID"] for v in victims.get("Pods") or []}
+        evicted = []
+        for p in by_node[node]:
+            if p["metadata"]["uid"] in uids:
+                self.emulator.delete("v1", "pods", p["metadata"]["name"], p["metadata"]["namespace"])
+                evicted.append(f"{p['metadata']['namespace']}/{p['metadata']['name']}")
+        return evicted
+
+
+def _now() -> float:
+    import time  # noqa: PLC0415
+
+    return time.time()
+
+
+def _ready(node: Obj) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (node.get("status") or {}).get("conditions") or []
+    )
+
+
+def _free(node: Obj, pods: list[Obj]) -> Resource:
+    free = Resource.from_list((node.get("status") or {}).get("allocatable"))
+    for p in pods:
+        free.isub(pod_request(p))
+    return free
+
+
+def _in_tree_filter(pod: Obj, nodes: list[Obj], pods: list[Obj]) -> tuple[list[str], dict[str, str]]:
+    """NodeUnschedulable, TaintToleration, NodeAffinity (nodeSelector) and NodeResourcesFit."""
+    spec = pod.get("spec") or {}
+    need = pod_request(pod)
+    tolerations = tuple(Toleration.from_api(t) for t in spec.get("tolerations") or [])
+    selector = spec.get("nodeSelector") or {}
+    by_node: defaultdict[str, list[Obj]] = defaultdict(list)
+    for p in pods:
+        n = (p.get("spec") or {}).get("nodeName")
+        if n and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            by_node[n].append(p)
+    ok: list[str] = []
+    failed: dict[str, str] = {}
+    for node in nodes:
+        name = node["metadata"]["name"]
+        labels = node["metadata"].get("labels") or {}
+        taints = tuple(Taint.from_api(t) for t in (node.get("spec") or {}).get("taints") or [])
+        if not _ready(node):
+            failed[name] = "node(s) had untolerated taint {node.kubernetes.io/not-ready: }"
+        elif (node.get("spec") or {}).get("unschedulable"):
+            failed[name] = "node(s) were unschedulable"
+        elif untolerated_taint(taints, tolerations, frozenset({"NoSchedule", "NoExecute"})) is not None:
+            failed[name] = "node(s) had untolerated taint"
+        elif any(labels.get(k) != v for k, v in selector.items()):
+            failed[name] = "node(s) didn't match Pod's node affinity/selector"
+        else:
+            short = need.shortfalls(_free(node, by_node[name]))
+            if short:
+                failed[name] = "Insufficient " + ", ".join(s.name for s in short)
+            else:
+                ok.append(name)
+    return ok, failed
+
+
+def _aggregate(total: int, reasons: dict[str, str]) -> str:
+    """kube-scheduler's FailedScheduling text: ``0/8 nodes are available: 4 <reason>, 4 <reason>.``"""
+    counts: dict[str, int] = defaultdict(int)
+    for msg in reasons.values():
+        counts[msg] += 1
+    parts = ", ".join(f"{n} {msg}" for msg, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"0/{total} nodes are available: {parts}."

@@ -1,0 +1,391 @@
+"""Scenario files: a cluster, its quotas and queues, jobs, and timed events (YAML).
+
+A scenario describes a cluster the way an operator thinks of it — leaf switches with their
+nodes, quotas, jobs with their pods — and turns it into the exact Kubernetes objects the real
+components see (Nodes with allocatable and labels, NodeTopology, Quota, Queue, JobQueue,
+PodGroup, Pod). ``examples/scenarios/README.md`` documents every key; unknown keys are errors.
+
+::
+
+    name: seed-8-node
+    defaults: {gpuModel: A100, gpus: 8, rdma: 8}
+    leaves:
+      - {name: s1, nodes: [n0, n1, n2, n3]}
+      - {name: s2, nodes: [n4, n5, n6, n7]}
+    queues: [{name: research}]
+    quotas:
+      - {name: "q-train-{i}", count: 4, queue: research, request: {nvidia.com/gpu: 1, rdma/hca: 1}}
+    steps:
+      - title: submit job train
+        jobs:
+          - {name: train, workers: 4, minMember: 4, request: {nvidia.com/gpu: 1, rdma/hca: 1}}
+      - title: q-train-1's pod found on n4
+        events:
+          - {podMoved: {pod: train-worker-1, node: n4}}
+"""
+
+from __future__ import annotations
+
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from extender import wellknown
+from extender.cache.convert import format_time
+from extender.model.resources import QuantityError, Resource
+
+__all__ = [
+    "DEFAULT_SCENARIO",
+    "Event",
+    "JobSpec",
+    "Scenario",
+    "ScenarioError",
+    "Step",
+    "load_scenario",
+]
+
+DEFAULT_SCENARIO = "seed-8-node"
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+Quantity = int | float | str
+
+
+def _check_resources(value: dict[str, Quantity], where: str) -> dict[str, Quantity]:
+    try:
+        Resource.from_list(value, what=where)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+class NodeDefaults(_Model):
+    gpu_model: str = Field("A100", alias="gpuModel")
+    gpus: int = Field(8, ge=0)
+    rdma: int = Field(8, ge=0, description="rdma/hca devices per node")
+    cpu: str = "128"
+    memory: str = "1Ti"
+    spot_gpus: int = Field(0, ge=0, alias="spotGpus", description="spot GPUs lent by each node")
+
+
+class NodeOverride(_Model):
+    gpu_model: str | None = Field(None, alias="gpuModel")
+    gpus: int | None = Field(None, ge=0)
+    rdma: int | None = Field(None, ge=0)
+    index: int | None = None
+    ready: bool = True
+    unschedulable: bool = False
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[dict[str, str]] = Field(default_factory=list)
+    spot_gpus: int | None = Field(None, ge=0, alias="spotGpus")
+
+
+class Leaf(_Model):
+    name: str
+    nodes: list[str] = Field(min_length=1)
+    gpu_model: str | None = Field(None, alias="gpuModel")
+    fabric: Literal["roce", "ib"] = "roce"
+
+
+class QueueSpec(_Model):
+    name: str
+    weight: int = Field(1, ge=1)
+    capability: dict[str, Quantity] | None = None
+    state: Literal["Open", "Closed"] = "Open"
+
+
+class JobQueueSpec(_Model):
+    name: str
+    selector: dict[str, str] = Field(description="PodGroup labels that select the job")
+    priority: int = 0
+    state: Literal["Open", "Closed"] = "Open"
+    max_running: int | None = Field(None, ge=0, alias="maxRunningJobs")
+
+
+class QuotaSpec(_Model):
+    name: str = Field(description="a name; with count, '{i}' is replaced by 0..count-1")
+    count: int = Field(1, ge=1)
+    queue: str
+    request: dict[str, Quantity]
+    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
+    static_bind_node: str | None = Field(None, alias="staticBindNode")
+    shared_queues: list[str] = Field(default_factory=list, alias="sharedQueues")
+    affinity: dict[str, Any] | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _valid(self) -> QuotaSpec:
+        _check_resources(self.request, f"quota {self.name}: request")
+        if self.count > 1 and "{i}" not in self.name:
+            raise ValueError(f"quota {self.name}: count > 1 needs '{{i}}' in the name")
+        return self
+
+    def names(self) -> list[str]:
+        return [self.name.replace("{i}", str(i)) for i in range(self.count)]
+
+
+class JobSpec(_Model):
+    name: str
+    namespace: str = "default"
+    queue: str = "research"
+    workers: int = Field(1, ge=1)
+    min_member: int | None = Field(None, ge=1, alias="minMember")
+    request: dict[str, Quantity]
+    priority: int = 0
+    spot: bool = False
+    spot_pool: Literal["shared", "exclusive"] = Field("exclusive", alias="spotPool")
+    quota: str | None = Field(None, description="pods name this quota ('{i}' → task index): the required tier")
+    topology: dict[str, Any] | None = Field(None, description="PodGroup spec.topology")
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
+
+    @model_validator(mode="after")
+    def _valid(self) -> JobSpec:
+        _check_resources(self.request, f"job {self.name}: request")
+        return self
+
+    def pod_name(self, i: int) -> str:
+        return f"{self.name}-worker-{i}"
+
+
+class PodRef(_Model):
+    pod: str
+    namespace: str = "default"
+
+
+class PodMoved(PodRef):
+    node: str
+
+
+class Event(_Model):
+    """One thing that happens between two steps (exactly one key)."""
+
+    delete_pod: PodRef | None = Field(None, alias="deletePod", description="delete a pod; its job recreates it")
+    pod_moved: PodMoved | None = Field(
+        None, alias="podMoved", description="someone else runs the pod on another node (the seed's drift)"
+    )
+    node_down: str | None = Field(None, alias="nodeDown", description="the node becomes NotReady; its pods are evicted")
+    node_up: str | None = Field(None, alias="nodeUp")
+    job_finished: str | None = Field(None, alias="jobFinished", description="namespace/name: its pods succeed")
+    cable_moved: dict[str, str] | None = Field(
+        None, alias="cableMoved", description="{node: leaf}: the node is now wired to another leaf"
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> Event:
+        given = [k for k in type(self).model_fields if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "an event has exactly one of: " + ", ".join(f.alias or k for k, f in type(self).model_fields.items())
+            )
+        return self
+
+    def describe(self) -> str:
+        if self.delete_pod is not None:
+            return f"pod {self.delete_pod.pod} deleted"
+        if self.pod_moved is not None:
+            return f"pod {self.pod_moved.pod} found running on {self.pod_moved.node}"
+        if self.node_down is not None:
+            return f"node {self.node_down} down"
+        if self.node_up is not None:
+            return f"node {self.node_up} back"
+        if self.job_finished is not None:
+            return f"job {self.job_finished} finished"
+        assert self.cable_moved is not None
+        return ", ".join(f"{n} re-cabled to {leaf}" for n, leaf in self.cable_moved.items())
+
+
+class Step(_Model):
+    title: str = ""
+    jobs: list[JobSpec] = Field(default_factory=list)
+    events: list[Event] = Field(default_factory=list)
+    rounds: int = Field(20, ge=1, description="binder/scheduler rounds at most before the step is shown")
+
+
+class Scenario(_Model):
+    name: str
+    description: str = ""
+    defaults: NodeDefaults = Field(default_factory=NodeDefaults)
+    leaves: list[Leaf] = Field(min_length=1)
+    nodes: dict[str, NodeOverride] = Field(default_factory=dict)
+    queues: list[QueueSpec] = Field(default_factory=list)
+    job_queues: list[JobQueueSpec] = Field(default_factory=list, alias="jobQueues")
+    quotas: list[QuotaSpec] = Field(default_factory=list)
+    steps: list[Step] = Field(min_length=1)
+    policy: dict[str, Any] | None = Field(None, description="a scheduling policy to use instead of the default")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        seen: set[str] = set()
+        for leaf in self.leaves:
+            for n in leaf.nodes:
+                if n in seen:
+                    raise ValueError(f"node {n} is listed under two leaves")
+                seen.add(n)
+        unknown = set(self.nodes) - seen
+        if unknown:
+            raise ValueError(f"nodes: {sorted(unknown)} are not under any leaf")
+        names = [n for q in self.quotas for n in q.names()]
+        if len(names) != len(set(names)):
+            raise ValueError("two quotas have the same name")
+        jobs = [f"{j.namespace}/{j.name}" for s in self.steps for j in s.jobs]
+        if len(jobs) != len(set(jobs)):
+            raise ValueError("two jobs have the same namespace/name")
+        return self
+
+    # --- objects ---------------------------------------------------------------------------
+    def node_names(self) -> list[str]:
+        return [n for leaf in self.leaves for n in leaf.nodes]
+
+    def leaf_of(self) -> dict[str, str]:
+        return {n: leaf.name for leaf in self.leaves for n in leaf.nodes}
+
+    def cluster_objects(self) -> list[dict[str, Any]]:
+        """Nodes, NodeTopologies, Queues, JobQueues, Quotas and namespaces of the jobs."""
+        d = self.defaults
+        objs: list[dict[str, Any]] = []
+        for leaf in self.leaves:
+            for name in leaf.nodes:
+                o = self.nodes.get(name) or NodeOverride()
+                model = o.gpu_model or leaf.gpu_model or d.gpu_model
+                gpus = d.gpus if o.gpus is None else o.gpus
+                rdma = d.rdma if o.rdma is None else o.rdma
+                spot = d.spot_gpus if o.spot_gpus is None else o.spot_gpus
+                objs.append(_node(name, model=model, gpus=gpus, rdma=rdma, cpu=d.cpu, memory=d.memory, spot=spot, o=o))
+                objs.append(topology_object(name, [leaf.name], leaf.fabric))
+        namespaces = sorted({j.namespace for s in self.steps for j in s.jobs} - {"default"})
+        objs += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces]
+        for queue in self.queues:
+            spec: dict[str, Any] = {"weight": queue.weight, "state": queue.state}
+            if queue.capability:
+                spec["capability"] = {k: str(v) for k, v in queue.capability.items()}
+            objs.append(_custom(wellknown.KIND_QUEUE, queue.name, spec))
+        for jq in self.job_queues:
+            spec = {"jobSelector": {"matchLabels": jq.selector}, "priority": jq.priority, "state": jq.state}
+            if jq.max_running is not None:
+                spec["maxRunningJobs"] = jq.max_running
+            objs.append(_custom(wellknown.KIND_JOBQUEUE, jq.name, spec))
+        for q in self.quotas:
+            for name in q.names():
+                spec = {"queueName": q.queue, "request": {k: str(v) for k, v in q.request.items()}}
+                if q.node_selector:
+                    spec["nodeSelector"] = q.node_selector
+                if q.static_bind_node:
+                    spec["staticBindNode"] = q.static_bind_node
+                if q.shared_queues:
+                    spec["sharedQueues"] = q.shared_queues
+                if q.affinity:
+                    spec["affinity"] = q.affinity
+                obj = _custom(wellknown.KIND_QUOTA, name, spec)
+                obj["metadata"]["labels"] = dict(q.labels)
+                objs.append(obj)
+        return objs
+
+
+def topology_object(node: str, switches: list[str], fabric: str = "roce") -> dict[str, Any]:
+    if fabric == "ib":
+        nics: list[dict[str, Any]] = [{"name": f"mlx5_{i}", "port": 1, "switchName": s} for i, s in enumerate(switches)]
+    else:
+        nics = [{"name": f"eth{i}", "switchName": s, "rdmaDevice": f"mlx5_{i}"} for i, s in enumerate(switches)]
+    return {
+        "apiVersion": wellknown.API_VERSION,
+        "kind": wellknown.KIND_NODETOPOLOGY,
+        "metadata": {"name": node},
+        "spec": {"net": {fabric: nics}},
+    }
+
+
+def _custom(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": wellknown.API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def _node(
+    name: str,
+    *,
+    model: str,
+    gpus: int,
+    rdma: int,
+    cpu: str,
+    memory: str,
+    spot: int,
+    o: NodeOverride,
+) -> dict[str, Any]:
+    # the RDMA device plugin advertises HCAs as rdma/hca on RoCE and InfiniBand nodes alike (seed 2.6)
+    alloc = {
+        "cpu": cpu,
+        "memory": memory,
+        "pods": "110",
+        wellknown.RESOURCE_GPU: str(gpus),
+        wellknown.RESOURCE_RDMA_HCA: str(rdma),
+    }
+    if spot:
+        alloc[wellknown.RESOURCE_SPOT_GPU] = str(spot)
+    labels = {wellknown.LABEL_HOSTNAME: name, "nvidia.com/gpu.product": model, **o.labels}
+    annotations = {wellknown.ANNO_NODE_INDEX: str(o.index)} if o.index is not None else {}
+    spec: dict[str, Any] = {}
+    if o.unschedulable:
+        spec["unschedulable"] = True
+    if o.taints:
+        spec["taints"] = o.taints
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": spec,
+        "status": {
+            "capacity": dict(alloc),
+            "allocatable": alloc,
+            "conditions": [node_ready_condition(o.ready)],
+        },
+    }
+
+
+def node_ready_condition(ready: bool) -> dict[str, Any]:
+    now = format_time(time.time())
+    return {
+        "type": "Ready",
+        "status": "True" if ready else "False",
+        "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
+
+
+def scenario_directory() -> Path:
+    return Path(str(resources.files("extender").joinpath("scenarios")))
+
+
+def load_scenario(ref: str | None = None) -> Scenario:
+    """A scenario by file path, or by name among the embedded ones (default: the seed's example)."""
+    ref = ref or DEFAULT_SCENARIO
+    path = Path(ref)
+    if not path.suffix and not path.exists():
+        path = scenario_directory() / f"{ref}.yaml"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        names = sorted(p.stem for p in scenario_directory().glob("*.yaml"))
+        raise ScenarioError(
+            f"cannot read scenario {ref!r}: {exc.strerror or exc} (embedded scenarios: {', '.join(names)})"
+        ) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
+    try:
+        return Scenario.model_validate(doc)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors())
+        raise ScenarioError(f"{path}: {problems}") from None
