@@ -22,6 +22,8 @@ class _Command(Protocol):
 
 # name → (module, one-line help). Order is the order of `sky-scheduler --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "simulate": ("extender.simulate.cli", "Run a scenario through the real components on an in-process cluster"),
+    "sandbox": ("extender.simulate.sandbox", "Keep a scenario's cluster running for kubectl, curl and /diagnose"),
     "serve": ("extender.serve", "Run the scheduler service: extender, webhook, quota-binder loop, /diagnose"),
     "discover": ("discovery.cli", "Discover RDMA topology (RoCE per node, InfiniBand fabric) and publish NodeTopology"),
     "emulator": ("extender.emulator.cli", "Run the in-process Kubernetes API emulator on 127.0.0.1"),

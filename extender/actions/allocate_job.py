@@ -73,8 +73,12 @@ class Action:
         for quota in _to_revalidate(ssn):
             if not quota.claims:
                 continue
-            if quota.over_claimed():
-                why = f"quota {quota.name} is over-claimed"
+            excess = quota.over_claimed()
+            if excess:
+                why = Status.unschedulable(
+                    Reason.INSUFFICIENT_QUOTA,
+                    f"quota {quota.name} is over-claimed ({', '.join(map(str, excess))}); a later claim lost it",
+                ).message()
                 losers.extend((uid, why) for uid in self._over_claim_losers(ssn, quota))
             for uid in quota.claims:
                 task = ssn.task(uid)
@@ -146,7 +150,8 @@ class Action:
                     first_failure = (task, result.status, result.failures)
                 continue
             stmt.allocate_task_to_quota(task.uid, result.choice.name)
-        gate = ssn.stages.tq_ready(job)
+        # the statement works on the session's copy of the job: judge that one, not ``job``
+        gate = ssn.stages.tq_ready(ssn.job(job.key) or job)
         if gate.ok:
             stmt.commit()
             if first_failure is not None:

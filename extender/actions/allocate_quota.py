@@ -92,7 +92,7 @@ def bind_job_quotas(
             ssn.verdict(job.key, FitStage.NODE_PREDICATES, Status.error(str(exc)), quota=quota.name)
             placement_failed = True
             break
-    gate = ssn.stages.quota_allocate(job)
+    gate = ssn.stages.quota_allocate(ssn.job(job.key) or job)  # the session's current copy
     if gate.ok and stmt.ops:
         stmt.commit()
         return True

@@ -83,8 +83,10 @@ def filter_quota_pod(
     if task.spot:
         return backfill.filter_spot_pod(ssn, task, candidates)
     quota = ssn.quota(task.quota) if task.quota else None
+    chosen_inline = False
     if quota is None and not task.quota and is_inline(job, task):
         quota = choose_inline_quota(ssn, task)
+        chosen_inline = quota is not None
     if quota is not None and not quota.node_name and is_inline(job, task):
         return filter_inline(ssn, task, quota, candidates)
     if quota is None or not quota.node_name:
@@ -94,18 +96,22 @@ def filter_quota_pod(
         out.quota = quota.name if quota is not None else ""
         return out
     out.quota = quota.name
-    elsewhere = Status.unresolvable(
-        Reason.QUOTA_BOUND_ELSEWHERE, f"quota {quota.name} is bound to {quota.node_name}"
-    ).message()
-    for name in candidates:
-        if name != quota.node_name:
-            out.unresolvable[name] = elsewhere
-            continue
-        node = ssn.node(name)
+    home = quota.node_name
+    elsewhere = Status.unresolvable(Reason.QUOTA_BOUND_ELSEWHERE, f"quota {quota.name} is bound to {home}").message()
+    # every candidate but the quota's node fails the same way: one dict built in C, then the
+    # quota's node (if it is a candidate) re-checked and put right
+    out.unresolvable = dict.fromkeys(candidates, elsewhere)
+    if home in out.unresolvable:
+        del out.unresolvable[home]
+        node = ssn.node(home)
         if node is None:
-            out.unresolvable[name] = Status.unresolvable(Reason.NODE_NOT_FOUND, name).message()
-            continue
-        out.put(name, ssn.tn.predicate(task, node))
+            out.unresolvable[home] = Status.unresolvable(Reason.NODE_NOT_FOUND, home).message()
+        elif chosen_inline:
+            # a bound quota the pod does not claim yet (bind claims it): the TN checks without
+            # the quota's own, which needs the claim — idle ≥ request included
+            out.put(home, _tn_without_quota_check(ssn, task, node))
+        else:
+            out.put(home, ssn.tn.predicate(task, node))
     return out
 
 

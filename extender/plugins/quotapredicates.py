@@ -92,7 +92,9 @@ class Plugin:
                 return Status.unschedulable(reason, f"quota {quota.name}: {fits_detail(short)}")
             if quota.node_name:
                 node = ssn.node(quota.node_name)
-                if node is None or not node.schedulable():
+                if (node is None or not node.schedulable()) and quota.reservation_for(task, ssn.now) is None:
+                    # a task keeps its reserved place while the node is down (release_quota moves
+                    # the quota if the outage lasts); others look for a quota on a working node
                     return Status.unschedulable(Reason.NODE_NOT_READY, f"quota {quota.name} is on {quota.node_name}")
                 for k, v in task.node_selector.items():
                     if node.labels.get(k) != v:

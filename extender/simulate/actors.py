@@ -183,6 +183,10 @@ class KubeSchedulerStandIn:
         feasible, in_tree = _in_tree_filter(pod, nodes, pods)
         if not feasible:
             attempt.message = _aggregate(len(nodes), in_tree)
+            # PostFilter: nodes short of resources are preemption candidates (then the extender)
+            short = [n for n, why in in_tree.items() if why.startswith("Insufficient")]
+            if short:
+                attempt.preempted = await self._preempt(pod, short, nodes, pods)
             self.last_failure[key] = attempt.message
             return attempt
         reply = await self._post("filter", {"Pod": pod, "Nodes": None, "NodeNames": feasible})

@@ -16,6 +16,8 @@ would show — the seed's observation table (2.7).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable
@@ -93,6 +95,31 @@ class SimulationResult:
     def final(self) -> PhaseView:
         return self.steps[-1].after_scheduler
 
+    def check(self) -> list[str]:
+        """Differences from the scenario's ``expect`` section (empty: as expected)."""
+        exp = self.scenario.expect
+        if exp is None:
+            return []
+        problems = []
+        final = self.final
+        for name, node in exp.quotas.items():
+            got = final.quotas.get(name, ("", "<missing>"))[1]
+            if got != node:
+                problems.append(f"quota {name}: expected on {node or '(unbound)'}, found {got or '(unbound)'}")
+        for job, leaves in exp.leaves.items():
+            got_leaves = self.jobs.get(job, {}).get("leaves", [])
+            if sorted(leaves) != got_leaves:
+                problems.append(f"job {job}: expected leaves {sorted(leaves)}, found {got_leaves}")
+        for job in exp.running:
+            pods = [v for v in final.pods.values() if v.job == job]
+            if not pods or any(v.phase != "Running" for v in pods):
+                problems.append(f"job {job}: expected all pods running, found {[(v.phase, v.node) for v in pods]}")
+        for job in exp.pending:
+            pods = [v for v in final.pods.values() if v.job == job]
+            if not pods or any(v.node for v in pods):
+                problems.append(f"job {job}: expected no pod placed, found {[(v.phase, v.node) for v in pods]}")
+        return problems
+
     def as_json(self) -> dict[str, Any]:
         final = self.final
         return {
@@ -138,9 +165,17 @@ class SimClock:
 class Simulation:
     STEP_PAUSE = 30.0  # simulated seconds between two steps
 
-    def __init__(self, scenario: Scenario, *, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        progress: Progress | None = None,
+        emulator_port: int = 0,
+        real_time: bool = False,
+    ) -> None:
+        """``real_time``: the wall clock instead of simulated time (the sandbox)."""
         self.scenario = scenario
-        self.clock = SimClock()
+        self.clock: SimClock | None = None if real_time else SimClock()
         self.progress = progress
         self._tmp = tempfile.TemporaryDirectory(prefix="sky-simulate-")
         tls = write_self_signed(Path(self._tmp.name))
@@ -161,7 +196,9 @@ class Simulation:
             tls_key_file=str(tls.key_file),
         )
         self.settings = settings
-        self.cluster = LocalCluster(settings=settings, policy=policy, serve=True, clock=self.clock)
+        self.cluster = LocalCluster(
+            settings=settings, policy=policy, serve=True, clock=self.clock, emulator_port=emulator_port
+        )
         self.leaf_of = scenario.leaf_of()
         self._jobs: dict[str, JobSpec] = {}
         self.client: httpx.AsyncClient | None = None
@@ -209,11 +246,36 @@ class Simulation:
         return SimulationResult(self.scenario, records, self.node_views(), self.job_views(), self.apiserver.warnings)
 
     async def cycle(self) -> Any:
-        self.clock.advance(self.settings.binder_period)
+        if self.clock is not None:
+            self.clock.advance(self.settings.binder_period)
         return await self.cluster.cycle()
 
+    async def round(self) -> bool:
+        """One kube-scheduler round, the kubelet, one binder cycle; True if anything moved."""
+        assert self.scheduler is not None and self.kubelet is not None
+        attempts = await self.scheduler.schedule_round()
+        await self.cluster.settle()
+        started = self.kubelet.run_bound_pods()
+        report = await self.cycle()
+        return bool(any(a.node or a.preempted for a in attempts) or started or report.quota_writes or report.pod_writes)
+
+    async def run_forever(self, stop: asyncio.Event, *, period: float = 1.0) -> None:
+        """The sandbox: play the scenario's steps in real time, then keep the cluster scheduling
+        (pods created with kubectl go through the binder and the extender like any other)."""
+        for i, step in enumerate(self.scenario.steps):
+            if stop.is_set():
+                return
+            await self.run_step(i, step)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=period)
+        while not stop.is_set():
+            await self.round()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=period)
+
     async def run_step(self, index: int, step: Step) -> StepRecord:
-        self.clock.advance(self.STEP_PAUSE)
+        if self.clock is not None:
+            self.clock.advance(self.STEP_PAUSE)
         events = [e.describe() for e in step.events]
         for event in step.events:
             await self.apply_event(event)
@@ -228,15 +290,13 @@ class Simulation:
                 break
         after_binder = self.view()
         rounds = 0
-        assert self.scheduler is not None and self.kubelet is not None
+        assert self.scheduler is not None
         for rounds in range(1, step.rounds + 1):  # noqa: B007
-            attempts = await self.scheduler.schedule_round()
-            await self.cluster.settle()
-            started = self.kubelet.run_bound_pods()
-            report = await self.cycle()
-            moved = any(a.node or a.preempted for a in attempts) or started or report.quota_writes or report.pod_writes
-            if not moved:
+            if not await self.round():
                 break
+        for _ in range(int(step.wait / self.settings.binder_period)):
+            await self.round()
+            rounds += 1
         after = self.view()
         pending = {k: v for k, v in self.scheduler.last_failure.items() if k in after.pods and not after.pods[k].node}
         return StepRecord(index, step.title, events, after_webhook, after_binder, after, pending, rounds)

