@@ -96,7 +96,7 @@ class Plugin:
                     # a task keeps its reserved place while the node is down (release_quota moves
                     # the quota if the outage lasts); others look for a quota on a working node
                     return Status.unschedulable(Reason.NODE_NOT_READY, f"quota {quota.name} is on {quota.node_name}")
-                for k, v in task.node_selector.items():
+                for k, v in task.node_selector.items() if node is not None else ():
                     if node.labels.get(k) != v:
                         return Status.unresolvable(
                             Reason.NODE_SELECTOR_MISMATCH, f"quota {quota.name} is on {node.name}, which lacks {k}={v}"

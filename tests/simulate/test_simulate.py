@@ -22,7 +22,12 @@ SCENARIOS = sorted((ROOT / "examples" / "scenarios").glob("*.yaml"))
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "extender.cli", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+        [sys.executable, "-m", "extender.cli", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
     )
 
 
@@ -81,7 +86,8 @@ def test_check_fails_when_the_outcome_differs(tmp_path: Path) -> None:
 def test_bad_scenarios_are_clear_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(
-        "name: x\nleaves: [{name: s1, nodes: [n0]}]\nsteps: [{jobs: [{name: j, request: {nvidia.com/gpu: '8 GPUs'}}]}]\n"
+        "name: x\nleaves: [{name: s1, nodes: [n0]}]\n"
+        "steps: [{jobs: [{name: j, request: {nvidia.com/gpu: '8 GPUs'}}]}]\n"
     )
     with pytest.raises(ScenarioError, match="8 GPUs"):
         load_scenario(str(bad))
@@ -96,7 +102,7 @@ async def test_sandbox_answers_a_filter_call_and_a_kubernetes_asyncio_list(tmp_p
     from kubernetes_asyncio import client, config
 
     kubeconfig = tmp_path / "kc"
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # noqa: ASYNC220 (a long-running child; the loop only waits on HTTP)
         [sys.executable, "-m", "extender.cli", "sandbox", "--kubeconfig-out", str(kubeconfig), "--period", "0.2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
