@@ -3,14 +3,18 @@
 The FitAction ladder is evaluated *now*, on a fresh session over the cache, rung by rung; the
 first rung that stops the job is its ``stage``:
 
-1. ``JobQueue`` — job valid (PodGroup exists, back-off over) and admitted (JobQueue, Queue);
+1. ``JobQueue`` — back-off over, admitted by its JobQueue and Queue;
 2. ``QuotaAssignment`` — every task holds a quota (hop ①);
-3. ``Gang`` — at least minMember tasks hold quotas, and their quotas are bound;
+3. ``Gang`` — at least minMember tasks exist and hold quotas, and the hop-② commit gate
+   (``job.quota_allocate``) passes once the unbound quotas are placed;
 4. ``ZoneSelection`` — (topology jobs) a zone plan exists for the unbound quotas;
-5. ``NodePredicates`` — an unbound quota fits some node (QN pipeline over every node), or a
-   task fits its quota's node (TN);
-6. ``Bind`` — kube-scheduler still has to bind pods whose quota node admits them.
+5. ``NodePredicates`` — the unbound quotas can be bound *together* (QN pipeline, in one
+   statement that is discarded), and each task fits its bound quota's node (TN);
+6. ``Bind`` — nothing blocks: the binder binds the remaining quotas next cycle
+   (``QuotaNotBound``), or kube-scheduler still has to bind the pods (``WaitingForBind``).
 
+A placement failure is the job's stage even though the gang gate then fails too — the binder's
+rule for its verdicts (``allocate_quota.bind_job_quotas``), so ``stage`` and ``lastCycle`` agree.
 Per-node failures are aggregated (``"3 nodes: InsufficientQuotaIdle(nvidia.com/gpu 8 > 7)"``).
 The binder's last verdict for the job is included as ``lastCycle``. ``unblock`` says what would
 help, per reason. The vocabulary is the one enum shared with the extender and PodGroup
@@ -23,12 +27,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.actions.placement import place_quota
-from extender.framework.session import FitStage, JobVerdict, Session
+from extender.framework.session import FitStage, JobVerdict, Session, StatementError
 from extender.framework.status import Reason, Status, summarize
 from extender.model.job import JobInfo
+from extender.model.node import LedgerError, NodeInfo
+from extender.model.quota import QuotaInfo
 from extender.model.task import ON_NODE, TaskInfo
 
-__all__ = ["UNBLOCK", "diagnose_job", "diagnose_pod"]
+__all__ = ["UNBLOCK", "diagnose_job", "diagnose_pod", "unblock"]
 
 _STAGE_NAMES = {
     FitStage.JOB_QUEUE: "JobQueue",
@@ -70,9 +76,27 @@ UNBLOCK: dict[Reason, str] = {
     Reason.SPOT_POOL_EXHAUSTED: "wait for spot capacity",
     Reason.RELEASED_UNSCHEDULABLE: "the job's pods could not be placed; it retries after back-off",
     Reason.CACHE_NOT_SYNCED: "wait for the scheduler to finish starting",
+    Reason.QUOTA_NOT_BOUND: "wait for the binder's next cycle; if the quotas stay unbound, check that a replica "
+    "holds the binder Lease (/readyz: binderLeader)",
+    Reason.STATIC_BIND_NODE_NOT_READY: "repair the node the quota is pinned to (spec.staticBindNode), or unpin it",
+    Reason.QUEUE_NOT_FOUND: "create the job's Queue, or name an existing one",
+    Reason.QUOTA_BOUND_ELSEWHERE: "nothing: the pod can only run on its quota's node",
+    Reason.NODE_NOT_FOUND: "the quota's node is gone: release_quota moves the quota after its back-off",
+    Reason.NO_RDMA_ZONE: "run the RDMA topology discovery agents so that nodes get NodeTopology objects",
+    Reason.ZONE_MISMATCH: "use nodes of one RDMA zone, or drop the job's topology affinity",
+    Reason.UNKNOWN_POD: "wait a moment: the scheduler's cache has not seen the pod yet",
+    Reason.INTERNAL: "a bug or a failing API server: see the scheduler's log",
     Reason.WAITING_FOR_BIND: "kube-scheduler binds them next; if it does not, see `kubectl describe pod`",
     Reason.BIND_FAILED: "see the pod's events for the bind error",
 }
+
+
+def unblock(reason: str) -> str:
+    """What would unblock a job stopped for ``reason`` (a :class:`Reason` value)."""
+    try:
+        return UNBLOCK[Reason(reason)]
+    except (ValueError, KeyError):
+        return "see the message, the pods' events (`kubectl describe pod`) and the scheduler's log"
 
 
 def _rung(stage: FitStage, status: Status, **extra: Any) -> dict[str, Any]:
@@ -99,62 +123,103 @@ def _task_row(ssn: Session, t: TaskInfo) -> dict[str, Any]:
     return {k: v for k, v in row.items() if v is not None}
 
 
-def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) -> dict[str, Any]:
-    tasks = sorted(job.alive_tasks(), key=lambda t: (t.index is None, t.index or 0, t.name))
-    ladder: list[dict[str, Any]] = []
-    stop: dict[str, Any] | None = None
+def _place_unbound(
+    ssn: Session, job: JobInfo, unbound: list[QuotaInfo]
+) -> tuple[Status | None, Status, dict[str, Status], str, Status]:
+    """Try to bind the job's unbound quotas *together*, the way the binder would (zone candidates
+    for topology jobs, every node otherwise), in one statement that is discarded afterwards.
 
-    def add(rung: dict[str, Any]) -> bool:
-        nonlocal stop
-        ladder.append(rung)
-        if not rung["passed"] and stop is None:
-            stop = rung
-        return bool(rung["passed"])
+    Returns (zone status or None when not a topology job, node-predicate status, per-node
+    failures of the quota that could not be placed, that quota's name, the hop-② gang gate
+    evaluated with the placements applied)."""
+    zone_status: Status | None = Status.merge([]) if job.topology else None
+    node_status = Status.merge([])
+    per_node: dict[str, Status] = {}
+    blocked = ""
+    stmt = ssn.statement()
+    try:
+        for q in unbound:
+            current = ssn.quota(q.name)
+            if current is None or current.node_name:
+                continue
+            candidates: list[NodeInfo]
+            if job.topology:
+                zone = ssn.stages.zone_candidates(job, current)
+                if isinstance(zone, Status):
+                    zone_status = zone
+                    blocked = q.name
+                    break
+                if zone is None:
+                    candidates = list(ssn.nodes())
+                else:
+                    candidates = [n for n in (ssn.node(x) for x in zone) if n is not None]
+                    if not candidates:
+                        zone_status = Status.unschedulable(
+                            Reason.NO_ZONE_FITS, f"no node left in the job's zones for quota {q.name}"
+                        )
+                        blocked = q.name
+                        break
+            else:
+                candidates = list(ssn.nodes())
+            result = place_quota(ssn, current, candidates, rank_ordered=ssn.qn.rank_ordered)
+            if result.choice is None:
+                per_node = dict(result.failures)
+                node_status = result.status
+                blocked = q.name
+                break
+            try:
+                stmt.allocate_quota_to_node(q.name, result.choice.name)
+            except (LedgerError, StatementError) as exc:
+                node_status = Status.error(str(exc))
+                blocked = q.name
+                break
+        gate = ssn.stages.quota_allocate(job) if not blocked else Status.merge([])
+    finally:
+        stmt.discard()
+    return zone_status, node_status, per_node, blocked, gate
+
+
+def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) -> dict[str, Any]:
+    """The ladder, rung by rung; ``stage`` is the first rung that stops the job.
+
+    * ``JobQueue``: back-off, JobQueue / Queue admission;
+    * ``QuotaAssignment``: every (non-spot) task holds a quota;
+    * ``Gang``: at least minMember tasks exist and hold quotas (hop ①), and — once the unbound
+      quotas are placed — the hop-② gate (``job.quota_allocate``) passes;
+    * ``ZoneSelection`` (topology jobs): a zone plan exists for the unbound quotas;
+    * ``NodePredicates``: the unbound quotas can be bound together (QN), and each task fits its
+      bound quota's node (TN);
+    * ``Bind``: what is left — quotas the binder binds in its next cycle, or pods kube-scheduler
+      has still to bind.
+
+    Placement failures are the verdict, not the gang gate failing as their consequence: the same
+    rule as the binder's (``allocate_quota.bind_job_quotas``).
+    """
+    tasks = sorted(job.alive_tasks(), key=lambda t: (t.index is None, t.index or 0, t.name))
+    ok = Status.merge([])
 
     valid = ssn.stages.valid(job)
-    enq = ssn.stages.enqueueable(job) if valid.ok else valid
-    add(_rung(FitStage.JOB_QUEUE, enq))
+    backoff = not valid.ok and valid.reason is Reason.BACKOFF
+    admission = valid if backoff else ssn.stages.enqueueable(job)
+    gang_members = valid if not valid.ok and not backoff else ok
 
     quota_tasks = [t for t in tasks if not t.spot]
     missing = [t.name for t in quota_tasks if not t.quota]
     assign = (
         Status.unschedulable(Reason.NO_QUOTA, f"{len(missing)}/{len(quota_tasks)} tasks hold no quota")
         if missing
-        else Status.merge([])
+        else ok
     )
-    add(_rung(FitStage.QUOTA_ASSIGNMENT, assign, tasksWithoutQuota=missing[:20]))
+    gang = gang_members if not gang_members.ok else ssn.stages.tq_ready(job)
 
-    gang = ssn.stages.quota_allocate(job)
-    add(_rung(FitStage.GANG, gang))
-
-    unbound = []
+    unbound: list[QuotaInfo] = []
     for name in dict.fromkeys(t.quota for t in quota_tasks if t.quota):
         q = ssn.quota(name)
         if q is not None and not q.node_name:
             unbound.append(q)
-    if job.topology and unbound:
-        zone = ssn.stages.zone_candidates(job, unbound[0])
-        if isinstance(zone, Status):
-            add(_rung(FitStage.ZONE_SELECTION, zone))
-        else:
-            names = list(zone) if zone is not None else None
-            zs = (
-                Status.unschedulable(Reason.NO_ZONE_FITS, "no RDMA zone of one GPU model can hold the gang")
-                if names is not None and not names
-                else Status.merge([])
-            )
-            add(_rung(FitStage.ZONE_SELECTION, zs, candidates=len(names) if names else None))
-
-    per_node: dict[str, Status] = {}
-    node_rung_status = Status.merge([])
-    blocked_quota = ""
-    for q in unbound:
-        result = place_quota(ssn, q, list(ssn.nodes()))
-        if result.choice is None:
-            per_node = result.failures
-            node_rung_status = result.status
-            blocked_quota = q.name
-            break
+    zone_status, node_status, per_node, blocked_quota, gate = _place_unbound(ssn, job, unbound)
+    if gang.ok and not gate.ok:
+        gang = gate
     if not blocked_quota:
         for t in quota_tasks:
             q = ssn.quota(t.quota) if t.quota else None
@@ -168,25 +233,40 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
             )
             if not s.ok:
                 per_node = {q.node_name: s}
-                node_rung_status = s
+                node_status = s
                 blocked_quota = q.name
                 break
-    add(
+
+    ladder: list[dict[str, Any]] = [
+        _rung(FitStage.JOB_QUEUE, admission),
+        _rung(FitStage.QUOTA_ASSIGNMENT, assign, tasksWithoutQuota=missing[:20]),
+        _rung(FitStage.GANG, gang),
+    ]
+    if zone_status is not None and (unbound or not zone_status.ok):
+        ladder.append(_rung(FitStage.ZONE_SELECTION, zone_status, quota=blocked_quota if not zone_status.ok else None))
+    ladder.append(
         _rung(
             FitStage.NODE_PREDICATES,
-            node_rung_status,
-            quota=blocked_quota or None,
+            node_status,
+            quota=(blocked_quota or None) if not node_status.ok else None,
             nodes=summarize(per_node) if per_node else None,
         )
     )
-
+    stopped = any(not r["passed"] for r in ladder)
     waiting = [t.name for t in quota_tasks if not t.node]
-    bind_status = (
-        Status.unschedulable(Reason.WAITING_FOR_BIND, f"{len(waiting)} pod(s) not bound yet by kube-scheduler")
-        if waiting and not stop
-        else Status.merge([])
-    )
-    add(_rung(FitStage.BIND, bind_status, pending=waiting[:20]))
+    if stopped or not waiting:
+        bind_status = ok
+    elif unbound:
+        bind_status = Status.unschedulable(
+            Reason.QUOTA_NOT_BOUND,
+            f"{len(unbound)} quota(s) fit their nodes and are bound by the binder's next cycle",
+        )
+    else:
+        bind_status = Status.unschedulable(
+            Reason.WAITING_FOR_BIND, f"{len(waiting)} pod(s) not bound yet by kube-scheduler"
+        )
+    ladder.append(_rung(FitStage.BIND, bind_status, pending=waiting[:20]))
+    stop = next((r for r in ladder if not r["passed"]), None)
 
     placed = all(t.node for t in tasks) and bool(tasks)
     doc: dict[str, Any] = {
@@ -198,15 +278,13 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
         "topology": job.topology,
         "strictOrder": job.strict_order or None,
         "stage": "Placed" if placed else (stop["stage"] if stop else "Bind"),
+        "reason": stop.get("reason") if stop is not None and not placed else None,
+        "message": stop.get("message") if stop is not None and not placed else None,
         "ladder": ladder,
         "tasks": [_task_row(ssn, t) for t in tasks],
     }
-    if stop is not None:
-        try:
-            reason = Reason(stop.get("reason"))
-            doc["unblock"] = UNBLOCK.get(reason, "")
-        except ValueError:
-            pass
+    if stop is not None and not placed:
+        doc["unblock"] = unblock(str(stop.get("reason") or ""))
     if verdict is not None:
         doc["lastCycle"] = {
             "stage": _STAGE_NAMES[verdict.stage],

@@ -29,6 +29,7 @@ from extender.actions import reclaim as reclaim_action
 from extender.actions.outcome import INLINE, QUOTA, SPOT, FilterOutcome
 from extender.framework.session import Session
 from extender.framework.status import Reason, Status
+from extender.kube.errors import BindConflict, GiveUp, NotFound
 from extender.model.task import ON_NODE, TaskInfo
 from extender.state import ServiceState
 
@@ -136,6 +137,18 @@ def _filter_reply(outcome: FilterOutcome, node_list: dict[str, Any] | None, erro
     }
 
 
+def _error_reply(verb: str, message: str) -> Any:
+    """The verb's own reply type carrying ``message`` (prioritize has no error field: its errors
+    are ignored by kube-scheduler, so it answers an empty list)."""
+    if verb == "filter":
+        return {"Nodes": None, "NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message}
+    if verb == "prioritize":
+        return []
+    if verb == "preempt":
+        return {"NodeNameToMetaVictims": None, "Error": message}
+    return {"Error": message}
+
+
 def _all(names: list[str], status: Status) -> FilterOutcome:
     out = FilterOutcome()
     for n in names:
@@ -160,10 +173,10 @@ def create_app(state: ServiceState) -> FastAPI:
                 try:
                     resp = await fn(request)
                 except BodyTooLarge as exc:
-                    resp = _json({"Error": str(exc)}, 413)
+                    resp = _json(_error_reply(verb, str(exc)), 413)
                 except Exception as exc:  # never a 500 with a stack trace
                     log.exception("%s failed", verb)
-                    resp = _json({"Error": f"internal error in {verb}: {type(exc).__name__}: {exc}"})
+                    resp = _json(_error_reply(verb, f"internal error in {verb}: {type(exc).__name__}: {exc}"))
                 metrics.request_seconds.labels(verb=verb).observe(time.perf_counter() - t0)
                 metrics.requests.labels(verb=verb, code=str(resp.status_code)).inc()
                 return resp
@@ -219,15 +232,7 @@ def create_app(state: ServiceState) -> FastAPI:
             pod = _pod(args)
             names, node_list = _candidates(args)
         except _BadRequest as exc:
-            return _json(
-                {
-                    "Nodes": None,
-                    "NodeNames": None,
-                    "FailedNodes": {},
-                    "FailedAndUnresolvableNodes": {},
-                    "Error": str(exc),
-                }
-            )
+            return _json(_error_reply("filter", str(exc)))
         return _json(_filter_reply(decide(pod, names), node_list))
 
     @app.post("/prioritize", summary="Score candidate nodes 0..10 (ExtenderArgs → HostPriorityList)")
@@ -283,7 +288,7 @@ def create_app(state: ServiceState) -> FastAPI:
             args = _parse(body)
             pod = _pod(args)
         except _BadRequest as exc:
-            return _json({"NodeNameToMetaVictims": None, "Error": str(exc)})
+            return _json(_error_reply("preempt", str(exc)))
         meta = _field(args, "NodeNameToMetaVictims")
         full = _field(args, "NodeNameToVictims")
         proposed: dict[str, list[str]] = {}
@@ -300,7 +305,19 @@ def create_app(state: ServiceState) -> FastAPI:
                     uids.append(uid)
             proposed[node] = uids
             pdb[node] = int(_field(victims or {}, "NumPDBViolations") or 0)
-        if not state.synced() or not_ours(pod):
+        if not_ours(pod):
+            # extenders are shared by every profile: another scheduler's preemption goes through
+            # unchanged (as UIDs, the only form of the reply; never a node without victims)
+            return _json(
+                {
+                    "NodeNameToMetaVictims": {
+                        node: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": pdb.get(node, 0)}
+                        for node, uids in proposed.items()
+                        if uids
+                    }
+                }
+            )
+        if not state.synced():
             return _json({"NodeNameToMetaVictims": {}})
         ssn = Session(state.cache.snapshot(), state.policy)
         task = resolve(ssn, pod)
@@ -397,9 +414,24 @@ async def _bind(state: ServiceState, ns: str, name: str, uid: str, node_name: st
         await state.writer.bind_pod(ns, name, uid, node_name, annotations)
     except Exception as exc:
         cache.forget(uid)
-        return f"binding {ns}/{name} to {node_name} failed: {exc}"
+        return _bind_error(ns, name, node_name, exc)
     state.recent_binds[uid] = node_name
     return ""
+
+
+def _bind_error(ns: str, name: str, node: str, exc: Exception) -> str:
+    """The Binding failed: say what happened and what happens next, for ``kubectl describe pod``."""
+    if isinstance(exc, BindConflict):
+        where = f"already bound to {exc.node}" if exc.node else "being deleted, or re-created with another UID"
+        return f"binding {ns}/{name} to {node} refused: the pod is {where} ({exc})"
+    if isinstance(exc, NotFound):
+        return f"binding {ns}/{name} to {node} failed: the pod no longer exists (deleted while being bound)"
+    if isinstance(exc, GiveUp):
+        return (
+            f"binding {ns}/{name} to {node} failed: the API server kept failing ({exc.last}); "
+            "kube-scheduler retries the pod after its back-off"
+        )
+    return f"binding {ns}/{name} to {node} failed: {type(exc).__name__}: {exc}; kube-scheduler retries the pod"
 
 
 async def _bind_quota_inline(state: ServiceState, quota: str, node: str) -> str:

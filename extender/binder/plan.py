@@ -160,11 +160,18 @@ def plan_writes(cache: ClusterCache, result: CycleResult, *, extra_quotas: Itera
                 {wellknown.ANNO_QUOTA_NAME: intent.quota, wellknown.ANNO_SCHEDULING_REASON: None},
             )
         elif isinstance(intent, ReleaseClaim):
+            # the loser of a race (or a claim that no longer fits) says why it lost its quota,
+            # as the webhook's "no quota at admission" note does; a re-assignment later in the
+            # cycle replaces this patch (ClaimQuota removes the reason again)
             patches[intent.task] = PodPatch(
                 intent.namespace,
                 intent.name,
                 intent.task,
-                {wellknown.ANNO_QUOTA_NAME: None, wellknown.ANNO_QUOTA_NODE: None},
+                {
+                    wellknown.ANNO_QUOTA_NAME: None,
+                    wellknown.ANNO_QUOTA_NODE: None,
+                    wellknown.ANNO_SCHEDULING_REASON: intent.reason or None,
+                },
             )
     final_quotas = dict(cache.quotas)
     final_quotas.update(result.quotas)

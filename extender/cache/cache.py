@@ -387,7 +387,7 @@ class ClusterCache:
             pod_uid=task.uid,
             reason=reason,
             expires_at=self.clock() + self.reservation_ttl,
-            request=task.request,
+            request=quota.governed(task.request),  # what the slot keeps free, as a claim counts it
         )
         self.pending_reservations[quota_name][task.uid] = r
         self.dirty_quotas.add(quota_name)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from extender.framework.status import SUCCESS, Code, Status
@@ -92,6 +92,7 @@ class Ref:
     plugin: str
     weight: float
     pos: int
+    weighted: bool = field(default=False, compare=False)  # a weight was written ("1*binpack" counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +153,7 @@ def parse(text: str) -> Node:
                 raise ExprError(text, np_, f"expected a plugin name after '{value}*' but found {nv!r}")
             if (nxt := peek()) is not None and nxt[1] == "(":
                 raise ExprError(text, np_, "a weight applies to a plugin, not to an operator")
-            return Ref(nv, weight, pos)
+            return Ref(nv, weight, pos, True)
         if kind != "name":
             raise ExprError(text, pos, f"expected an operator or a plugin name but found {value!r}")
         nxt = peek()
@@ -188,6 +189,12 @@ def plugins_of(node: Node) -> list[str]:
     return out
 
 
+def _refs(node: Node) -> list[Ref]:
+    if isinstance(node, Ref):
+        return [node]
+    return [r for a in node.args for r in _refs(a)]
+
+
 def check(text: str, node: Node, kind: Kind, available: Mapping[str, bool]) -> None:
     """Type-check ``node`` for a stage of ``kind``. ``available`` maps each plugin that is
     enabled in the policy to whether it implements this stage."""
@@ -196,7 +203,7 @@ def check(text: str, node: Node, kind: Kind, available: Mapping[str, bool]) -> N
             raise ExprError(text, node.pos, f"plugin {node.plugin!r} is not enabled in this policy")
         if not available[node.plugin]:
             raise ExprError(text, node.pos, f"plugin {node.plugin!r} does not implement this stage")
-        if node.weight != 1.0 and kind not in (Kind.SCORE, Kind.SCORES):
+        if node.weighted and kind not in (Kind.SCORE, Kind.SCORES):
             raise ExprError(text, node.pos, "weights are only allowed in score stages")
         return
     if node.op not in OPERATORS[kind]:
@@ -205,10 +212,10 @@ def check(text: str, node: Node, kind: Kind, available: Mapping[str, bool]) -> N
     seen: set[str] = set()
     for a in node.args:
         check(text, a, kind, available)
-        for p in plugins_of(a):
-            if p in seen:
-                raise ExprError(text, node.pos, f"plugin {p!r} appears twice")
-            seen.add(p)
+        for ref in _refs(a):
+            if ref.plugin in seen:
+                raise ExprError(text, ref.pos, f"plugin {ref.plugin!r} appears twice")
+            seen.add(ref.plugin)
 
 
 # --- compilation -----------------------------------------------------------------------------

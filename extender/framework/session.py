@@ -348,6 +348,8 @@ class Statement:
         task = ssn._mut_task(task_uid)
         if task.quota:
             raise StatementError(f"task {task.key} already claims quota {task.quota}")
+        if task.node:
+            raise StatementError(f"task {task.key} is already on node {task.node}: it cannot claim a quota now")
         quota = ssn._mut_quota(quota_name)
         prev = task.status
         task.transition(TaskStatus.ALLOCATED_TO_QUOTA)
@@ -421,6 +423,8 @@ class Statement:
         self._check_open()
         ssn = self.ssn
         task = ssn._mut_task(task_uid)
+        if task.node:
+            raise StatementError(f"task {task.key} is already on node {task.node}")
         prev_status, prev_node = task.status, task.node
         node = ssn._mut_node(node_name)
         task.transition(TaskStatus.ALLOCATED)
@@ -441,6 +445,9 @@ class Statement:
         task = ssn._mut_task(task_uid)
         if not task.node:
             raise StatementError(f"task {task.key} is not on a node")
+        current = ssn.node(task.node)
+        if current is None or not current.has_task(task_uid):
+            raise StatementError(f"task {task.key} is not accounted on node {task.node}")
         prev = task.status
         task.transition(TaskStatus.RELEASING)
         node = ssn._mut_node(task.node)

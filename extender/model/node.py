@@ -198,9 +198,25 @@ class NodeInfo:
             self.releasing.isub(rec.request)
 
     def update_task(self, task: TaskInfo, *, force: bool = True) -> None:
-        """Re-account a task whose status changed (e.g. Running → Releasing)."""
+        """Re-account a task whose status changed (e.g. Running → Releasing); all or nothing."""
+        old = self.tasks.get(task.uid)
         self.remove_task(task.uid)
-        self.add_task(task, force=force)
+        try:
+            self.add_task(task, force=force)
+        except LedgerError:
+            if old is not None:
+                self._restore(task.uid, old)
+            raise
+
+    def _restore(self, uid: str, rec: NodeTask) -> None:
+        if rec.status is TaskStatus.PIPELINED:
+            self.pipelined.iadd(rec.request)
+        else:
+            self.idle.isub(rec.request)
+            self.used.iadd(rec.request)
+            if rec.status is TaskStatus.RELEASING:
+                self.releasing.iadd(rec.request)
+        self.tasks[uid] = rec
 
     def has_task(self, uid: str) -> bool:
         return uid in self.tasks

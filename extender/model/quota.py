@@ -193,9 +193,7 @@ class QuotaInfo:
         if not force:
             short = self.claim_shortfalls(task.request)
             if short:
-                raise ClaimError(
-                    f"quota {self.name}: task {task.key} does not fit: " + ", ".join(map(str, short))
-                )
+                raise ClaimError(f"quota {self.name}: task {task.key} does not fit: " + ", ".join(map(str, short)))
         request = self.governed(task.request)
         claim = QuotaClaim(task.uid, task.namespace, task.name, task.job, task.index, request, task.created)
         self.claims[task.uid] = claim

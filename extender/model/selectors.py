@@ -293,17 +293,16 @@ def _parse_selector_string(text: str) -> LabelSelector:
                 if need("'('") != "(":
                     raise SelectorError(f"label selector {text!r}: expected '(' after {nxt!r}")
                 values: list[str] = []
-                while True:
-                    v = need("a value or ')'")
-                    if v == ")":
-                        break
-                    if v == ",":
-                        continue
+                while True:  # value (',' value)* ')'
+                    v = need("a value")
                     if not is_word(v):
-                        raise SelectorError(f"label selector {text!r}: unexpected {v!r} in value set")
+                        raise SelectorError(f"label selector {text!r}: expected a value but found {v!r}")
                     values.append(v)
-                if nxt == "in" and not values:
-                    raise SelectorError(f"label selector {text!r}: 'in' needs at least one value")
+                    sep = need("',' or ')'")
+                    if sep == ")":
+                        break
+                    if sep != ",":
+                        raise SelectorError(f"label selector {text!r}: expected ',' or ')' but found {sep!r}")
                 reqs.append(NodeSelectorRequirement(key, "In" if nxt == "in" else "NotIn", tuple(values)))
             else:
                 raise SelectorError(f"label selector {text!r}: unexpected {nxt!r} after key {key!r}")
@@ -313,4 +312,6 @@ def _parse_selector_string(text: str) -> LabelSelector:
             if tokens[i] != ",":
                 raise SelectorError(f"label selector {text!r}: expected ',' but found {tokens[i]!r}")
             i += 1
+            if i == len(tokens):
+                raise SelectorError(f"label selector {text!r}: expected a requirement after ','")
     return LabelSelector((), tuple(reqs))

@@ -77,7 +77,8 @@ class Plugin:
             return (-(q.priority if q is not None else 0),)
 
         def on_event(ev: Event) -> None:
-            if not ready or ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM):
+            # admission depends on claims and on placements (admitted(): a task with a quota or a node)
+            if not ready or ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM, EventKind.ALLOCATE):
                 return
             task = ssn.task(ev.task)
             job = ssn.job(task.job) if task is not None else None

@@ -96,11 +96,13 @@ class Plugin:
                     # a task keeps its reserved place while the node is down (release_quota moves
                     # the quota if the outage lasts); others look for a quota on a working node
                     return Status.unschedulable(Reason.NODE_NOT_READY, f"quota {quota.name} is on {quota.node_name}")
-                for k, v in task.node_selector.items() if node is not None else ():
-                    if node.labels.get(k) != v:
-                        return Status.unresolvable(
-                            Reason.NODE_SELECTOR_MISMATCH, f"quota {quota.name} is on {node.name}, which lacks {k}={v}"
-                        )
+                if node is not None:
+                    for k, v in task.node_selector.items():
+                        if node.labels.get(k) != v:
+                            return Status.unresolvable(
+                                Reason.NODE_SELECTOR_MISMATCH,
+                                f"quota {quota.name} is on {node.name}, which lacks {k}={v}",
+                            )
             elif quota.static_bind_status is not None and not quota.static_bind_status.bound:
                 node = ssn.node(quota.static_bind_status.node_name)
                 if node is None or not node.schedulable():

@@ -35,7 +35,7 @@ from extender.framework.session import Event, EventKind, Session
 from extender.framework.status import SKIP, SUCCESS, Reason, Status
 from extender.model.job import JobInfo
 from extender.model.node import NodeInfo
-from extender.model.quota import QuotaInfo
+from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.resources import format_quantity
 from extender.plugins.topology.zones import (
     ZoneView,
@@ -149,7 +149,13 @@ class Plugin:
             sid = st.shape_ids.get(key)
             if sid is None:
                 sid = st.shape_ids[key] = len(st.shape_ids)
-                st.shape_rep[sid] = quota
+                # a detached, unbound stand-in of the shape: re-checking a node with a quota that
+                # is itself bound there would find room that is not there (has_quota shortcut)
+                rep = quota.clone()
+                rep.name = f"{quota.name}#shape{sid}"
+                rep.node_name = ""
+                rep.phase = QuotaPhase.EMPTY
+                st.shape_rep[sid] = rep
                 st.node_fit[sid] = {}
                 st.stale[sid] = set()
             return sid
