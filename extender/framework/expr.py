@@ -224,10 +224,12 @@ Compiled = Callable[[Mapping[str, Fn]], Fn]
 
 
 def _status_of(fn: Fn, plugin: str) -> Fn:
+    """Stamp the plugin's name on its failures (the hot path: successes pass straight through)."""
+    skip = Code.SKIP
+
     def run(*args: Any) -> Status:
-        s = fn(*args)
-        assert isinstance(s, Status), f"plugin {plugin} returned {s!r}, not a Status"
-        return s if s.ok else s.with_plugin(plugin)
+        s: Status = fn(*args)
+        return s if s.code <= skip else s.with_plugin(plugin)
 
     return run
 

@@ -83,6 +83,8 @@ class _State:
     affinity: defaultdict[str, Counter[ZoneId]] = field(default_factory=lambda: defaultdict(Counter))
     failures: dict[str, Status] = field(default_factory=dict)  # job → why no zone fits
     job_quotas: dict[str, list[str]] = field(default_factory=dict)  # job → its quota names, rank order
+    bound: dict[str, list[str]] = field(default_factory=dict)  # job → its bound quotas' names (until a bind event)
+    ranges: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # quota → rank range
 
 
 def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
@@ -227,7 +229,10 @@ class Plugin:
             return [q for q in (ssn.quota(n) for n in names) if q is not None]
 
         def bound_quotas(job: JobInfo) -> list[QuotaInfo]:
-            return [q for q in job_quotas(job) if q.node_name]
+            names = st.bound.get(job.key)
+            if names is None:
+                names = st.bound[job.key] = [q.name for q in job_quotas(job) if q.node_name]
+            return [q for q in map(ssn.quota, names) if q is not None]
 
         def unbound_quotas(job: JobInfo) -> list[QuotaInfo]:
             return [q for q in job_quotas(job) if not q.node_name]
@@ -400,6 +405,12 @@ class Plugin:
             return by_name.get(choice) if choice is not None else None
 
         def neighbour_range(job: JobInfo, quota: QuotaInfo) -> tuple[int | None, int | None]:
+            hit = st.ranges.get(quota.name)
+            if hit is None:
+                hit = st.ranges[quota.name] = compute_range(job, quota)
+            return hit
+
+        def compute_range(job: JobInfo, quota: QuotaInfo) -> tuple[int | None, int | None]:
             me = ssn.quota_index(quota)
             if me is None:
                 return None, None
@@ -449,6 +460,8 @@ class Plugin:
             if ev.kind in (EventKind.CLAIM, EventKind.UNCLAIM):
                 task = ssn.task(ev.task)
                 if task is not None:
+                    st.ranges.clear()  # claims move quota indices: cheap to rebuild, rare
+                    st.bound.pop(task.job, None)
                     st.job_quotas.pop(task.job, None)
                 return
             if not ready or ev.kind not in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
@@ -460,12 +473,19 @@ class Plugin:
             quota = ssn.quota(ev.quota)
             if zid is not None and quota is not None and zid in st.zone_room:
                 taken = (ev.kind is EventKind.BIND_QUOTA) != ev.undo
-                for names, room in st.zone_room[zid].items():
-                    delta = sum(quota.request.get(r) for r in names)
-                    st.zone_room[zid][names] = room - delta if taken else room + delta
+                rooms = st.zone_room[zid]
+                q = quota.request.q
+                for names in list(rooms):
+                    delta = 0
+                    for r in names:
+                        delta += q.get(r, 0)
+                    rooms[names] += -delta if taken else delta
             job = _job_of_quota(ssn, quota) if quota is not None else None
             if job is None:
                 return
+            st.bound.pop(job.key, None)
+            for name in st.job_quotas.get(job.key, ()):
+                st.ranges.pop(name, None)
             if ev.undo and ev.kind is EventKind.BIND_QUOTA:
                 st.plans.pop(job.key, None)  # discarded: plan again next time
             if job.affinity_key and zid is not None:
