@@ -476,23 +476,10 @@ def test_discover_args_are_real_discover_flags(variant: str) -> None:
             assert ns.lease_namespace == "$(POD_NAMESPACE)" and ns.identity == "$(POD_NAME)"
 
 
-def _serve_registered() -> bool:
-    from extender.cli import COMMANDS
-
-    return "serve" in COMMANDS
-
-
 @pytest.mark.parametrize(
     ("kind", "name", "cname"),
     [
-        pytest.param(
-            "Deployment",
-            "sky-scheduler",
-            "sky-scheduler",
-            marks=pytest.mark.xfail(
-                not _serve_registered(), reason="`serve` is not yet a subcommand of extender/cli.py", strict=False
-            ),
-        ),
+        ("Deployment", "sky-scheduler", "sky-scheduler"),
         ("DaemonSet", "sky-scheduler-roce", "agent"),
         ("Deployment", "sky-scheduler-ib", "collector"),
     ],
