@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import base64
 import copy
+import ssl
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 import orjson
 
 from extender import wellknown
@@ -35,13 +37,34 @@ from extender.emulator.patch import apply_json_patch
 from extender.model.resources import Resource
 from extender.model.selectors import Taint, Toleration, untolerated_taint
 
-__all__ = ["ApiServerStandIn", "Attempt", "KubeSchedulerStandIn", "Kubelet"]
+__all__ = ["ApiServerStandIn", "Attempt", "HttpClient", "KubeSchedulerStandIn", "Kubelet"]
 
 Obj = dict[str, Any]
 
 
+class HttpClient:
+    """JSON over HTTP(S) for the stand-ins (aiohttp: kubernetes-asyncio's own transport)."""
+
+    def __init__(self, *, ca_file: str | Path | None = None, timeout: float = 30.0) -> None:
+        self._ssl = ssl.create_default_context(cafile=str(ca_file)) if ca_file else None
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout))
+
+    async def post_json(self, url: str, body: Any) -> tuple[int, Any]:
+        async with self._session.post(
+            url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}, ssl=self._ssl or True
+        ) as r:
+            raw = await r.read()
+        try:
+            return r.status, orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            return r.status, None
+
+    async def close(self) -> None:
+        await self._session.close()
+
+
 class ApiServerStandIn:
-    def __init__(self, emulator: Emulator, webhook_url: str | None, client: httpx.AsyncClient) -> None:
+    def __init__(self, emulator: Emulator, webhook_url: str | None, client: HttpClient) -> None:
         self.emulator = emulator
         self.webhook_url = webhook_url
         self.client = client
@@ -78,15 +101,11 @@ class ApiServerStandIn:
                 "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
             },
         }
-        r = await self.client.post(
-            f"{self.webhook_url}/mutate/pods?timeout=10s",
-            content=orjson.dumps(review),
-            headers={"Content-Type": "application/json"},
-        )
-        if r.status_code != 200:  # failurePolicy: Ignore — the pod is created unchanged
-            self.warnings.append(f"webhook answered {r.status_code} for {meta.get('name')}")
+        status, doc = await self.client.post_json(f"{self.webhook_url}/mutate/pods?timeout=10s", review)
+        if status != 200 or not isinstance(doc, dict):  # failurePolicy: Ignore — the pod is created unchanged
+            self.warnings.append(f"webhook answered {status} for {meta.get('name')}")
             return pod
-        response = r.json().get("response") or {}
+        response = doc.get("response") or {}
         self.warnings.extend(response.get("warnings") or [])
         if not response.get("allowed", False):
             raise RuntimeError(f"admission denied: {(response.get('status') or {}).get('message')}")
@@ -137,7 +156,7 @@ class KubeSchedulerStandIn:
         self,
         emulator: Emulator,
         extender_url: str,
-        client: httpx.AsyncClient,
+        client: HttpClient,
         *,
         scheduler_name: str = wellknown.SCHEDULER_NAME,
     ) -> None:
@@ -148,12 +167,10 @@ class KubeSchedulerStandIn:
         self.last_failure: dict[str, str] = {}  # pod → why it is still pending (FailedScheduling)
 
     async def _post(self, verb: str, body: Obj) -> Any:
-        r = await self.client.post(
-            f"{self.url}/{verb}", content=orjson.dumps(body), headers={"Content-Type": "application/json"}
-        )
-        if r.status_code != 200:
-            raise RuntimeError(f"failed {verb} with extender at URL {self.url}/{verb}, code {r.status_code}")
-        return r.json()
+        status, doc = await self.client.post_json(f"{self.url}/{verb}", body)
+        if status != 200:
+            raise RuntimeError(f"failed {verb} with extender at URL {self.url}/{verb}, code {status}")
+        return doc
 
     def pending(self) -> list[Obj]:
         pods = [

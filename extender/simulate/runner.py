@@ -25,13 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from extender import wellknown
 from extender.conf import load_policy_text
 from extender.emulator import Emulator
 from extender.settings import ServeSettings
-from extender.simulate.actors import ApiServerStandIn, Kubelet, KubeSchedulerStandIn
+from extender.simulate.actors import ApiServerStandIn, HttpClient, Kubelet, KubeSchedulerStandIn
 from extender.simulate.certs import write_self_signed
 from extender.simulate.cluster import LocalCluster
 from extender.simulate.scenario import JobSpec, Scenario, Step, node_ready_condition, topology_object
@@ -201,7 +199,7 @@ class Simulation:
         )
         self.leaf_of = scenario.leaf_of()
         self._jobs: dict[str, JobSpec] = {}
-        self.client: httpx.AsyncClient | None = None
+        self.client: HttpClient | None = None
         self.apiserver: ApiServerStandIn | None = None
         self.scheduler: KubeSchedulerStandIn | None = None
         self.kubelet: Kubelet | None = None
@@ -221,7 +219,7 @@ class Simulation:
         await self.cluster.start()
         rt = self.cluster.rt
         hook = rt.servers.get("webhook")
-        self.client = httpx.AsyncClient(verify=str(self.tls.ca_file), timeout=30.0)
+        self.client = HttpClient(ca_file=self.tls.ca_file)
         self.apiserver = ApiServerStandIn(self.emulator, hook.url if hook is not None else None, self.client)
         self.scheduler = KubeSchedulerStandIn(self.emulator, rt.servers["extender"].url, self.client)
         self.kubelet = Kubelet(self.emulator)
@@ -230,7 +228,7 @@ class Simulation:
 
     async def stop(self) -> None:
         if self.client is not None:
-            await self.client.aclose()
+            await self.client.close()
         await self.cluster.stop()
         self._tmp.cleanup()
 
