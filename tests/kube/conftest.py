@@ -3,15 +3,13 @@ by small stand-in CRDs (the real CRDs' schemas are not what these tests are abou
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from extender import wellknown
 from extender.emulator import Emulator
-from extender.kube import client as kube_client
 
 
 def stand_in_crd(plural: str, kind: str, *, namespaced: bool, short_names: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -53,25 +51,3 @@ def emu_server() -> Iterator[Emulator]:
     with Emulator(bookmark_interval=0.2) as emu:
         emu.load(STAND_IN_CRDS)
         yield emu
-
-
-@pytest.fixture
-def emu(emu_server: Emulator) -> Iterator[Emulator]:
-    emu_server.faults.clear()
-    emu_server.journal.clear()
-    yield emu_server
-    emu_server.faults.clear()
-
-
-@pytest.fixture
-async def api(emu: Emulator) -> AsyncIterator[Any]:
-    client = kube_client.from_url(emu.url, token=emu.token)
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-def ns(emu: Emulator) -> str:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    emu.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    return name
