@@ -6,6 +6,7 @@ Built by the service (``extender.service``) or by tests; the apps read it per re
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from cachetools import TTLCache
 from extender.binder.loop import BinderLoop, Writer
 from extender.cache.cache import ClusterCache
 from extender.framework.policy import Policy
-from extender.framework.session import JobVerdict
+from extender.framework.session import JobVerdict, Session, Snapshot
 from extender.metrics import Metrics
 
 __all__ = ["ServiceState"]
@@ -39,9 +40,45 @@ class ServiceState:
     clock: Callable[[], float] = time.time
     recent_binds: TTLCache[str, str] = field(init=False)  # pod uid → node, for idempotent retries
     binds_in_flight: dict[str, tuple[str, asyncio.Future[str]]] = field(default_factory=dict)
+    session_reuse_seconds: float = 1.0
+    _snap: Snapshot | None = field(default=None, init=False, repr=False)
+    _ssn: Session | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.recent_binds = _bind_cache(self.clock)
+
+    def snapshot(self) -> Snapshot:
+        """The cache's snapshot for a request's session. Taking one copies the cache's index sets
+        (O(pending jobs)); between two cache changes (same ``generation``) the last one is reused
+        with the current time — the same view, as every change bumps the generation."""
+        cache = self.cache
+        snap = self._snap
+        if snap is None or snap.generation != cache.generation:
+            snap = self._snap = cache.snapshot()
+            return snap
+        return dataclasses.replace(snap, now=cache.clock())
+
+    def session(self) -> Session:
+        """A session for one extender request (read-only: the verbs never run a Statement).
+
+        Opening one binds every plugin's stages (~0.1 ms with the default policy); the last one is
+        reused while the cache has not changed (same ``generation``: every plugin's per-session
+        memo is still true), nothing wrote into it, and it is younger than
+        ``session_reuse_seconds`` (its ``now`` stays that fresh)."""
+        snap = self.snapshot()
+        ssn = self._ssn
+        if (
+            ssn is not None
+            and ssn.snap.generation == snap.generation
+            and 0.0 <= snap.now - ssn.now <= self.session_reuse_seconds
+            and not ssn.intents
+            and not ssn.touched_nodes()
+            and not ssn.touched_quotas()
+            and not ssn.touched_jobs()
+        ):
+            return ssn
+        ssn = self._ssn = Session(snap, self.policy)
+        return ssn
 
     def verdicts(self) -> Mapping[str, JobVerdict]:
         return self.loop.verdicts if self.loop is not None else {}

@@ -20,6 +20,7 @@ Pure decisions over a session; the extender's HTTP verbs call them and perform t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from extender.actions import backfill
@@ -72,37 +73,64 @@ def choose_inline_quota(ssn: Session, task: TaskInfo) -> QuotaInfo | None:
     return result.choice
 
 
+@dataclass(frozen=True, slots=True)
+class Rest:
+    """Every candidate but ``skip`` fails with the same ``message`` (``FailedAndUnresolvableNodes``).
+
+    A pod whose quota is bound may run on one node: the other N−1 candidates all fail the same
+    way. Kept as this one entry instead of an N-entry dict, the extender serialises it straight
+    from the candidate list (building a 5,000-entry dict per request was the filter's largest
+    cost); :func:`expand` gives the dict to whoever wants one."""
+
+    message: str
+    skip: str = ""
+
+
+def expand(out: FilterOutcome, rest: Rest | None, candidates: Sequence[str]) -> FilterOutcome:
+    """``out`` with ``rest`` written into its ``unresolvable`` map."""
+    if rest is not None:
+        merged = dict.fromkeys(candidates, rest.message)
+        merged.pop(rest.skip, None)
+        merged.update(out.unresolvable)
+        out.unresolvable = merged
+    return out
+
+
 def filter_quota_pod(
     ssn: Session,
     task: TaskInfo,
     candidates: Sequence[str],
     verdicts: Mapping[str, JobVerdict],
 ) -> FilterOutcome:
+    return expand(*decide_pod(ssn, task, candidates, verdicts), candidates)
+
+
+def decide_pod(
+    ssn: Session,
+    task: TaskInfo,
+    candidates: Sequence[str],
+    verdicts: Mapping[str, JobVerdict],
+) -> tuple[FilterOutcome, Rest | None]:
+    """The filter decision for a pod of ours: (outcome, the candidates that all fail alike)."""
     job = ssn.job(task.job)
     out = FilterOutcome()
     if task.spot:
-        return backfill.filter_spot_pod(ssn, task, candidates)
+        return backfill.filter_spot_pod(ssn, task, candidates), None
     quota = ssn.quota(task.quota) if task.quota else None
     chosen_inline = False
     if quota is None and not task.quota and is_inline(job, task):
         quota = choose_inline_quota(ssn, task)
         chosen_inline = quota is not None
     if quota is not None and not quota.node_name and is_inline(job, task):
-        return filter_inline(ssn, task, quota, candidates)
+        return filter_inline(ssn, task, quota, candidates), None
     if quota is None or not quota.node_name:
         why = waiting_reason(ssn, task, quota, verdicts.get(task.job))
-        msg = why.message()
-        out.unresolvable = dict.fromkeys(candidates, msg)
         out.quota = quota.name if quota is not None else ""
-        return out
+        return out, Rest(why.message())
     out.quota = quota.name
     home = quota.node_name
-    elsewhere = Status.unresolvable(Reason.QUOTA_BOUND_ELSEWHERE, f"quota {quota.name} is bound to {home}").message()
-    # every candidate but the quota's node fails the same way: one dict built in C, then the
-    # quota's node (if it is a candidate) re-checked and put right
-    out.unresolvable = dict.fromkeys(candidates, elsewhere)
-    if home in out.unresolvable:
-        del out.unresolvable[home]
+    elsewhere = Status.unresolvable(Reason.QUOTA_BOUND_ELSEWHERE, f"quota {quota.name} is bound to {home}")
+    if home in candidates:
         node = ssn.node(home)
         if node is None:
             out.unresolvable[home] = Status.unresolvable(Reason.NODE_NOT_FOUND, home).message()
@@ -112,7 +140,7 @@ def filter_quota_pod(
             out.put(home, _tn_without_quota_check(ssn, task, node))
         else:
             out.put(home, ssn.tn.predicate(task, node))
-    return out
+    return out, Rest(elsewhere.message(), skip=home)
 
 
 def filter_inline(ssn: Session, task: TaskInfo, quota: QuotaInfo, candidates: Sequence[str]) -> FilterOutcome:

@@ -17,11 +17,16 @@ import pytest
 
 from extender import wellknown
 from extender.api.extender import create_app
+from extender.binder.loop import BinderLoop
 from extender.cache.cache import ClusterCache
 from extender.conf import default_policy
+from extender.framework.session import FitStage, JobVerdict
+from extender.framework.status import Reason, Status
+from extender.scheduler import Scheduler
 from extender.servers import AppServer
 from extender.state import ServiceState
 from tests import builders as b
+from tests.extender.wire import RecordingWriter
 
 # Copies of the research note's wire samples (shared/research-notes/samples), verbatim.
 SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "extender"
@@ -227,3 +232,162 @@ async def test_pods_of_other_schedulers_pass_through(client: tuple[httpx.AsyncCl
     doc["Pod"]["spec"]["schedulerName"] = "default-scheduler"
     body = (await c.post("/filter", json=doc)).json()
     assert body["NodeNames"] == NODES
+
+
+async def test_filter_reply_has_the_shape_of_the_research_sample(
+    client: tuple[httpx.AsyncClient, ServiceState],
+) -> None:
+    c, _ = client
+    r = await c.post(
+        "/filter", content=_sample("extender-filter-request.json"), headers={"Content-Type": "application/json"}
+    )
+    assert r.headers["content-type"] == "application/json"
+    sample = json.loads(_sample("extender-filter-reply.json"))
+    body = r.json()
+    assert list(body) == list(sample)  # the same keys in Go's field order, nulls present
+    assert {k: body[k] for k in ("Nodes", "NodeNames", "FailedNodes", "Error")} == {
+        k: sample[k] for k in ("Nodes", "NodeNames", "FailedNodes", "Error")
+    }
+    assert list(body["FailedAndUnresolvableNodes"]) == list(sample["FailedAndUnresolvableNodes"])
+    for node, text in sample["FailedAndUnresolvableNodes"].items():
+        # the sample's words, behind the reason that /diagnose and PodGroup conditions use too
+        assert body["FailedAndUnresolvableNodes"][node] == f"QuotaBoundElsewhere({text})"
+
+
+@pytest.mark.parametrize(
+    ("verdict", "expected"),
+    [
+        (
+            JobVerdict(FitStage.GANG, Status.unschedulable(Reason.WAITING_FOR_GANG, "3/4 quotas bound")),
+            "WaitingForGang(quota q-llama-sft-1 not bound: waiting for gang: 3/4 quotas bound)",
+        ),
+        (
+            JobVerdict(FitStage.ZONE_SELECTION, Status.unschedulable(Reason.NO_ZONE_FITS, "no zone holds 4×1 GPU")),
+            "NoZoneFits(quota q-llama-sft-1 not bound: no zone holds 4×1 GPU)",
+        ),
+        (None, "QuotaNotBound(quota q-llama-sft-1 not bound yet: waiting for the binder)"),
+    ],
+)
+async def test_unbound_quota_reason_is_the_binders_verdict(
+    client: tuple[httpx.AsyncClient, ServiceState], cache: ClusterCache, verdict: JobVerdict | None, expected: str
+) -> None:
+    c, state = client
+    q = b.quota("q-llama-sft-1", gpu=8, hca=8)
+    q["metadata"]["resourceVersion"] = "99"
+    cache.on_quota_update(q, q)
+    loop = BinderLoop(cache, Scheduler(state.policy), RecordingWriter(cache))
+    if verdict is not None:
+        loop.verdicts["ml-research/llama-sft"] = verdict
+    state.loop = loop
+    body = (await c.post("/filter", content=_sample("extender-filter-request.json"))).json()
+    assert body["NodeNames"] == []
+    assert body["FailedNodes"] == {}
+    assert body["FailedAndUnresolvableNodes"] == dict.fromkeys(NODES, expected)
+
+
+async def test_prioritize_answers_the_nodes_form_and_unknown_pods(
+    client: tuple[httpx.AsyncClient, ServiceState], cache: ClusterCache
+) -> None:
+    c, state = client
+    doc = json.loads(_sample("extender-filter-request.json"))
+    doc["Nodes"] = {"metadata": {}, "items": [cache.node_object(n) for n in ("gpu-n00", "gpu-n01")]}
+    doc["NodeNames"] = None
+    assert (await c.post("/prioritize", json=doc)).json() == [
+        {"Host": "gpu-n00", "Score": 0},
+        {"Host": "gpu-n01", "Score": 10},
+    ]
+    doc["Pod"]["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
+    assert (await c.post("/prioritize", json=doc)).json() == [
+        {"Host": "gpu-n00", "Score": 0},
+        {"Host": "gpu-n01", "Score": 0},
+    ]
+    state.synced = lambda: False
+    r = await c.post("/prioritize", content=_sample("extender-filter-request.json"))
+    assert r.json() == [{"Host": n, "Score": 0} for n in NODES]
+    assert (await c.post("/prioritize", content=b"{broken")).json() == []
+
+
+async def test_filter_nodes_form_with_unknown_pod_or_unsynced_cache(
+    client: tuple[httpx.AsyncClient, ServiceState], cache: ClusterCache
+) -> None:
+    c, state = client
+    doc = json.loads(_sample("extender-filter-request.json"))
+    items = [cache.node_object(n) for n in NODES]
+    doc["Nodes"] = {"metadata": {}, "items": items}
+    doc["NodeNames"] = None
+    doc["Pod"]["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
+    body = (await c.post("/filter", json=doc)).json()
+    assert body["NodeNames"] is None and body["Nodes"]["items"] == []
+    assert set(body["FailedAndUnresolvableNodes"]) == set(NODES)
+    assert all(
+        m == "UnknownPod(pod ml-research/llama-sft-worker-1 is not in the scheduler's cache yet)"
+        for m in body["FailedAndUnresolvableNodes"].values()
+    )
+    state.synced = lambda: False
+    body = (await c.post("/filter", json=doc)).json()
+    assert body["Nodes"]["items"] == []
+    assert set(body["FailedAndUnresolvableNodes"].values()) == {
+        "CacheNotSynced(the scheduler is starting; retry in a moment)"
+    }
+
+
+async def test_a_node_list_without_names_is_a_clear_error(client: tuple[httpx.AsyncClient, ServiceState]) -> None:
+    c, _ = client
+    doc = json.loads(_sample("extender-filter-request.json"))
+    doc["Nodes"] = {"metadata": {}, "items": [{"metadata": {}}]}
+    doc["NodeNames"] = None
+    body = (await c.post("/filter", json=doc)).json()
+    assert body == {
+        "Nodes": None,
+        "NodeNames": None,
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {},
+        "Error": "Nodes.items[] without metadata.name",
+    }
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ['a","b', "x\\", "gpu-n01", 'q\\","z', 'ü"', ""],  # quotes, commas, backslashes, unicode
+        ["gpu-n01", "gpu-n02", "gpu-n01"],  # the quota's node listed twice
+        ["gpu-n03", "gpu-n04"],  # the quota's node not a candidate
+        ["gpu-n01"],  # only the quota's node
+        [],
+    ],
+)
+async def test_failure_map_is_exact_json_whatever_the_names(
+    client: tuple[httpx.AsyncClient, ServiceState], names: list[str]
+) -> None:
+    """The unresolvable map is written from the candidate list without a dict: it must still be
+    a JSON object with exactly every other candidate, each with the reason."""
+    c, _ = client
+    doc = json.loads(_sample("extender-filter-request.json"))
+    doc["NodeNames"] = names
+    r = await c.post("/filter", json=doc)
+    body = json.loads(r.content)  # strict JSON
+    assert body["NodeNames"] == (["gpu-n01"] if "gpu-n01" in names else [])
+    assert body["FailedNodes"] == {}
+    assert body["FailedAndUnresolvableNodes"] == {
+        n: "QuotaBoundElsewhere(quota q-llama-sft-1 is bound to gpu-n01)" for n in names if n != "gpu-n01"
+    }
+    assert body["Error"] == ""
+
+
+async def test_a_change_in_the_cache_is_seen_by_the_next_request(
+    client: tuple[httpx.AsyncClient, ServiceState], cache: ClusterCache
+) -> None:
+    """The extender reuses its snapshot and session between requests while the cache does not
+    change: a change must be visible at once."""
+    c, _ = client
+    first = (await c.post("/filter", content=_sample("extender-filter-request.json"))).json()
+    assert first["NodeNames"] == ["gpu-n01"]
+    moved = b.quota("q-llama-sft-1", gpu=8, hca=8, status={"phase": "QuotaBound", "nodeName": "gpu-n02"})
+    moved["metadata"]["resourceVersion"] = "99"
+    cache.on_quota_update(moved, moved)
+    second = (await c.post("/filter", content=_sample("extender-filter-request.json"))).json()
+    assert second["NodeNames"] == ["gpu-n02"]
+    assert (
+        second["FailedAndUnresolvableNodes"]["gpu-n01"]
+        == "QuotaBoundElsewhere(quota q-llama-sft-1 is bound to gpu-n02)"
+    )
