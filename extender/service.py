@@ -22,7 +22,7 @@ from extender.api import extender as extender_api
 from extender.api import ops as ops_api
 from extender.binder.loop import BinderLoop
 from extender.cache.cache import ClusterCache
-from extender.cache.convert import ConvertOptions
+from extender.cache.convert import ConvertOptions, pod_job_key, task_index
 from extender.conf import default_policy, load_policy_file
 from extender.framework.policy import Policy
 from extender.kube import client as kube_client
@@ -81,15 +81,19 @@ class _WebhookHandle:
 
 
 class _CacheHandler:
-    """Adapts informer callbacks to the cache's ``on_<kind>_*`` methods."""
+    """Adapts informer callbacks to the cache's ``on_<kind>_*`` methods (and tells ``seen`` about
+    every new object, for listeners such as the webhook's in-flight registry)."""
 
-    def __init__(self, cache: object, kind: str) -> None:
+    def __init__(self, cache: object, kind: str, seen: Callable[[dict[str, Any]], None] | None = None) -> None:
         self._add = getattr(cache, f"on_{kind}_add")
         self._update = getattr(cache, f"on_{kind}_update")
         self._delete = getattr(cache, f"on_{kind}_delete")
+        self._seen = seen
 
     def on_add(self, obj: dict[str, Any]) -> None:
         self._add(obj)
+        if self._seen is not None:
+            self._seen(obj)
 
     def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         self._update(old, new)
@@ -135,6 +139,7 @@ class Runtime:
         self.loop: BinderLoop | None = None
         self.state: ServiceState | None = None
         self.servers: dict[str, Served] = {}
+        self.webhook_state: WebhookState | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stop = asyncio.Event()
 
@@ -157,7 +162,10 @@ class Runtime:
         self.writer = KubeWriter(self._api, component=wellknown.COMPONENT)
         for resource, kind in INFORMED:
             selector = POD_FIELD_SELECTOR if kind == "pod" else None
-            inf = Informer(self._api, resource, _CacheHandler(self.cache, kind), field_selector=selector, name=kind)
+            seen = self._pod_seen if kind == "pod" else None
+            inf = Informer(
+                self._api, resource, _CacheHandler(self.cache, kind, seen), field_selector=selector, name=kind
+            )
             self.informers.append(inf)
             inf.start()
         ns_informer = Informer(
@@ -200,6 +208,20 @@ class Runtime:
         if serve:
             await self.start_servers()
 
+    def _pod_seen(self, pod: dict[str, Any]) -> None:
+        """A new pod claiming a quota: the webhook stops holding room for it."""
+        if self.webhook_state is None:
+            return
+        meta = pod.get("metadata") or {}
+        quota = (meta.get("annotations") or {}).get(wellknown.ANNO_QUOTA_NAME)
+        if not quota:
+            return
+        ns = str(meta.get("namespace") or "default")
+        job, _group, _has = pod_job_key(pod)
+        labels = meta.get("labels") or {}
+        index = task_index(str(meta.get("name") or ""), labels, meta.get("annotations") or {})
+        self.webhook_state.inflight.arrived(quota=quota, namespace=ns, job=job, index=index)
+
     async def wait_synced(self, timeout: float = 30.0) -> None:
         await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers)), timeout)
 
@@ -214,17 +236,17 @@ class Runtime:
             await srv.start()
             self.servers[name] = srv
         if self.webhook:
+            self.webhook_state = WebhookState(
+                cache=self.cache,
+                policy=self.policy,
+                namespaces=self.namespaces,
+                config=WebhookConfig.from_settings(s),
+                synced=self.synced,
+                metrics=self.metrics,
+                clock=self.cache.clock,
+            )
             hook = WebhookServer(
-                webhook_app.create_app(
-                    WebhookState(
-                        cache=self.cache,
-                        policy=self.policy,
-                        namespaces=self.namespaces,
-                        config=WebhookConfig.from_settings(s),
-                        synced=self.synced,
-                        metrics=self.metrics,
-                    )
-                ),
+                webhook_app.create_app(self.webhook_state),
                 certfile=s.tls_cert_file,
                 keyfile=s.tls_key_file,
                 host=s.webhook_address,

@@ -11,7 +11,9 @@ An entry is dropped when
 
 * the cache shows a pod of that namespace claiming that quota that was not claiming it when the
   entry was made (the informer caught up; the entry's job and task index are preferred when
-  several entries of one quota wait), or
+  several entries of one quota wait) — or a reservation that such a pod left when it was deleted
+  or failed before the next admission looked (a worker crashing right after its start must get
+  its reserved place back, not lose it to its own stale entry), or
 * it expires (the pod was never created: another admission plugin denied it, the client gave up
   — the room is held for at most ``ttl`` seconds), or
 * the quota disappeared from the cache.
@@ -52,7 +54,7 @@ class InFlight:
     fingerprint: str  # identifies the pod across re-invocations of the webhook
     created: float
     expires_at: float
-    known_claims: frozenset[str]  # claim uids the quota had when the entry was made
+    known_claims: frozenset[str]  # claim and reservation pod uids the quota had when the entry was made
 
     @property
     def uid(self) -> str:
@@ -103,7 +105,7 @@ class InFlightRegistry:
             fingerprint=fingerprint,
             created=now,
             expires_at=now + self.ttl,
-            known_claims=frozenset(quota.claims),
+            known_claims=frozenset(quota.claims) | {r.pod_uid for r in quota.reserved},
         )
 
     def add(self, entry: InFlight) -> None:
@@ -125,6 +127,9 @@ class InFlightRegistry:
             if not waiting:
                 continue
             fresh = [c for uid, c in quota.claims.items() if not uid.startswith("inflight:")]
+            # a pod that arrived and was deleted (or failed) again before the next admission left
+            # a reservation: that is as good a sign of arrival as its claim was
+            fresh.extend(_departed(quota))
             if not fresh:
                 out.extend(waiting)
                 continue
@@ -140,11 +145,33 @@ class InFlightRegistry:
             self._entries = {e.seq: e for e in keep}
         return dropped
 
+    def arrived(self, *, quota: str, namespace: str, job: str, index: int | None) -> bool:
+        """A pod claiming ``quota`` was just seen by the informer (even if it ends at once — a pod
+        that succeeds before the next admission never shows up as a claim): drop the entry it
+        accounts for, the same job and task index first. True if one was dropped."""
+        candidates = [e for e in self._entries.values() if e.quota == quota and e.namespace == namespace]
+        if not candidates:
+            return False
+        exact = [e for e in candidates if e.job == job and e.index == index]
+        chosen = min(exact or candidates, key=lambda e: e.seq)
+        del self._entries[chosen.seq]
+        return True
+
     def __len__(self) -> int:
         return len(self._entries)
 
     def __iter__(self) -> Iterator[InFlight]:
         return iter(list(self._entries.values()))
+
+
+def _departed(quota: QuotaInfo) -> list[QuotaClaim]:
+    """The reservations of ``quota`` as the claims their pods held (expired ones included: the
+    pod arrived all the same)."""
+    return [
+        QuotaClaim(r.pod_uid, r.namespace, r.pod_name, r.job, r.index, r.request)
+        for r in quota.reserved
+        if r.pod_uid not in quota.claims
+    ]
 
 
 def _unmatched(entries: list[InFlight], claims: list[QuotaClaim]) -> list[InFlight]:

@@ -163,16 +163,15 @@ def plan_writes(cache: ClusterCache, result: CycleResult, *, extra_quotas: Itera
             # the loser of a race (or a claim that no longer fits) says why it lost its quota,
             # as the webhook's "no quota at admission" note does; a re-assignment later in the
             # cycle replaces this patch (ClaimQuota removes the reason again)
-            patches[intent.task] = PodPatch(
-                intent.namespace,
-                intent.name,
-                intent.task,
-                {
-                    wellknown.ANNO_QUOTA_NAME: None,
-                    wellknown.ANNO_QUOTA_NODE: None,
-                    wellknown.ANNO_SCHEDULING_REASON: intent.reason or None,
-                },
-            )
+            changes: dict[str, str | None] = {
+                wellknown.ANNO_QUOTA_NAME: None,
+                wellknown.ANNO_QUOTA_NODE: None,
+                wellknown.ANNO_SCHEDULING_REASON: intent.reason or None,
+            }
+            queue = _queue_to_keep(cache, result, intent.task)
+            if queue:
+                changes[wellknown.ANNO_QUEUE_NAME] = queue
+            patches[intent.task] = PodPatch(intent.namespace, intent.name, intent.task, changes)
     final_quotas = dict(cache.quotas)
     final_quotas.update(result.quotas)
     # only tasks not yet on a node carry a quota-node annotation to keep current
@@ -197,6 +196,23 @@ def plan_writes(cache: ClusterCache, result: CycleResult, *, extra_quotas: Itera
                 patches[t.uid] = patch
     plan.pods = sorted(patches.values(), key=lambda p: (p.namespace, p.name))
     return plan
+
+
+def _queue_to_keep(cache: ClusterCache, result: CycleResult, uid: str) -> str:
+    """The queue to write down on a pod losing its claim, or "".
+
+    A pod without a PodGroup and without a ``queue-name`` annotation belongs to the queue of the
+    quota it names; once its claim is taken away it would fall into the default queue, where
+    no quota of its own queue is ever offered to it again. So the queue it was in is written
+    down with the removal (a PodGroup's job keeps its queue anyway)."""
+    key = cache.task_job.get(uid)
+    job = (result.jobs.get(key) or cache.jobs.get(key)) if key else None
+    if job is None or job.has_podgroup or not job.queue:
+        return ""
+    obj = cache.pod(uid) or {}
+    if ((obj.get("metadata") or {}).get("annotations") or {}).get(wellknown.ANNO_QUEUE_NAME):
+        return ""
+    return job.queue
 
 
 def stamp(status: dict[str, Any], now: float, phase_changed: bool) -> dict[str, Any]:

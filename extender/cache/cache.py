@@ -120,6 +120,7 @@ class ClusterCache:
         self.assumed: dict[str, Assumed] = {}
         self._waiting_claims: defaultdict[str, set[str]] = defaultdict(set)  # missing quota → pod uids
         self.pending_reservations: dict[str, dict[str, ReservedTask]] = defaultdict(dict)  # quota → uid → r
+        self._reservation_expiry: dict[str, float] = {}  # quota → earliest expiry its status shows
         self.conversion_errors: dict[str, str] = {}  # "Kind/name" → last error (shown by /diagnose)
 
         self.generation = 0
@@ -453,6 +454,10 @@ class ClusterCache:
                     node.remove_quota(name)
             new.claims = old.claims
             new.allocated = old.allocated
+        if new.reserved:
+            self._reservation_expiry[name] = min(r.expires_at for r in new.reserved)
+        else:
+            self._reservation_expiry.pop(name, None)
         pending = self.pending_reservations.get(name, {})
         persisted = {r.pod_uid for r in new.reserved}
         for uid in list(pending):
@@ -481,6 +486,7 @@ class ClusterCache:
         self.quota_touched.pop(name, None)
         self.release_candidates.discard(name)
         self.pending_reservations.pop(name, None)
+        self._reservation_expiry.pop(name, None)
         if q is None:
             return
         if q.node_name:
@@ -717,9 +723,29 @@ class ClusterCache:
         )
 
     def take_dirty_quotas(self) -> set[str]:
-        """Quotas whose derived status may differ from the API since the last call."""
+        """Quotas whose derived status may differ from the API since the last call (the binder
+        calls this every cycle: quotas whose status shows an expired reservation are among them)."""
+        self._expire_reservations(self.clock())
         out, self.dirty_quotas = self.dirty_quotas, set()
         return {q for q in out if q in self.quotas}
+
+    def _expire_reservations(self, now: float) -> None:
+        """Expired reservations leave the status every cycle (seed 2.4 ②), also of a quota that
+        nothing else changes (still claimed, or statically bound). Judged on what the status
+        *shows*, so a write that raced the expiry is simply redone next cycle."""
+        for name, expiry in self._reservation_expiry.items():
+            if expiry <= now:
+                self.dirty_quotas.add(name)
+        for name, pending in self.pending_reservations.items():
+            gone = {uid for uid, r in pending.items() if r.expired(now)}
+            if not gone:
+                continue
+            for uid in gone:  # expired before it was ever written
+                del pending[uid]
+            q = self.quotas.get(name)
+            if q is not None:
+                q.reserved = tuple(r for r in q.reserved if r.pod_uid not in gone)
+            self.dirty_quotas.add(name)
 
     def check(self) -> None:
         """Verify every node ledger and every quota's claim sum (raises on drift)."""
