@@ -28,13 +28,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from extender import wellknown  # noqa: E402
-from extender.binder.plan import plan_writes  # noqa: E402
-from extender.cache.cache import ClusterCache  # noqa: E402
-from extender.conf import default_policy  # noqa: E402
-from extender.model.quota import QuotaPhase  # noqa: E402
-from extender.scheduler import Scheduler  # noqa: E402
-from tests import builders as b  # noqa: E402
+from extender import wellknown
+from extender.binder.plan import plan_writes
+from extender.cache.cache import ClusterCache
+from extender.conf import default_policy
+from extender.model.quota import QuotaPhase
+from extender.scheduler import Scheduler
+from tests import builders as b
 
 
 def build(nodes: int, leaves: int, jobs: int, workers: int) -> ClusterCache:

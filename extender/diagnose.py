@@ -36,15 +36,6 @@ from extender.model.task import ON_NODE, TaskInfo
 
 __all__ = ["UNBLOCK", "diagnose_job", "diagnose_pod", "unblock"]
 
-_STAGE_NAMES = {
-    FitStage.JOB_QUEUE: "JobQueue",
-    FitStage.QUOTA_ASSIGNMENT: "QuotaAssignment",
-    FitStage.GANG: "Gang",
-    FitStage.ZONE_SELECTION: "ZoneSelection",
-    FitStage.NODE_PREDICATES: "NodePredicates",
-    FitStage.BIND: "Bind",
-}
-
 UNBLOCK: dict[Reason, str] = {
     Reason.JOB_BLOCKED_BY_JOB_QUEUE: "open the JobQueue that selects the job, or raise its maxRunningJobs",
     Reason.QUEUE_CLOSED: "open the job's Queue (spec.state: Open)",
@@ -100,7 +91,7 @@ def unblock(reason: str) -> str:
 
 
 def _rung(stage: FitStage, status: Status, **extra: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"stage": _STAGE_NAMES[stage], "passed": status.ok}
+    out: dict[str, Any] = {"stage": stage.label, "passed": status.ok}
     if not status.ok:
         out["reason"] = status.reason.value if status.reason else "Unknown"
         out["message"] = status.message()
@@ -287,7 +278,7 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
         doc["unblock"] = unblock(str(stop.get("reason") or ""))
     if verdict is not None:
         doc["lastCycle"] = {
-            "stage": _STAGE_NAMES[verdict.stage],
+            "stage": verdict.stage.label,
             "reason": verdict.status.reason.value if verdict.status.reason else None,
             "message": verdict.status.message(),
             "quota": verdict.quota or None,

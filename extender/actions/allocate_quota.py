@@ -42,6 +42,21 @@ class AllocateQuotaArgs(ArgsModel):
 Args = AllocateQuotaArgs
 
 
+def admissible(ssn: Session, job: JobInfo) -> bool:
+    """The job may move now (gang complete, no back-off, JobQueue and Queue admit it); else its
+    verdict says why — also for gangs whose pods all hold quotas, which allocate_job skips."""
+    status = ssn.stages.valid(job)
+    if not status.ok:
+        stage = FitStage.JOB_QUEUE if status.reason is Reason.BACKOFF else FitStage.GANG
+        ssn.verdict(job.key, stage, status)
+        return False
+    status = ssn.stages.enqueueable(job)
+    if not status.ok:
+        ssn.verdict(job.key, FitStage.JOB_QUEUE, status)
+        return False
+    return True
+
+
 def job_quotas(ssn: Session, job: JobInfo) -> list[QuotaInfo]:
     """The quotas a job's alive tasks claim, in rank order (smallest task index first)."""
     names = {t.quota for t in job.alive_tasks() if t.quota}
@@ -120,7 +135,7 @@ class Action:
             if quotas:
                 jobs.append(job)
         for job in ordered_jobs(ssn, jobs):
-            if not ssn.stages.valid(job).ok or not ssn.stages.enqueueable(job).ok:
+            if not admissible(ssn, job):
                 continue
             quotas = [q for q in job_quotas(ssn, job) if not q.node_name]
             bind_job_quotas(ssn, job, quotas, None, rank_ordered=False, stop_after=stop_after)

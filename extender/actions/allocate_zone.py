@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-from extender.actions.allocate_quota import bind_job_quotas, job_quotas
+from extender.actions.allocate_quota import admissible, bind_job_quotas, job_quotas
 from extender.framework.ordering import ordered_jobs
 from extender.framework.plugin import NoArgs
 from extender.framework.session import FitStage, Session
@@ -55,7 +55,7 @@ class Action:
                 continue
             jobs.append(job)
         for job in ordered_jobs(ssn, jobs):
-            if not ssn.stages.valid(job).ok or not ssn.stages.enqueueable(job).ok:
+            if not admissible(ssn, job):
                 continue
             quotas = [q for q in job_quotas(ssn, job) if not q.node_name]
             bind_job_quotas(

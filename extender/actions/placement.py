@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from extender.framework.pipeline import Placement, place
 from extender.framework.session import Session
-from extender.framework.status import Code, Reason, Status
+from extender.framework.status import Code, Reason, Status, aggregate
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
@@ -62,5 +62,5 @@ def place_quota(
             )
             changed = True
     if changed:
-        result.status = Status.merge(result.failures.values())
+        result.status = aggregate(result.failures)
     return result

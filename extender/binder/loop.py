@@ -206,7 +206,7 @@ class BinderLoop:
     async def _post_outcomes(self, result: CycleResult) -> None:
         tasks: list[Awaitable[Any]] = []
         for key, verdict in result.verdicts.items():
-            msg = f"{verdict.stage.name.lower()}: {verdict.status.message()}"
+            msg = f"{verdict.stage.label}: {verdict.status.message()}"
             if self._posted.get(key) == msg:
                 continue
             self._posted[key] = msg
@@ -279,7 +279,7 @@ class BinderLoop:
                 "type": "Unschedulable",
                 "status": "True",
                 "reason": verdict.status.reason.value if verdict.status.reason else "Unschedulable",
-                "message": f"{verdict.stage.name.lower()}: {verdict.status.message()}",
+                "message": f"{verdict.stage.label}: {verdict.status.message()}",
             }
         phase = job.phase.value
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from extender.framework.stages import BoundBundle
-from extender.framework.status import SUCCESS, Reason, Status
+from extender.framework.status import SUCCESS, Reason, Status, aggregate
 
 __all__ = ["Placement", "adaptive_stop_after", "place"]
 
@@ -79,7 +79,7 @@ def place(
             break
     if not feasible:
         if failures:
-            status = Status.merge(failures.values())
+            status = aggregate(failures)
         else:
             status = Status.unresolvable(Reason.NODE_NOT_FOUND, "no candidates")
         return Placement(None, status, failures, evaluated=evaluated)

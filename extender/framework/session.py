@@ -103,6 +103,11 @@ class FitStage(enum.IntEnum):
     NODE_PREDICATES = 5
     BIND = 6
 
+    @property
+    def label(self) -> str:
+        """The rung's name as /diagnose, PodGroup conditions and Events spell it (``ZoneSelection``)."""
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
 
 @dataclass(slots=True)
 class JobVerdict:

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["SKIP", "SUCCESS", "Code", "Failure", "Reason", "Status", "summarize"]
+__all__ = ["SKIP", "SUCCESS", "Code", "Failure", "Reason", "Status", "aggregate", "summarize"]
 
 
 class Code(enum.IntEnum):
@@ -149,6 +149,34 @@ class Status:
 
 SUCCESS = Status(Code.SUCCESS)
 SKIP = Status(Code.SKIP)
+
+
+def aggregate(per_target: Mapping[str, Status], *, limit: int = 6) -> Status:
+    """One status for "no target fits", readable at any cluster size: failures that repeat are
+    counted (``InsufficientQuotaIdle(3 nodes: nvidia.com/gpu 8 > 7)``), at most ``limit`` kinds are
+    listed, the rest counted per reason."""
+    code = Code.SUCCESS
+    groups: dict[tuple[Reason, str, str], int] = {}
+    for status in per_target.values():
+        if status.ok:
+            continue
+        code = max(code, status.code)
+        for f in status.failures:
+            key = (f.reason, f.detail, f.plugin)
+            groups[key] = groups.get(key, 0) + 1
+    if code == Code.SUCCESS:
+        return SUCCESS
+    ranked = sorted(groups.items(), key=lambda kv: (-kv[1], kv[0][0].value, kv[0][1]))
+    failures = []
+    for (reason, detail, plugin), n in ranked[:limit]:
+        text = f"{n} nodes: {detail}" if n > 1 and detail else (f"{n} nodes" if n > 1 else detail)
+        failures.append(Failure(reason, text, plugin))
+    rest: dict[Reason, int] = {}
+    for (reason, _detail, _plugin), n in ranked[limit:]:
+        rest[reason] = rest.get(reason, 0) + n
+    for reason, n in sorted(rest.items(), key=lambda kv: -kv[1]):
+        failures.append(Failure(reason, f"{n} more node{'s' if n != 1 else ''}"))
+    return Status(code, tuple(failures))
 
 
 def summarize(per_node: Mapping[str, Status], *, limit: int = 6) -> list[str]:
