@@ -387,18 +387,18 @@ async def run_phase(post: Callable[[int, bytes], Awaitable[None]], docs: list[by
 async def client_main(args: argparse.Namespace) -> dict[str, Any]:
     import httpx
 
-    from tests.webhooks.tls import make_tls
+    from extender.simulate.certs import write_self_signed
 
     with tempfile.TemporaryDirectory() as tmp:
-        tls = make_tls(Path(tmp))
+        tls = write_self_signed(Path(tmp))
         child = await asyncio.create_subprocess_exec(
             sys.executable,
             __file__,
             "--serve",
             "--cert",
-            str(tls.cert),
+            str(tls.cert_file),
             "--key",
-            str(tls.key),
+            str(tls.key_file),
             "--nodes",
             str(args.nodes),
             "--quotas",
@@ -419,7 +419,7 @@ async def client_main(args: argparse.Namespace) -> dict[str, Any]:
                 raise RuntimeError("the benchmark server exited before it started")
             info = json.loads(line)
             port = info.pop("port")
-            ctx = ssl.create_default_context(cafile=str(tls.ca))
+            ctx = ssl.create_default_context(cafile=str(tls.ca_file))
             counter = itertools.count(1_000_000)
             out: dict[str, Any] = {"gc_freeze": args.gc_freeze, **info}
 

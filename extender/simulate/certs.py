@@ -30,13 +30,23 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def write_self_signed(directory: Path, *, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> TLSFiles:
+def write_self_signed(
+    directory: Path,
+    *,
+    hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
+    ca_name: str = "sky-scheduler local CA",
+) -> TLSFiles:
+    """Write ``ca.crt``, ``tls.crt`` and ``tls.key`` (EC P-256) into ``directory``.
+
+    ``hosts`` become the serving certificate's subject alternative names (IP addresses where
+    they parse as one, DNS names otherwise); the first one is also its common name.
+    """
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (
         x509.CertificateBuilder()
-        .subject_name(_name("sky-scheduler local CA"))
-        .issuer_name(_name("sky-scheduler local CA"))
+        .subject_name(_name(ca_name))
+        .issuer_name(_name(ca_name))
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -56,6 +66,7 @@ def write_self_signed(directory: Path, *, hosts: tuple[str, ...] = ("127.0.0.1",
             ),
             critical=True,
         )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
@@ -67,7 +78,7 @@ def write_self_signed(directory: Path, *, hosts: tuple[str, ...] = ("127.0.0.1",
             sans.append(x509.DNSName(h))
     cert = (
         x509.CertificateBuilder()
-        .subject_name(_name("sky-scheduler webhook"))
+        .subject_name(_name(hosts[0]))
         .issuer_name(ca.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -76,6 +87,7 @@ def write_self_signed(directory: Path, *, hosts: tuple[str, ...] = ("127.0.0.1",
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     directory.mkdir(parents=True, exist_ok=True)

@@ -23,8 +23,8 @@ from extender.cache.convert import format_time
 from extender.conf import default_policy
 from extender.framework.policy import Policy
 from extender.metrics import Metrics
+from extender.simulate.certs import TLSFiles
 from tests import builders as b
-from tests.webhooks.tls import TlsFiles
 from webhooks.app import MUTATE_PATH, create_app
 from webhooks.namespaces import NamespaceLabelStore
 from webhooks.server import WebhookServer
@@ -250,8 +250,8 @@ class Admission:
         return self.annotations.get(wellknown.ANNO_SCHEDULING_REASON)
 
 
-def ca_context(tls: TlsFiles) -> ssl.SSLContext:
-    return ssl.create_default_context(cafile=str(tls.ca))
+def ca_context(tls: TLSFiles) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(tls.ca_file))
 
 
 class Hook:
@@ -284,8 +284,8 @@ class Hook:
 
 
 @asynccontextmanager
-async def serve(state: WebhookState, tls: TlsFiles, *, max_connections: int = 100) -> AsyncIterator[Hook]:
-    server = WebhookServer(create_app(state), certfile=tls.cert, keyfile=tls.key, host="127.0.0.1", port=0)
+async def serve(state: WebhookState, tls: TLSFiles, *, max_connections: int = 100) -> AsyncIterator[Hook]:
+    server = WebhookServer(create_app(state), certfile=tls.cert_file, keyfile=tls.key_file, host="127.0.0.1", port=0)
     port = await server.start()
     try:
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)

@@ -12,9 +12,9 @@ import pytest
 from extender import wellknown
 from extender.model.quota import QuotaClaim, QuotaInfo
 from extender.model.resources import Resource
+from extender.simulate.certs import TLSFiles
 from tests import builders as b
 from tests.webhooks import helpers as h
-from tests.webhooks.tls import TlsFiles
 from webhooks.inflight import InFlightRegistry
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +36,7 @@ def created(a: h.Admission, name: str | None = None) -> dict[str, Any]:
     return pod
 
 
-async def test_fifty_concurrent_admissions_share_ten_quotas_exactly(tls: TlsFiles) -> None:
+async def test_fifty_concurrent_admissions_share_ten_quotas_exactly(tls: TLSFiles) -> None:
     objs: list[dict[str, Any]] = [b.node(f"N{i}") for i in range(4)]
     objs += [b.quota(f"q-{i:02d}", gpu=1, hca=1) for i in range(10)]
     state = h.make_state(objs)
@@ -61,7 +61,7 @@ async def test_fifty_concurrent_admissions_share_ten_quotas_exactly(tls: TlsFile
     assert len(state.inflight) == 10
 
 
-async def test_an_entry_is_dropped_when_the_cache_shows_the_pod_and_nothing_is_counted_twice(tls: TlsFiles) -> None:
+async def test_an_entry_is_dropped_when_the_cache_shows_the_pod_and_nothing_is_counted_twice(tls: TLSFiles) -> None:
     state = h.make_state([b.node("N0"), b.quota("q-2gpu", gpu=2, hca=2)])
     cache = h.cache_of(state)
     async with h.serve(state, tls) as hook:
@@ -75,7 +75,7 @@ async def test_an_entry_is_dropped_when_the_cache_shows_the_pod_and_nothing_is_c
     assert third.quota is None
 
 
-async def test_an_entry_holds_the_room_until_it_expires(tls: TlsFiles) -> None:
+async def test_an_entry_holds_the_room_until_it_expires(tls: TLSFiles) -> None:
     clock = h.Clock()
     state = h.make_state([b.node("N0"), b.quota("q-0")], clock=clock)
     async with h.serve(state, tls) as hook:
@@ -90,7 +90,7 @@ async def test_an_entry_holds_the_room_until_it_expires(tls: TlsFiles) -> None:
     assert [e.name for e in state.inflight] == ["c"]
 
 
-async def test_claims_that_existed_before_the_admission_do_not_drop_its_entry(tls: TlsFiles) -> None:
+async def test_claims_that_existed_before_the_admission_do_not_drop_its_entry(tls: TLSFiles) -> None:
     objs = [
         b.node("N0"),
         b.quota("q-3", gpu=3, hca=3, status=h.bound("N0")),
@@ -112,7 +112,7 @@ async def test_claims_that_existed_before_the_admission_do_not_drop_its_entry(tl
     assert len(state.inflight) == 2
 
 
-async def test_a_dry_run_leaves_the_registry_untouched_even_when_entries_are_stale(tls: TlsFiles) -> None:
+async def test_a_dry_run_leaves_the_registry_untouched_even_when_entries_are_stale(tls: TLSFiles) -> None:
     clock = h.Clock()
     state = h.make_state([b.node("N0"), b.quota("q-0"), b.quota("q-1")], clock=clock)
     async with h.serve(state, tls) as hook:

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from extender import wellknown
+from extender.simulate.certs import TLSFiles
 from tests import builders as b
 from tests.webhooks import helpers as h
-from tests.webhooks.tls import TlsFiles
 
 pytestmark = pytest.mark.anyio
 
@@ -21,7 +21,7 @@ def nodes(n: int = 4) -> list[dict[str, Any]]:
 
 
 # --- required ---------------------------------------------------------------------------------
-async def test_a_pod_naming_a_quota_that_fits_keeps_it_even_when_another_tier_would_win(tls: TlsFiles) -> None:
+async def test_a_pod_naming_a_quota_that_fits_keeps_it_even_when_another_tier_would_win(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-a-bound", status=h.bound("N0")), b.quota("q-z-free")]
     state = h.make_state(objs)
     async with h.serve(state, tls) as hook:
@@ -32,7 +32,7 @@ async def test_a_pod_naming_a_quota_that_fits_keeps_it_even_when_another_tier_wo
     assert len(state.inflight) == 1  # its room is held while the informer catches up
 
 
-async def test_a_pod_naming_a_missing_quota_keeps_the_name_and_records_why(tls: TlsFiles) -> None:
+async def test_a_pod_naming_a_missing_quota_keeps_the_name_and_records_why(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-free")]
     state = h.make_state(objs)
     async with h.serve(state, tls) as hook:
@@ -47,7 +47,7 @@ async def test_a_pod_naming_a_missing_quota_keeps_the_name_and_records_why(tls: 
     assert len(state.inflight) == 0
 
 
-async def test_a_pod_naming_a_full_quota_keeps_it_and_records_why(tls: TlsFiles) -> None:
+async def test_a_pod_naming_a_full_quota_keeps_it_and_records_why(tls: TLSFiles) -> None:
     objs = [
         *nodes(),
         b.quota("q-full", status=h.bound("N0")),
@@ -61,7 +61,7 @@ async def test_a_pod_naming_a_full_quota_keeps_it_and_records_why(tls: TlsFiles)
     assert a.reason is not None and a.reason.startswith("InsufficientQuota(quota q-full: nvidia.com/gpu 1 > 0")
 
 
-async def test_a_pod_naming_a_quota_of_another_queue_keeps_it_and_records_why(tls: TlsFiles) -> None:
+async def test_a_pod_naming_a_quota_of_another_queue_keeps_it_and_records_why(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-prod", queue="prod"), b.quota("q-research")]
     state = h.make_state(objs)
     async with h.serve(state, tls) as hook:
@@ -98,7 +98,7 @@ def reserved_world() -> list[dict[str, Any]]:
     ]
 
 
-async def test_a_restarted_task_inherits_the_reservation_of_its_job_and_index(tls: TlsFiles) -> None:
+async def test_a_restarted_task_inherits_the_reservation_of_its_job_and_index(tls: TLSFiles) -> None:
     state = h.make_state(reserved_world())
     async with h.serve(state, tls) as hook:
         a = await hook.pod(
@@ -108,7 +108,7 @@ async def test_a_restarted_task_inherits_the_reservation_of_its_job_and_index(tl
     assert a.response["auditAnnotations"]["tier"] == "reserved"
 
 
-async def test_another_index_of_the_same_job_does_not_take_the_reserved_place(tls: TlsFiles) -> None:
+async def test_another_index_of_the_same_job_does_not_take_the_reserved_place(tls: TLSFiles) -> None:
     state = h.make_state(reserved_world())
     async with h.serve(state, tls) as hook:
         a = await hook.pod(
@@ -117,7 +117,7 @@ async def test_another_index_of_the_same_job_does_not_take_the_reserved_place(tl
     assert a.quota == "q-a"  # the bound tier; q-r's only slot is held for index 2
 
 
-async def test_a_pod_inherits_a_reservation_by_inherit_resource_from(tls: TlsFiles) -> None:
+async def test_a_pod_inherits_a_reservation_by_inherit_resource_from(tls: TLSFiles) -> None:
     state = h.make_state(reserved_world())
     pod = h.admission_pod(
         "new-7",
@@ -135,7 +135,7 @@ async def test_a_pod_inherits_a_reservation_by_inherit_resource_from(tls: TlsFil
 
 
 # --- bound / static ---------------------------------------------------------------------------
-async def test_a_bound_quota_on_the_node_of_the_siblings_is_preferred(tls: TlsFiles) -> None:
+async def test_a_bound_quota_on_the_node_of_the_siblings_is_preferred(tls: TLSFiles) -> None:
     objs = [
         *nodes(),
         b.podgroup("train", namespace=NS, min_member=2),
@@ -154,7 +154,7 @@ async def test_a_bound_quota_on_the_node_of_the_siblings_is_preferred(tls: TlsFi
     assert lone.quota == "q-a"  # no siblings anywhere: the tie goes to the first by name
 
 
-async def test_siblings_admitted_a_moment_ago_count_before_the_informer_shows_them(tls: TlsFiles) -> None:
+async def test_siblings_admitted_a_moment_ago_count_before_the_informer_shows_them(tls: TLSFiles) -> None:
     objs = [
         *nodes(),
         b.podgroup("train", namespace=NS, min_member=3),
@@ -172,7 +172,7 @@ async def test_siblings_admitted_a_moment_ago_count_before_the_informer_shows_th
     assert second.quota == "q-b"  # N1, where the in-flight sibling's quota is, not q-a on N0
 
 
-async def test_a_statically_bound_quota_beats_a_free_one(tls: TlsFiles) -> None:
+async def test_a_statically_bound_quota_beats_a_free_one(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-a-free"), b.quota("q-b-static", static_bind_node="N2")]
     state = h.make_state(objs)
     async with h.serve(state, tls) as hook:
@@ -182,7 +182,7 @@ async def test_a_statically_bound_quota_beats_a_free_one(tls: TlsFiles) -> None:
 
 
 # --- free, shared queues, affinity ------------------------------------------------------------
-async def test_a_free_quota_of_the_queue_is_taken_when_nothing_better_exists(tls: TlsFiles) -> None:
+async def test_a_free_quota_of_the_queue_is_taken_when_nothing_better_exists(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-other", queue="prod"), b.quota("q-x"), b.quota("q-y")]
     state = h.make_state(objs)
     async with h.serve(state, tls) as hook:
@@ -191,7 +191,7 @@ async def test_a_free_quota_of_the_queue_is_taken_when_nothing_better_exists(tls
     assert a.response["auditAnnotations"]["tier"] == "free"
 
 
-async def test_a_quota_shared_with_the_queue_is_used(tls: TlsFiles) -> None:
+async def test_a_quota_shared_with_the_queue_is_used(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-prod", queue="prod", shared_queues=["research"]), b.quota("q-dev", queue="dev")]
     state = h.make_state(objs)
     async with h.serve(state, tls) as hook:
@@ -202,7 +202,7 @@ async def test_a_quota_shared_with_the_queue_is_used(tls: TlsFiles) -> None:
     assert dev.reason == "NoQuota(queue ops has no quota with room left)"
 
 
-async def test_pod_to_quota_affinity_is_respected(tls: TlsFiles) -> None:
+async def test_pod_to_quota_affinity_is_respected(tls: TLSFiles) -> None:
     team_a_only = {"podAffinity": {"podSelector": {"matchLabels": {"team": "a"}}}}
     objs = [*nodes(), b.quota("q-1-team-a", affinity=team_a_only), b.quota("q-2")]
     state = h.make_state(objs)
@@ -215,7 +215,7 @@ async def test_pod_to_quota_affinity_is_respected(tls: TlsFiles) -> None:
     assert member.quota == "q-1-team-a"
 
 
-async def test_the_queue_of_the_podgroup_decides_for_a_group_pod(tls: TlsFiles) -> None:
+async def test_the_queue_of_the_podgroup_decides_for_a_group_pod(tls: TLSFiles) -> None:
     objs = [
         *nodes(),
         b.podgroup("g", namespace=NS, queue="prod"),
@@ -228,7 +228,7 @@ async def test_the_queue_of_the_podgroup_decides_for_a_group_pod(tls: TlsFiles) 
     assert a.quota == "q-prod"
 
 
-async def test_a_lone_pod_without_a_queue_annotation_uses_the_default_queue(tls: TlsFiles) -> None:
+async def test_a_lone_pod_without_a_queue_annotation_uses_the_default_queue(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-research"), b.quota("q-default", queue="default")]
     state = h.make_state(objs)
     async with h.serve(state, tls) as hook:
@@ -237,7 +237,7 @@ async def test_a_lone_pod_without_a_queue_annotation_uses_the_default_queue(tls:
 
 
 # --- no quota ---------------------------------------------------------------------------------
-async def test_no_room_left_admits_the_pod_with_the_reason_recorded(tls: TlsFiles) -> None:
+async def test_no_room_left_admits_the_pod_with_the_reason_recorded(tls: TLSFiles) -> None:
     objs = [
         *nodes(),
         b.quota("q-0", status=h.bound("N0")),
@@ -258,7 +258,7 @@ async def test_no_room_left_admits_the_pod_with_the_reason_recorded(tls: TlsFile
     assert len(state.inflight) == 0
 
 
-async def test_quotas_that_all_refuse_the_pod_are_summarised_by_reason(tls: TlsFiles) -> None:
+async def test_quotas_that_all_refuse_the_pod_are_summarised_by_reason(tls: TLSFiles) -> None:
     team_b_only = {"podAffinity": {"podSelector": {"matchLabels": {"team": "b"}}}}
     objs = [
         *nodes(),
@@ -274,7 +274,7 @@ async def test_quotas_that_all_refuse_the_pod_are_summarised_by_reason(tls: TlsF
     )
 
 
-async def test_a_job_held_by_a_closed_jobqueue_gets_no_quota(tls: TlsFiles) -> None:
+async def test_a_job_held_by_a_closed_jobqueue_gets_no_quota(tls: TLSFiles) -> None:
     objs = [
         *nodes(),
         b.podgroup("llm-1", namespace=NS, labels={"team": "llm"}),
@@ -289,7 +289,7 @@ async def test_a_job_held_by_a_closed_jobqueue_gets_no_quota(tls: TlsFiles) -> N
     assert a.annotations[wellknown.ANNO_TASK_INDEX] == "0"
 
 
-async def test_a_previous_reason_is_removed_when_a_quota_is_found(tls: TlsFiles) -> None:
+async def test_a_previous_reason_is_removed_when_a_quota_is_found(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-0")]
     state = h.make_state(objs)
     pod = h.admission_pod(
@@ -304,7 +304,7 @@ async def test_a_previous_reason_is_removed_when_a_quota_is_found(tls: TlsFiles)
     assert {"op": "remove", "path": "/metadata/annotations/scheduling.infini-ai.com~1scheduling-reason"} in a.ops
 
 
-async def test_before_the_cache_is_synced_pods_get_no_quota_and_a_warning(tls: TlsFiles) -> None:
+async def test_before_the_cache_is_synced_pods_get_no_quota_and_a_warning(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-0")]
     state = h.make_state(objs, synced=False, namespaces={"team": {wellknown.LABEL_INJECT: "enabled"}})
     async with h.serve(state, tls) as hook:
@@ -319,7 +319,7 @@ async def test_before_the_cache_is_synced_pods_get_no_quota_and_a_warning(tls: T
     assert len(state.inflight) == 0
 
 
-async def test_a_spot_pod_gets_no_quota(tls: TlsFiles) -> None:
+async def test_a_spot_pod_gets_no_quota(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-0")]
     state = h.make_state(objs)
     pod = h.admission_pod("spot-1", namespace=NS, gpu=None, hca=None, extra={wellknown.RESOURCE_SPOT_GPU: "1"})

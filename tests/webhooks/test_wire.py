@@ -13,9 +13,9 @@ import pytest
 
 from extender import wellknown
 from extender.metrics import Metrics
+from extender.simulate.certs import TLSFiles
 from tests import builders as b
 from tests.webhooks import helpers as h
-from tests.webhooks.tls import TlsFiles
 from webhooks.state import WebhookConfig
 
 pytestmark = pytest.mark.anyio
@@ -56,7 +56,7 @@ def small_cluster(quotas: int = 3) -> list[dict[str, Any]]:
 
 
 # --- the sample, verbatim -------------------------------------------------------------------------
-async def test_the_sample_review_gets_exactly_the_sample_response(tls: TlsFiles) -> None:
+async def test_the_sample_review_gets_exactly_the_sample_response(tls: TLSFiles) -> None:
     state = h.make_state(llama_cluster())
     async with h.serve(state, tls) as hook:
         sent = h.sample_review()
@@ -72,7 +72,7 @@ async def test_the_sample_review_gets_exactly_the_sample_response(tls: TlsFiles)
     assert "warnings" not in a.body["response"]
 
 
-async def test_applying_the_webhook_to_its_own_output_gives_no_patch(tls: TlsFiles) -> None:
+async def test_applying_the_webhook_to_its_own_output_gives_no_patch(tls: TLSFiles) -> None:
     state = h.make_state(llama_cluster())
     async with h.serve(state, tls) as hook:
         first = await hook.admit(h.sample_review())
@@ -85,7 +85,7 @@ async def test_applying_the_webhook_to_its_own_output_gives_no_patch(tls: TlsFil
     assert len(state.inflight) == 1
 
 
-async def test_the_query_string_the_apiserver_appends_is_ignored(tls: TlsFiles) -> None:
+async def test_the_query_string_the_apiserver_appends_is_ignored(tls: TLSFiles) -> None:
     state = h.make_state(llama_cluster())
     async with h.serve(state, tls) as hook:
         plain = await hook.admit(h.sample_review(), path="/mutate/pods")
@@ -98,7 +98,7 @@ async def test_the_query_string_the_apiserver_appends_is_ignored(tls: TlsFiles) 
 
 
 # --- shapes of pods --------------------------------------------------------------------------------
-async def test_dry_run_gets_the_same_patch_and_records_nothing(tls: TlsFiles) -> None:
+async def test_dry_run_gets_the_same_patch_and_records_nothing(tls: TLSFiles) -> None:
     state = h.make_state(llama_cluster())
     async with h.serve(state, tls) as hook:
         dry_doc = h.sample_review()
@@ -111,7 +111,7 @@ async def test_dry_run_gets_the_same_patch_and_records_nothing(tls: TlsFiles) ->
     assert dry.quota == dry_again.quota == real.quota == "q-llama-sft-1"
 
 
-async def test_a_pod_without_an_annotations_map_gets_one_created_first(tls: TlsFiles) -> None:
+async def test_a_pod_without_an_annotations_map_gets_one_created_first(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster())
     pod = h.admission_pod("solo", no_annotations=True, gpu=1, hca=1)
     async with h.serve(state, tls) as hook:
@@ -128,7 +128,7 @@ async def test_a_pod_without_an_annotations_map_gets_one_created_first(tls: TlsF
     assert again.ops == []
 
 
-async def test_a_null_annotations_map_is_replaced_by_an_empty_one_first(tls: TlsFiles) -> None:
+async def test_a_null_annotations_map_is_replaced_by_an_empty_one_first(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster())
     pod = h.admission_pod("solo", no_annotations=True)
     pod["metadata"]["annotations"] = None
@@ -138,7 +138,7 @@ async def test_a_null_annotations_map_is_replaced_by_an_empty_one_first(tls: Tls
     assert a.quota == "q-0"
 
 
-async def test_a_generate_name_pod_without_index_labels_gets_no_task_index(tls: TlsFiles) -> None:
+async def test_a_generate_name_pod_without_index_labels_gets_no_task_index(tls: TLSFiles) -> None:
     # the prefix ends in a digit: only a real name's ordinal may count, and there is none yet
     state = h.make_state(small_cluster())
     pod = h.admission_pod(None, generate_name="trainer-7")
@@ -151,7 +151,7 @@ async def test_a_generate_name_pod_without_index_labels_gets_no_task_index(tls: 
     assert again.ops == []
 
 
-async def test_a_named_pod_without_index_labels_gets_the_ordinal_of_its_name(tls: TlsFiles) -> None:
+async def test_a_named_pod_without_index_labels_gets_the_ordinal_of_its_name(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster())
     async with h.serve(state, tls) as hook:
         a = await hook.pod(h.admission_pod("train-worker-3"))
@@ -168,7 +168,7 @@ async def test_a_named_pod_without_index_labels_gets_the_ordinal_of_its_name(tls
         "volcano.sh/task-index",
     ],
 )
-async def test_framework_index_labels_become_the_task_index(tls: TlsFiles, label: str) -> None:
+async def test_framework_index_labels_become_the_task_index(tls: TLSFiles, label: str) -> None:
     state = h.make_state(small_cluster())
     pod = h.admission_pod(None, generate_name="job-x-", labels={label: "5"})
     async with h.serve(state, tls) as hook:
@@ -179,7 +179,7 @@ async def test_framework_index_labels_become_the_task_index(tls: TlsFiles, label
     assert again.ops == []
 
 
-async def test_an_index_annotation_counts_like_a_label(tls: TlsFiles) -> None:
+async def test_an_index_annotation_counts_like_a_label(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster())
     pod = h.admission_pod(None, generate_name="job-x-", annotations={"batch.kubernetes.io/job-completion-index": "2"})
     async with h.serve(state, tls) as hook:
@@ -188,7 +188,7 @@ async def test_an_index_annotation_counts_like_a_label(tls: TlsFiles) -> None:
 
 
 # --- which pods ------------------------------------------------------------------------------------
-async def test_a_gpu_pod_in_an_inject_namespace_is_routed_to_us_and_gets_a_quota(tls: TlsFiles) -> None:
+async def test_a_gpu_pod_in_an_inject_namespace_is_routed_to_us_and_gets_a_quota(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster(), namespaces={"team-a": INJECT})
     pod = h.admission_pod("gpu-0", namespace="team-a", scheduler="default-scheduler", gpu=1, hca=None)
     async with h.serve(state, tls) as hook:
@@ -200,7 +200,7 @@ async def test_a_gpu_pod_in_an_inject_namespace_is_routed_to_us_and_gets_a_quota
     assert again.ops == []
 
 
-async def test_an_rdma_only_pod_in_an_inject_namespace_is_routed_to_us(tls: TlsFiles) -> None:
+async def test_an_rdma_only_pod_in_an_inject_namespace_is_routed_to_us(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster(), namespaces={"team-a": INJECT})
     pod = h.admission_pod("rdma-0", namespace="team-a", scheduler="default-scheduler", gpu=None, hca=1)
     async with h.serve(state, tls) as hook:
@@ -208,7 +208,7 @@ async def test_an_rdma_only_pod_in_an_inject_namespace_is_routed_to_us(tls: TlsF
     assert a.pod["spec"]["schedulerName"] == wellknown.SCHEDULER_NAME
 
 
-async def test_a_spot_pod_in_an_inject_namespace_is_routed_to_us_without_a_quota(tls: TlsFiles) -> None:
+async def test_a_spot_pod_in_an_inject_namespace_is_routed_to_us_without_a_quota(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster(), namespaces={"team-a": INJECT})
     spot = {wellknown.RESOURCE_SPOT_GPU: "1"}
     pod = h.admission_pod("spot-x", namespace="team-a", scheduler="", gpu=None, hca=None, extra=spot)
@@ -228,7 +228,7 @@ async def test_a_spot_pod_in_an_inject_namespace_is_routed_to_us_without_a_quota
     ],
 )
 async def test_pods_that_are_not_ours_are_allowed_without_a_patch(
-    tls: TlsFiles, namespace: str, scheduler: str, gpu: int | None, hca: int | None, why: str
+    tls: TLSFiles, namespace: str, scheduler: str, gpu: int | None, hca: int | None, why: str
 ) -> None:
     namespaces = {"team-a": INJECT, "plain": {}, "off": {wellknown.LABEL_INJECT: "disabled"}}
     state = h.make_state(small_cluster(), namespaces=namespaces)
@@ -240,7 +240,7 @@ async def test_pods_that_are_not_ours_are_allowed_without_a_patch(
     assert len(state.inflight) == 0
 
 
-async def test_a_configured_scheduler_name_is_the_one_that_counts(tls: TlsFiles) -> None:
+async def test_a_configured_scheduler_name_is_the_one_that_counts(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster(), config=WebhookConfig(scheduler_name="sky-2"))
     async with h.serve(state, tls) as hook:
         ours = await hook.pod(h.admission_pod("a-0", scheduler="sky-2"))
@@ -249,7 +249,7 @@ async def test_a_configured_scheduler_name_is_the_one_that_counts(tls: TlsFiles)
     assert default.ops == []
 
 
-async def test_a_pod_that_names_its_node_is_left_alone(tls: TlsFiles) -> None:
+async def test_a_pod_that_names_its_node_is_left_alone(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster())
     pod = h.admission_pod("pinned-0")
     pod["spec"]["nodeName"] = "N0"
@@ -258,7 +258,7 @@ async def test_a_pod_that_names_its_node_is_left_alone(tls: TlsFiles) -> None:
     assert a.ops == []
 
 
-async def test_update_and_delete_of_our_pods_are_allowed_without_a_patch(tls: TlsFiles) -> None:
+async def test_update_and_delete_of_our_pods_are_allowed_without_a_patch(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster())
     pod = h.admission_pod("p-0")
     async with h.serve(state, tls) as hook:
@@ -268,7 +268,7 @@ async def test_update_and_delete_of_our_pods_are_allowed_without_a_patch(tls: Tl
     assert set(delete.response) == {"uid", "allowed"}
 
 
-async def test_other_kinds_and_pod_subresources_are_allowed_without_a_patch(tls: TlsFiles) -> None:
+async def test_other_kinds_and_pod_subresources_are_allowed_without_a_patch(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster())
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "default"}}
     binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p-0", "namespace": "default"}}
@@ -303,7 +303,7 @@ def _no_trace(r: httpx.Response) -> None:
     ],
 )
 async def test_input_without_a_uid_to_echo_gets_http_400_with_a_json_status(
-    tls: TlsFiles, body: bytes, words: str
+    tls: TLSFiles, body: bytes, words: str
 ) -> None:
     state = h.make_state(small_cluster())
     async with h.serve(state, tls) as hook:
@@ -357,7 +357,7 @@ def _mangled(change: str) -> dict[str, Any]:
     ],
 )
 async def test_bad_reviews_with_a_uid_are_allowed_with_a_status_saying_why(
-    tls: TlsFiles, change: str, words: str
+    tls: TLSFiles, change: str, words: str
 ) -> None:
     state = h.make_state(small_cluster())
     async with h.serve(state, tls) as hook:
@@ -375,7 +375,7 @@ async def test_bad_reviews_with_a_uid_are_allowed_with_a_status_saying_why(
     assert len(state.inflight) == 0
 
 
-async def test_a_v1beta1_review_is_answered_in_v1beta1_so_the_pod_still_gets_in(tls: TlsFiles) -> None:
+async def test_a_v1beta1_review_is_answered_in_v1beta1_so_the_pod_still_gets_in(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster())
     doc = h.review(h.admission_pod("p-0"), uid="old-1")
     doc["apiVersion"] = "admission.k8s.io/v1beta1"
@@ -386,7 +386,7 @@ async def test_a_v1beta1_review_is_answered_in_v1beta1_so_the_pod_still_gets_in(
     assert r.json()["response"]["uid"] == "old-1"
 
 
-async def test_an_oversized_body_is_refused_with_413(tls: TlsFiles) -> None:
+async def test_an_oversized_body_is_refused_with_413(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster(), config=WebhookConfig(max_body_bytes=2048))
     doc = h.review(h.admission_pod("p-0", annotations={"big": "x" * 4096}))
     async with h.serve(state, tls) as hook:
@@ -398,7 +398,7 @@ async def test_an_oversized_body_is_refused_with_413(tls: TlsFiles) -> None:
     assert ok.quota == "q-0"
 
 
-async def test_a_failure_inside_the_decision_admits_the_pod_unchanged_and_says_so(tls: TlsFiles) -> None:
+async def test_a_failure_inside_the_decision_admits_the_pod_unchanged_and_says_so(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster())
 
     def broken() -> bool:
@@ -414,7 +414,7 @@ async def test_a_failure_inside_the_decision_admits_the_pod_unchanged_and_says_s
 
 
 # --- TLS ------------------------------------------------------------------------------------------
-async def test_a_client_that_does_not_trust_the_ca_is_refused(tls: TlsFiles) -> None:
+async def test_a_client_that_does_not_trust_the_ca_is_refused(tls: TLSFiles) -> None:
     state = h.make_state(small_cluster())
     async with h.serve(state, tls) as hook:
         port = hook.server.port
@@ -426,15 +426,15 @@ async def test_a_client_that_does_not_trust_the_ca_is_refused(tls: TlsFiles) -> 
                 await plain.post(f"http://127.0.0.1:{port}{h.URL}", content=b"{}")
 
 
-async def test_reloading_tls_serves_a_rotated_certificate(tls: TlsFiles, tmp_path: Any) -> None:
-    from tests.webhooks.tls import make_tls
+async def test_reloading_tls_serves_a_rotated_certificate(tls: TLSFiles, tmp_path: Any) -> None:
+    from extender.simulate.certs import write_self_signed
 
     state = h.make_state(small_cluster())
-    live = make_tls(tmp_path / "live", ca_name="first-ca")
+    live = write_self_signed(tmp_path / "live", ca_name="first-ca")
     async with h.serve(state, live) as hook:
-        rotated = make_tls(tmp_path / "rotated", ca_name="second-ca")
-        live.cert.write_bytes(rotated.cert.read_bytes())
-        live.key.write_bytes(rotated.key.read_bytes())
+        rotated = write_self_signed(tmp_path / "rotated", ca_name="second-ca")
+        live.cert_file.write_bytes(rotated.cert_file.read_bytes())
+        live.key_file.write_bytes(rotated.key_file.read_bytes())
         hook.server.reload_tls()
         async with httpx.AsyncClient(verify=h.ca_context(rotated)) as fresh:
             r = await fresh.post(f"https://127.0.0.1:{hook.server.port}{h.URL}", content=b"{}")
@@ -445,7 +445,7 @@ async def test_reloading_tls_serves_a_rotated_certificate(tls: TlsFiles, tmp_pat
 
 
 # --- metrics ---------------------------------------------------------------------------------------
-async def test_each_review_is_timed_under_verb_mutate(tls: TlsFiles) -> None:
+async def test_each_review_is_timed_under_verb_mutate(tls: TLSFiles) -> None:
     metrics = Metrics()
     state = h.make_state(small_cluster(), metrics=metrics)
     async with h.serve(state, tls) as hook:
