@@ -116,6 +116,14 @@ def _pod(args: Mapping[str, Any]) -> dict[str, Any]:
     return pod
 
 
+def _extender_args(body: bytes) -> tuple[dict[str, Any], list[str], dict[str, Any] | None]:
+    """An ``ExtenderArgs`` body (filter, prioritize): (Pod, candidate names, NodeList or None)."""
+    args = _parse(body)
+    pod = _pod(args)
+    names, node_list = _candidates(args)
+    return pod, names, node_list
+
+
 def _unresolvable_parts(
     outcome: FilterOutcome, rest: bind_action.Rest | None, names: list[str]
 ) -> list[bytes | memoryview]:
@@ -243,9 +251,7 @@ def create_app(state: ServiceState) -> FastAPI:
     async def filter_(request: Request) -> Response:
         body = await read_body(request, state.max_body_bytes)
         try:
-            args = _parse(body)
-            pod = _pod(args)
-            names, node_list = _candidates(args)
+            pod, names, node_list = _extender_args(body)
         except _BadRequest as exc:
             return _json(_error_reply("filter", str(exc)))
         outcome, rest = decide(pod, names)
@@ -256,9 +262,7 @@ def create_app(state: ServiceState) -> FastAPI:
     async def prioritize(request: Request) -> Response:
         body = await read_body(request, state.max_body_bytes)
         try:
-            args = _parse(body)
-            pod = _pod(args)
-            names, _ = _candidates(args)
+            pod, names, _ = _extender_args(body)
         except _BadRequest:
             return _json([])  # prioritize errors are ignored by kube-scheduler: answer neutrally
         outcome, _ = decide(pod, names)  # the rest fail: they score 0

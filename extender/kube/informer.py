@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
+from extender.aio import cancel_and_wait
 from extender.kube import client as kube_client
 from extender.kube.errors import ApiFailure, KubeError
 
@@ -154,15 +155,7 @@ class Informer:
     async def stop(self) -> None:
         """Stop the task started by :meth:`start` and wait for it."""
         self._stopping = True
-        task = self._task
-        if task is not None and not task.done():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise
+        await cancel_and_wait(self._task)
 
     def get(self, name: str, namespace: str | None = None) -> Obj | None:
         return self.store.get(f"{namespace}/{name}" if namespace else name)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from extender.aio import cancel_and_wait
 from extender.kube.errors import AlreadyExists, Conflict, KubeError
 from extender.kube.writer import KubeWriter, micro_time
 
@@ -104,15 +105,7 @@ class LeaderElector:
 
     async def stop(self) -> None:
         """Stop campaigning; a leader steps down and (``release_on_stop``) releases the lease."""
-        task = self._task
-        if task is not None and not task.done():
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise
+        await cancel_and_wait(self._task)
 
     async def run(self) -> None:
         try:
