@@ -63,6 +63,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
+from bench.rawhttp import RawClient  # noqa: E402
 from extender.cache.cache import ClusterCache  # noqa: E402
 from extender.conf import default_policy  # noqa: E402
 from tests import builders as b  # noqa: E402
@@ -258,52 +259,6 @@ class Child:
 
 
 # --- clients ---------------------------------------------------------------------------------------
-class RawClient:
-    """HTTP/1.1 keep-alive over one connection with asyncio streams (no client library)."""
-
-    def __init__(self, port: int, headers: str = "") -> None:
-        self.port = port
-        self.headers = headers
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def post(self, path: str, body: bytes) -> bytes:
-        try:
-            return await self._post(path, body)
-        except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError):
-            # the server closed an idle keep-alive connection (uvicorn: after 5 s) before
-            # reading the request: reconnect and send it again
-            await self.close()
-            return await self._post(path, body)
-
-    async def _post(self, path: str, body: bytes) -> bytes:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port, limit=1 << 24)
-        assert self.reader is not None and self.writer is not None
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{self.headers}"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        self.writer.write(head + body)
-        raw = await self.reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in raw.split(b"\r\n"):
-            if line[:15].lower() == b"content-length:":
-                length = int(line[15:])
-        status = int(raw[9:12])
-        payload = await self.reader.readexactly(length)
-        if status not in (200, 201):
-            raise RuntimeError(f"HTTP {status}: {payload[:200]!r}")
-        return payload
-
-    async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            with contextlib.suppress(Exception):
-                await self.writer.wait_closed()
-        self.reader = self.writer = None
-
-
 Post = Callable[[str, bytes], Awaitable[bytes]]
 
 
@@ -403,7 +358,7 @@ async def run_pairs(post: Post, work: list[tuple[bytes, bytes]], check: bool) ->
 
 async def api_floor(emu: Child, pods: list[Obj], nodes: int) -> dict[str, Any]:
     """``POST pods/{name}/binding`` straight to the emulator: what the API itself costs per bind."""
-    client = RawClient(emu.port, f"Authorization: Bearer {emu.info['token']}\r\n")
+    client = RawClient(emu.port, headers=f"Authorization: Bearer {emu.info['token']}\r\n")
     samples = []
     try:
         for pod in pods:

@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
+from bench.rawhttp import RawClient  # noqa: E402
 from extender import wellknown  # noqa: E402
 from extender.cache.cache import ClusterCache  # noqa: E402
 from extender.conf import default_policy  # noqa: E402
@@ -331,44 +332,6 @@ async def serve_main(args: argparse.Namespace) -> None:
 
 
 # --- clients --------------------------------------------------------------------------------------
-class RawClient:
-    """HTTP/1.1 keep-alive over one TLS connection with asyncio streams (no client library)."""
-
-    def __init__(self, port: int, ctx: ssl.SSLContext) -> None:
-        self.port = port
-        self.ctx = ctx
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def post(self, body: bytes) -> bytes:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(
-                "127.0.0.1", self.port, ssl=self.ctx, server_hostname="localhost"
-            )
-        assert self.reader is not None
-        head = (
-            f"POST {URL} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        ).encode()
-        self.writer.write(head + body)
-        raw = await self.reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in raw.split(b"\r\n"):
-            if line.lower().startswith(b"content-length:"):
-                length = int(line.split(b":", 1)[1])
-        status = int(raw.split(b" ", 2)[1])
-        payload = await self.reader.readexactly(length)
-        if status != 200:
-            raise RuntimeError(f"HTTP {status}: {payload[:200]!r}")
-        return payload
-
-    async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            with contextlib.suppress(Exception):
-                await self.writer.wait_closed()
-
-
 async def run_phase(post: Callable[[int, bytes], Awaitable[None]], docs: list[bytes], workers: int) -> dict[str, Any]:
     samples: list[float] = []
     it = iter(enumerate(docs))
@@ -447,10 +410,10 @@ async def client_main(args: argparse.Namespace) -> dict[str, Any]:
                 out["httpx_serial"] = await phase(hx, fresh(args.requests), 1)
                 out["httpx_concurrency_8"] = await phase(hx, fresh(args.requests), 8)
 
-                raws = [RawClient(port, ctx) for _ in range(8)]
+                raws = [RawClient(port, ctx=ctx) for _ in range(8)]
 
                 async def raw(w: int, body: bytes) -> None:
-                    await raws[w].post(body)
+                    await raws[w].post(URL, body)
 
                 try:
                     await run_phase(raw, fresh(200), 8)
