@@ -24,12 +24,31 @@ from extender.framework.policy import Policy
 from extender.kube import client as kube_client
 from extender.service import INFORMED, POD_FIELD_SELECTOR, Runtime
 from extender.settings import ServeSettings
+from extender.simulate.certs import TLSFiles
 
-__all__ = ["LocalCluster", "crd_directory", "strip_server_fields"]
+__all__ = ["LocalCluster", "crd_directory", "local_settings", "strip_server_fields"]
 
 Obj = dict[str, Any]
 
 _SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink")
+
+
+def local_settings(tls: TLSFiles | None = None, **changes: Any) -> ServeSettings:
+    """Settings for a one-process cluster: no leader election, every server on 127.0.0.1 on a
+    port the kernel picks, and the webhook served with ``tls`` when given."""
+    values: dict[str, Any] = {
+        "leader_elect": False,
+        "extender_address": "127.0.0.1",
+        "extender_port": 0,
+        "ops_address": "127.0.0.1",
+        "ops_port": 0,
+        "webhook_address": "127.0.0.1",
+        "webhook_port": 0,
+    }
+    if tls is not None:
+        values.update(tls_cert_file=str(tls.cert_file), tls_key_file=str(tls.key_file))
+    values.update(changes)
+    return ServeSettings(**values)
 
 
 def crd_directory() -> Path:
@@ -58,10 +77,7 @@ class LocalCluster:
         history_size: int = 100_000,
         emulator_port: int = 0,
     ) -> None:
-        base = settings or ServeSettings(
-            leader_elect=False, webhook_port=0, extender_port=0, ops_port=0, ops_address="127.0.0.1"
-        )
-        self.settings = base
+        self.settings = settings or local_settings()
         self.policy = policy
         self.serve = serve
         self.run_loop = run_loop

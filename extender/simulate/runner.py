@@ -28,10 +28,9 @@ from typing import Any
 from extender import wellknown
 from extender.conf import load_policy_text
 from extender.emulator import Emulator
-from extender.settings import ServeSettings
 from extender.simulate.actors import ApiServerStandIn, HttpClient, Kubelet, KubeSchedulerStandIn
 from extender.simulate.certs import write_self_signed
-from extender.simulate.cluster import LocalCluster
+from extender.simulate.cluster import LocalCluster, local_settings
 from extender.simulate.scenario import JobSpec, Scenario, Step, node_ready_condition, topology_object
 
 __all__ = ["NodeView", "PhaseView", "PodView", "Simulation", "SimulationResult", "StepRecord"]
@@ -183,16 +182,7 @@ class Simulation:
             import yaml  # noqa: PLC0415
 
             policy = load_policy_text(yaml.safe_dump(scenario.policy), f"scenario {scenario.name}: policy")
-        settings = ServeSettings(
-            leader_elect=False,
-            extender_port=0,
-            ops_port=0,
-            ops_address="127.0.0.1",
-            webhook_address="127.0.0.1",
-            webhook_port=0,
-            tls_cert_file=str(tls.cert_file),
-            tls_key_file=str(tls.key_file),
-        )
+        settings = local_settings(tls)
         self.settings = settings
         self.cluster = LocalCluster(
             settings=settings, policy=policy, serve=True, clock=self.clock, emulator_port=emulator_port

@@ -20,7 +20,7 @@ from extender.service import Runtime
 from extender.settings import ServeSettings
 from extender.simulate.actors import ApiServerStandIn, HttpClient, Kubelet, KubeSchedulerStandIn
 from extender.simulate.certs import write_self_signed
-from extender.simulate.cluster import LocalCluster, strip_server_fields
+from extender.simulate.cluster import LocalCluster, local_settings, strip_server_fields
 from extender.state import ServiceState
 
 Obj = dict[str, Any]
@@ -118,19 +118,7 @@ class Harness:
 
 
 def settings(tls_dir: Path, **changes: Any) -> ServeSettings:
-    tls = write_self_signed(tls_dir)
-    base: dict[str, Any] = {
-        "leader_elect": False,
-        "extender_port": 0,
-        "ops_port": 0,
-        "ops_address": "127.0.0.1",
-        "webhook_address": "127.0.0.1",
-        "webhook_port": 0,
-        "tls_cert_file": str(tls.cert_file),
-        "tls_key_file": str(tls.key_file),
-    }
-    base.update(changes)
-    return ServeSettings(**base)
+    return local_settings(write_self_signed(tls_dir), **changes)
 
 
 @asynccontextmanager

@@ -31,7 +31,7 @@ from extender.service import INFORMED, POD_FIELD_SELECTOR, Runtime
 from extender.settings import ServeSettings
 from extender.simulate.actors import ApiServerStandIn, HttpClient, Kubelet, KubeSchedulerStandIn
 from extender.simulate.certs import TLSFiles, write_self_signed
-from extender.simulate.cluster import LocalCluster
+from extender.simulate.cluster import LocalCluster, local_settings
 from extender.simulate.runner import SimClock
 from tests import builders as b
 from webhooks.server import WebhookServer
@@ -239,18 +239,7 @@ async def hop1_cluster(
     """The leader (emulator + service + webhook + stepped loop) and ``replicas`` extra replicas."""
     with tempfile.TemporaryDirectory(prefix="sky-hop1-") as tmp:
         tls = write_self_signed(Path(tmp))
-        settings = ServeSettings(
-            leader_elect=False,
-            extender_address="127.0.0.1",
-            extender_port=0,
-            ops_port=0,
-            ops_address="127.0.0.1",
-            webhook_address="127.0.0.1",
-            webhook_port=0,
-            tls_cert_file=str(tls.cert_file),
-            tls_key_file=str(tls.key_file),
-            reservation_ttl=reservation_ttl,
-        )
+        settings = local_settings(tls, reservation_ttl=reservation_ttl)
         clock = SimClock()
         cluster = LocalCluster(settings=settings, serve=True, clock=clock)
         await cluster.start()
