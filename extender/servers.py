@@ -1,11 +1,31 @@
-"""Running ASGI apps under uvicorn inside the current event loop (the service runs three:
-extender, webhook, ops; tests run them on 127.0.0.1 port 0)."""
+"""Running an ASGI app under uvicorn inside the caller's event loop.
+
+One class for every HTTP server the project runs: the extender and ops endpoints, the
+admission webhook (HTTPS, certificate reloadable after a rotation) and the Kubernetes API
+emulator. ::
+
+    server = AppServer(app, host="0.0.0.0", port=9443, certfile="/tls/tls.crt", keyfile="/tls/tls.key")
+    port = await server.start()   # port=0 picks a free port (tests); returns the bound port
+    server.reload_tls()           # the Secret was rotated: new handshakes use the new pair
+    await server.stop()
+
+The socket is bound here, not by uvicorn, so that port 0 works and the bound port is known
+before the first request, and so that it is created with ``IPPROTO_TCP`` (asyncio sets
+``TCP_NODELAY`` only on accepted sockets whose protocol says TCP; without it every response
+waits out Nagle plus delayed ACK, ~40 ms). No signal handlers are installed: the process
+owner (``sky-scheduler serve``, a test, the simulator) decides what SIGTERM does.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import socket
+import ssl
+from collections.abc import Generator
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import uvicorn
@@ -15,8 +35,16 @@ __all__ = ["AppServer"]
 log = logging.getLogger(__name__)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn without signal handling: the server lives inside someone else's process."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
 class AppServer:
-    """One uvicorn server as an async context manager; ``port`` is the bound port (port 0 works)."""
+    """One uvicorn server; plain HTTP, or HTTPS when ``certfile`` and ``keyfile`` are given."""
 
     def __init__(
         self,
@@ -24,61 +52,140 @@ class AppServer:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        ssl_certfile: str | None = None,
-        ssl_keyfile: str | None = None,
+        certfile: str | Path | None = None,
+        keyfile: str | Path | None = None,
         name: str = "http",
         log_level: str = "warning",
+        keep_alive: int = 30,
+        graceful_shutdown: int = 2,
     ) -> None:
+        if (certfile is None) != (keyfile is None):
+            raise ValueError(f"{name} server: a TLS certificate needs its key and a key its certificate")
+        self.app = app
+        self.host = host
+        self.requested_port = port
+        self.certfile = str(certfile) if certfile is not None else None
+        self.keyfile = str(keyfile) if keyfile is not None else None
         self.name = name
-        self.config = uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            ssl_certfile=ssl_certfile,
-            ssl_keyfile=ssl_keyfile,
-            log_level=log_level,
-            access_log=False,
-            lifespan="off",
-            loop="none",
-            timeout_graceful_shutdown=5,
-        )
-        self.server = uvicorn.Server(self.config)
+        self.log_level = log_level
+        self.keep_alive = keep_alive
+        self.graceful_shutdown = graceful_shutdown
+        self._sock: socket.socket | None = None
+        self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
-        self.port = 0
+
+    # --- address ---------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        if self._sock is None:
+            raise RuntimeError(f"the {self.name} server is not running")
+        port: int = self._sock.getsockname()[1]
+        return port
 
     @property
     def scheme(self) -> str:
-        return "https" if self.config.ssl_certfile else "http"
+        return "https" if self.certfile else "http"
 
     @property
     def url(self) -> str:
-        host = self.config.host
+        """Where a client on this machine reaches the server (a wildcard address means loopback)."""
+        host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
         host = f"[{host}]" if ":" in host else host
         return f"{self.scheme}://{host}:{self.port}"
 
-    async def start(self) -> None:
-        self.server.config.setup_event_loop = lambda: None  # type: ignore[method-assign]
-        self._task = asyncio.create_task(self.server.serve(), name=f"server {self.name}")
-        while not self.server.started:
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def _bind(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.requested_port))
+        except BaseException:
+            sock.close()
+            raise
+        sock.set_inheritable(True)
+        return sock
+
+    def _config(self) -> uvicorn.Config:
+        for what, path in (("certificate", self.certfile), ("key", self.keyfile)):
+            if path is not None and not Path(path).is_file():
+                raise FileNotFoundError(f"{self.name} TLS {what} file {path!r} does not exist")
+        config = uvicorn.Config(
+            self.app,
+            ssl_certfile=self.certfile,
+            ssl_keyfile=self.keyfile,
+            log_config=None,
+            log_level=self.log_level,
+            access_log=False,
+            lifespan="off",
+            proxy_headers=False,
+            server_header=False,
+            date_header=False,
+            ws="none",
+            timeout_graceful_shutdown=self.graceful_shutdown,
+            timeout_keep_alive=self.keep_alive,
+        )
+        config.load()  # TLS errors surface here, before the socket is bound
+        return config
+
+    async def start(self) -> int:
+        """Serve from the running loop; returns the bound port once the socket accepts connections.
+
+        Raises ``OSError`` for a port in use and ``ssl.SSLError`` / ``FileNotFoundError`` for a bad
+        certificate or key.
+        """
+        if self._server is not None:
+            raise RuntimeError(f"the {self.name} server is already running")
+        config = self._config()
+        self._sock = self._bind()
+        server = _Server(config)
+        self._server = server
+        self._task = asyncio.create_task(server.serve(sockets=[self._sock]), name=f"server {self.name}")
+        while not server.started:
             if self._task.done():
-                self._task.result()  # raises the startup error (port in use, bad certificate, …)
-                raise RuntimeError(f"{self.name} server stopped during startup")
-            await asyncio.sleep(0.01)
-        sockets = [s for server in self.server.servers for s in server.sockets]
-        self.port = int(sockets[0].getsockname()[1]) if sockets else self.config.port
+                self._server = None
+                self._close_socket()
+                self._task.result()  # raises the startup error
+                raise RuntimeError(f"the {self.name} server exited during startup")
+            await asyncio.sleep(0.005)
         log.info("%s listening on %s", self.name, self.url)
+        return self.port
+
+    def reload_tls(self) -> None:
+        """Load the certificate and key files again (after a rotation); open connections keep theirs."""
+        server = self._server
+        if server is None or server.config.ssl is None or self.certfile is None:
+            raise RuntimeError(f"the {self.name} server is not serving TLS")
+        context: ssl.SSLContext = server.config.ssl
+        context.load_cert_chain(self.certfile, self.keyfile)
 
     async def stop(self) -> None:
-        if self._task is None:
+        """Stop accepting, let requests in flight finish (up to ``graceful_shutdown`` seconds)."""
+        server, task = self._server, self._task
+        if server is None or task is None:
             return
-        self.server.should_exit = True
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-        self._task = None
+        server.should_exit = True
+        try:
+            await task
+        finally:
+            self._server = None
+            self._task = None
+            self._close_socket()
+
+    def _close_socket(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     async def __aenter__(self) -> AppServer:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.stop()

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from extender import wellknown
 from extender.api import extender as extender_api
@@ -57,27 +57,6 @@ INFORMED: tuple[tuple[Resource, str], ...] = (
 # like kube-scheduler: terminal pods hold nothing (a pod that turns Failed or Succeeded arrives
 # as a DELETED event carrying its final state, which is what the reservation logic needs)
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
-
-
-class Served(Protocol):
-    @property
-    def url(self) -> str: ...
-
-    async def stop(self) -> None: ...
-
-
-class _WebhookHandle:
-    def __init__(self, server: WebhookServer, host: str) -> None:
-        self.server = server
-        self.host = host
-
-    @property
-    def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return f"https://{host}:{self.server.port}"
-
-    async def stop(self) -> None:
-        await self.server.stop()
 
 
 class _CacheHandler:
@@ -138,7 +117,7 @@ class Runtime:
         self.elector: LeaderElector | None = None
         self.loop: BinderLoop | None = None
         self.state: ServiceState | None = None
-        self.servers: dict[str, Served] = {}
+        self.servers: dict[str, AppServer] = {}
         self.webhook_state: WebhookState | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stop = asyncio.Event()
@@ -228,8 +207,13 @@ class Runtime:
     async def start_servers(self) -> None:
         s = self.settings
         assert self.state is not None
+        # binds in flight get a few seconds to finish when the service stops
         ext = AppServer(
-            extender_api.create_app(self.state), host=s.extender_address, port=s.extender_port, name="extender"
+            extender_api.create_app(self.state),
+            host=s.extender_address,
+            port=s.extender_port,
+            name="extender",
+            graceful_shutdown=5,
         )
         ops = AppServer(ops_api.create_app(self.state), host=s.ops_address, port=s.ops_port, name="ops")
         for name, srv in (("extender", ext), ("ops", ops)):
@@ -253,7 +237,7 @@ class Runtime:
                 port=s.webhook_port,
             )
             await hook.start()
-            self.servers["webhook"] = _WebhookHandle(hook, s.webhook_address)
+            self.servers["webhook"] = hook
             self._tasks.append(asyncio.create_task(self._watch_tls(hook), name="tls reload"))
 
     async def _watch_tls(self, hook: WebhookServer, period: float = 60.0) -> None:

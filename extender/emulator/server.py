@@ -16,16 +16,13 @@ thread; it is never subject to fault injection.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-import socket
 import threading
-from collections.abc import Generator, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import uvicorn
 import yaml
 
 from extender.emulator import errors, patch
@@ -35,6 +32,7 @@ from extender.emulator.meta import deep_copy
 from extender.emulator.resources import ResourceType
 from extender.emulator.selection import Selection
 from extender.emulator.store import Store
+from extender.servers import AppServer
 
 __all__ = ["Emulator"]
 
@@ -45,14 +43,6 @@ _PATCH_TYPES = {
     "json": patch.JSON_PATCH,
     "strategic": patch.STRATEGIC_MERGE_PATCH,
 }
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without signal handling: the emulator lives inside someone else's process."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
 
 
 class Emulator:
@@ -86,9 +76,7 @@ class Emulator:
             bookmark_interval=bookmark_interval,
             server_address=lambda: f"{self.host}:{self.port}",
         )
-        self._sock: socket.socket | None = None
-        self._server: _Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._http = AppServer(self.app, host=host, port=port, name="emulator", log_level="warning")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -97,10 +85,9 @@ class Emulator:
 
     @property
     def port(self) -> int:
-        if self._sock is None:
+        if not self._http.running:
             raise RuntimeError("the emulator is not running")
-        port: int = self._sock.getsockname()[1]
-        return port
+        return self._http.port
 
     @property
     def url(self) -> str:
@@ -108,7 +95,7 @@ class Emulator:
 
     @property
     def running(self) -> bool:
-        return self._server is not None
+        return self._http.running
 
     def kubeconfig(self, *, namespace: str = "default") -> Obj:
         """A kubeconfig (as a dict) for this server: one cluster, one token user, one context."""
@@ -138,61 +125,21 @@ class Emulator:
     # ------------------------------------------------------------------------------------------
     # lifecycle
 
-    def _bind(self) -> socket.socket:
-        # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto says
-        # TCP, and without it every response pays Nagle + delayed ACK (~40 ms).
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.requested_port))
-        sock.set_inheritable(True)
-        return sock
-
     async def start_async(self) -> Emulator:
         """Serve from the running event loop (returns once the socket accepts connections)."""
-        if self._server is not None:
+        if self._http.running:
             raise RuntimeError("the emulator is already running")
         install_log_filter()
-        self._sock = self._bind()
-        config = uvicorn.Config(
-            self.app,
-            log_config=None,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            proxy_headers=False,
-            server_header=False,
-            date_header=False,
-            ws="none",
-            timeout_graceful_shutdown=2,
-            timeout_keep_alive=30,
-        )
-        server = _Server(config)
-        self._server = server
+        await self._http.start()
         self._loop = asyncio.get_running_loop()
-        self._task = asyncio.create_task(server.serve(sockets=[self._sock]), name="sky-emulator")
-        while not server.started:
-            if self._task.done():
-                self._server = None
-                self._task.result()
-                raise RuntimeError("the emulator's HTTP server exited during startup")
-            await asyncio.sleep(0.005)
         return self
 
     async def stop_async(self) -> None:
         """End all watches, stop accepting connections and wait for the server to finish."""
-        server, task = self._server, self._task
-        if server is None or task is None:
+        if not self._http.running:
             return
         self.store.end_watches()
-        server.should_exit = True
-        try:
-            await task
-        finally:
-            self._server = None
-            self._task = None
-            if self._sock is not None:
-                self._sock.close()
-                self._sock = None
+        await self._http.stop()
 
     async def __aenter__(self) -> Emulator:
         return await self.start_async()

@@ -70,9 +70,8 @@ def _key(obj: Obj) -> str:
 
 def webhook_state(rt: Runtime) -> WebhookState:
     """The state of the webhook app a Runtime serves."""
-    handle = rt.servers["webhook"]
-    server = getattr(handle, "server", None)
-    assert isinstance(server, WebhookServer), handle
+    server = rt.servers["webhook"]
+    assert isinstance(server, WebhookServer), server
     state = getattr(getattr(server.app, "state", None), "webhook", None)  # FastAPI's app.state
     assert isinstance(state, WebhookState)
     return state
