@@ -257,6 +257,16 @@ def compile_expr(node: Node, kind: Kind) -> Compiled:
         return lambda fns: fns[name]
     subs = [compile_expr(a, kind) for a in node.args]
     op = node.op
+    if kind is Kind.STATUS and op in ("and", "joint"):
+        # The hot path (QN/TN predicates, once per quota and node): plugins are called directly
+        # and only a failure pays for the plugin-name stamp; nested expressions stay as they are.
+        direct = [a.plugin if isinstance(a, Ref) else None for a in node.args]
+
+        def bind_status(fns: Mapping[str, Fn]) -> Fn:
+            parts = [(fns[d], d) if d is not None else (s(fns), None) for s, d in zip(subs, direct, strict=True)]
+            return _and(parts) if op == "and" else _joint(parts)
+
+        return bind_status
 
     def bind(fns: Mapping[str, Fn]) -> Fn:
         parts = [s(fns) for s in subs]
@@ -265,34 +275,44 @@ def compile_expr(node: Node, kind: Kind) -> Compiled:
     return bind
 
 
+def _and(parts: Sequence[tuple[Fn, str | None]]) -> Fn:
+    """``and``: the first failure, stamped with its plugin; SUCCESS when none fails."""
+    skip = Code.SKIP
+
+    def and_(*a: Any) -> Status:
+        for p, plugin in parts:
+            s: Status = p(*a)
+            if s.code > skip:
+                return s.with_plugin(plugin) if plugin is not None else s
+        return SUCCESS
+
+    return and_
+
+
+def _joint(parts: Sequence[tuple[Fn, str | None]]) -> Fn:
+    """``joint``: every plugin runs; all failures, merged (one alone is returned as is)."""
+    skip = Code.SKIP
+
+    def joint(*a: Any) -> Status:
+        bad: list[Status] | None = None
+        for p, plugin in parts:
+            s: Status = p(*a)
+            if s.code > skip:
+                if plugin is not None:
+                    s = s.with_plugin(plugin)
+                if bad is None:
+                    bad = [s]
+                else:
+                    bad.append(s)
+        if bad is None:
+            return SUCCESS
+        return bad[0] if len(bad) == 1 else Status.merge(bad)
+
+    return joint
+
+
 def _combine(kind: Kind, op: str, parts: Sequence[Fn]) -> Fn:
     if kind is Kind.STATUS:
-        if op == "and":
-
-            def and_(*a: Any) -> Status:
-                for p in parts:
-                    s: Status = p(*a)
-                    if not s.ok:
-                        return s
-                return SUCCESS
-
-            return and_
-        if op == "joint":
-
-            def joint(*a: Any) -> Status:
-                bad: list[Status] | None = None
-                for p in parts:
-                    s: Status = p(*a)
-                    if s.code > Code.SKIP:
-                        if bad is None:
-                            bad = [s]
-                        else:
-                            bad.append(s)
-                if bad is None:
-                    return SUCCESS
-                return bad[0] if len(bad) == 1 else Status.merge(bad)
-
-            return joint
         if op == "or":
 
             def or_(*a: Any) -> Status:

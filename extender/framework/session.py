@@ -135,36 +135,53 @@ class Session:
         self._claim_order: dict[str, tuple[str, ...]] = {}  # quota → claimant uids in index order
         self._quota_index: dict[str, int | None] = {}
 
-        per_stage: dict[str, dict[str, Callable[..., Any]]] = {}
-        for name, plugin in policy.plugins.items():
-            fns = plugin.open(self)
-            declared = plugin.STAGES
-            if set(fns) != set(declared):
-                raise StatementError(f"plugin {name} returned stages {sorted(fns)} but declares {sorted(declared)}")
-            for stage, fn in fns.items():
-                if stage == EVENT_HOOK:
-                    self._handlers.append(fn)
-                else:
-                    per_stage.setdefault(stage, {})[name] = fn
-
-        def bound(stage: str) -> Callable[..., Any]:
-            compiled = policy.stages[stage]
-            if compiled.binder is None:
-                return neutral(compiled.kind)
-            return compiled.binder(per_stage.get(stage, {}))
+        # Plugins are opened, and stages bound, on first use: an extender request that only
+        # re-checks one node opens the few plugins its stages name, not the whole policy.
+        self._opened: dict[str, Mapping[str, Callable[..., Any]]] = {}
+        self._events_ready = False
 
         def bundle(b: str) -> BoundBundle:
-            fns = {s: bound(f"{b}.{s}") for s in BUNDLE_STAGES}
             scoring = bool(policy.stages[f"{b}.node_order"].participants) or bool(
                 policy.stages[f"{b}.batch_node_order"].participants
             )
             best = policy.stages[f"{b}.best_n"].participants
             first = policy.plugins.get(best[0]) if best else None
             ranked = bool(getattr(type(first), "RANK_ORDERED_BEST_N", False))
-            return BoundBundle(name=b, has_scores=scoring, rank_ordered=ranked, **fns)
+            return BoundBundle(b, lambda s: self._bind_stage(f"{b}.{s}"), has_scores=scoring, rank_ordered=ranked)
 
         self.tq, self.qn, self.tn = (bundle(b) for b in BUNDLES)
-        self.stages = BoundStages(**{s: bound(f"job.{s}") for s in JOB_STAGES})
+        self.stages = BoundStages(lambda s: self._bind_stage(f"job.{s}"))
+
+    def _plugin_fns(self, name: str) -> Mapping[str, Callable[..., Any]]:
+        fns = self._opened.get(name)
+        if fns is None:
+            plugin = self.policy.plugins[name]
+            fns = plugin.open(self)
+            declared = plugin.STAGES
+            if set(fns) != set(declared):
+                raise StatementError(f"plugin {name} returned stages {sorted(fns)} but declares {sorted(declared)}")
+            self._opened[name] = fns
+            hook = fns.get(EVENT_HOOK)
+            if hook is not None:
+                self._handlers.append(hook)
+        return fns
+
+    def _bind_stage(self, stage: str) -> Callable[..., Any]:
+        if stage.split(".", 1)[1] not in (BUNDLE_STAGES if not stage.startswith("job.") else JOB_STAGES):
+            raise AttributeError(f"no stage {stage!r}")
+        compiled = self.policy.stages[stage]
+        if compiled.binder is None:
+            return neutral(compiled.kind)
+        return compiled.binder({p: self._plugin_fns(p)[stage] for p in compiled.participants})
+
+    def _follow_events(self) -> None:
+        """Open every plugin that follows statement events before the first operation, so that
+        no tracker misses one."""
+        if not self._events_ready:
+            self._events_ready = True
+            for name, plugin in self.policy.plugins.items():
+                if EVENT_HOOK in plugin.STAGES:
+                    self._plugin_fns(name)
 
     # --- reading (overlay first, then the snapshot) ------------------------------------------
     def node(self, name: str) -> NodeInfo | None:
@@ -303,6 +320,7 @@ class Session:
 
     # --- results -----------------------------------------------------------------------------
     def statement(self) -> Statement:
+        self._follow_events()
         return Statement(self)
 
     def verdict(self, job: str, stage: FitStage, status: Status, **kw: Any) -> None:

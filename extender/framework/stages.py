@@ -29,7 +29,6 @@ Job-level stages::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from extender.framework.expr import Kind
@@ -80,8 +79,23 @@ def neutral(kind: Kind) -> Callable[..., Any]:
     return lambda *a: ()
 
 
-@dataclass(slots=True)
-class BoundBundle:
+class _LazyStages:
+    """Stage functions bound on first use: an attribute missing from the instance is bound by
+    ``resolve(stage)`` and kept (later reads are plain attribute reads). A request that needs
+    only the TN predicates opens only the plugins that take part in them."""
+
+    def __init__(self, resolve: Callable[[str], Any]) -> None:
+        self.__dict__["_resolve"] = resolve
+
+    def __getattr__(self, stage: str) -> Any:
+        if stage.startswith("__"):
+            raise AttributeError(stage)
+        fn = self.__dict__["_resolve"](stage)
+        self.__dict__[stage] = fn
+        return fn
+
+
+class BoundBundle(_LazyStages):
     """One bundle (TQ, QN or TN) with its six stages bound to this session's plugin functions."""
 
     name: str
@@ -94,9 +108,12 @@ class BoundBundle:
     has_scores: bool  # whether any plugin scores (lets actions skip scoring entirely)
     rank_ordered: bool  # best_n is decided first by a rank-ordered plugin (first feasible wins)
 
+    def __init__(self, name: str, resolve: Callable[[str], Any], *, has_scores: bool, rank_ordered: bool) -> None:
+        super().__init__(resolve)
+        self.name, self.has_scores, self.rank_ordered = name, has_scores, rank_ordered
 
-@dataclass(slots=True)
-class BoundStages:
+
+class BoundStages(_LazyStages):
     order: Callable[[Any], Any]
     queue_order: Callable[[Any], Any]
     task_order: Callable[[Any], Any]
