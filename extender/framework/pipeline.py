@@ -83,6 +83,8 @@ def place(
         else:
             status = Status.unresolvable(Reason.NODE_NOT_FOUND, "no candidates")
         return Placement(None, status, failures, evaluated=evaluated)
+    if rank_ordered:  # candidates came in rank order: the first feasible one is the answer
+        return Placement(feasible[0], SUCCESS, failures, [(feasible[0], 0.0)], evaluated)
     if len(feasible) == 1 or not bundle.has_scores:
         ranked = [(t, 0.0) for t in feasible]
     else:

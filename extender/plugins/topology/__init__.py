@@ -73,18 +73,25 @@ class _State:
 
     zone_of: dict[str, ZoneId] = field(default_factory=dict)
     zone_nodes: dict[ZoneId, list[tuple[int, str]]] = field(default_factory=dict)  # ascending index
+    spec_zones: dict[str, list[ZoneId]] = field(default_factory=dict)  # GPU spec → its zones
     plans: dict[str, _Plan] = field(default_factory=dict)
     shape_ids: dict[object, int] = field(default_factory=dict)
     shape_rep: dict[int, QuotaInfo] = field(default_factory=dict)  # a quota of each shape
     node_fit: dict[int, dict[str, bool]] = field(default_factory=dict)  # shape → node → fits
     stale: dict[int, set[str]] = field(default_factory=dict)  # shape → nodes whose fit may have changed
+    stale_in: dict[int, dict[ZoneId, set[str]]] = field(default_factory=dict)  # the same, by zone
+    quota_shape: dict[str, int | None] = field(default_factory=dict)  # quota → its shape id (until its claims change)
     zone_cap: dict[ZoneId, dict[int, int]] = field(default_factory=dict)  # zone → shape → nodes that fit
     zone_room: dict[ZoneId, dict[tuple[str, ...], int]] = field(default_factory=dict)
+    # zone → (shape, resource names) → (capacity, room): what planning reads per zone and gang,
+    # dropped for a zone at any bind or release on one of its nodes
+    zone_views: dict[ZoneId, dict[tuple[int, tuple[str, ...]], tuple[int, int]]] = field(default_factory=dict)
     affinity: defaultdict[str, Counter[ZoneId]] = field(default_factory=lambda: defaultdict(Counter))
     failures: dict[str, Status] = field(default_factory=dict)  # job → why no zone fits
     job_quotas: dict[str, list[str]] = field(default_factory=dict)  # job → its quota names, rank order
-    bound: dict[str, list[str]] = field(default_factory=dict)  # job → its bound quotas' names (until a bind event)
-    ranges: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # quota → rank range
+    # job → its bound quotas: name → (quota index, node index, node name); kept up to date by
+    # the statement's events (rank ranges and "taken" nodes are read from it for every quota)
+    bound: dict[str, dict[str, tuple[int | None, int, str]]] = field(default_factory=dict)
 
 
 def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
@@ -138,13 +145,24 @@ class Plugin:
             for node in ssn.nodes():  # rank order: zone lists come out ascending
                 zid = (node.spec, node.zone or f"node#{node.name}")
                 st.zone_of[node.name] = zid
-                st.zone_nodes.setdefault(zid, []).append((node.index, node.name))
+                members = st.zone_nodes.get(zid)
+                if members is None:
+                    members = st.zone_nodes[zid] = []
+                    st.spec_zones.setdefault(zid[0], []).append(zid)
+                members.append((node.index, node.name))
             for job in ssn.jobs():
                 if job.affinity_key:
                     for q in _bound_quotas(ssn, job):
                         st.affinity[job.affinity_key][st.zone_of.get(q.node_name, ("", ""))] += 1
 
         def shape_id(quota: QuotaInfo) -> int | None:
+            try:
+                return st.quota_shape[quota.name]
+            except KeyError:
+                sid = st.quota_shape[quota.name] = new_shape_id(quota)
+                return sid
+
+        def new_shape_id(quota: QuotaInfo) -> int | None:
             key = _shape(ssn, quota)
             if key is None:
                 return None
@@ -160,6 +178,7 @@ class Plugin:
                 st.shape_rep[sid] = rep
                 st.node_fit[sid] = {}
                 st.stale[sid] = set()
+                st.stale_in[sid] = {}
             return sid
 
         def evaluate(quota: QuotaInfo, node: NodeInfo) -> bool:
@@ -168,11 +187,15 @@ class Plugin:
         def refresh(sid: int, name: str) -> bool:
             """Re-evaluate a stale node for a shape, keeping the zone counts consistent."""
             st.stale[sid].discard(name)
+            zid = st.zone_of.get(name)
+            if zid is not None:
+                in_zone = st.stale_in[sid].get(zid)
+                if in_zone is not None:
+                    in_zone.discard(name)
             node = ssn.node(name)
             new = node is not None and evaluate(st.shape_rep[sid], node)
             old = st.node_fit[sid].get(name)
             st.node_fit[sid][name] = new
-            zid = st.zone_of.get(name)
             per_zone = st.zone_cap.get(zid) if zid is not None else None
             if per_zone is not None and sid in per_zone and old is not None and old != new:
                 per_zone[sid] += 1 if new else -1
@@ -205,7 +228,7 @@ class Plugin:
                         return st.failures.get(job.key) or Status.unschedulable(Reason.NO_ZONE_FITS, "no zone fits")
                 st.plans[job.key] = plan
             low, high = neighbour_range(job, quota)
-            taken = {q.node_name for q in bound_quotas(job)}
+            taken = {b[2] for b in bound_info(job).values()}
             # nodes already known not to take a quota of this shape are skipped: they would fail
             # the same predicates again
             sid = shape_id(quota)
@@ -228,11 +251,18 @@ class Plugin:
                 names = st.job_quotas[job.key] = [q.name for q in _job_quotas(ssn, job)]
             return [q for q in (ssn.quota(n) for n in names) if q is not None]
 
+        def bound_info(job: JobInfo) -> dict[str, tuple[int | None, int, str]]:
+            info = st.bound.get(job.key)
+            if info is None:
+                info = st.bound[job.key] = {}
+                for q in job_quotas(job):
+                    node = ssn.node(q.node_name) if q.node_name else None
+                    if node is not None:
+                        info[q.name] = (ssn.quota_index(q), node.index, node.name)
+            return info
+
         def bound_quotas(job: JobInfo) -> list[QuotaInfo]:
-            names = st.bound.get(job.key)
-            if names is None:
-                names = st.bound[job.key] = [q.name for q in job_quotas(job) if q.node_name]
-            return [q for q in map(ssn.quota, names) if q is not None]
+            return [q for q in map(ssn.quota, bound_info(job)) if q is not None]
 
         def unbound_quotas(job: JobInfo) -> list[QuotaInfo]:
             return [q for q in job_quotas(job) if not q.node_name]
@@ -260,6 +290,11 @@ class Plugin:
                     )
                     if more is not None:
                         zones += more.zones
+            return plan_of(zones)
+
+        def plan_of(zones: list[ZoneId]) -> _Plan:
+            if len(zones) == 1:  # a zone's list is already in index order (and never mutated)
+                return _Plan(zones, st.zone_nodes[zones[0]])
             return _Plan(zones, sorted(x for z in zones for x in st.zone_nodes[z]))
 
         def make_plan(job: JobInfo) -> _Plan | None:
@@ -289,8 +324,10 @@ class Plugin:
             if sid is not None:
                 per_zone = st.zone_cap.setdefault(zid, {})
                 if sid in per_zone:  # bring the count up to date with the nodes that changed
-                    for name in [n for n in st.stale[sid] if st.zone_of.get(n) == zid]:
-                        refresh(sid, name)
+                    in_zone = st.stale_in[sid].get(zid)
+                    if in_zone:
+                        for name in list(in_zone):
+                            refresh(sid, name)
                     return per_zone[sid]
                 cap = 0
                 for _, name in st.zone_nodes[zid]:
@@ -333,27 +370,28 @@ class Plugin:
             views: list[ZoneView] = []
             tracked = st.affinity.get(job.affinity_key) if job.affinity_key else None
             names = tuple(sorted(head.request.q))
-            for zid, members in st.zone_nodes.items():
-                if (spec and zid[0] != spec) or zid in exclude:
+            zones = st.spec_zones.get(spec, ()) if spec else st.zone_nodes
+            for zid in zones:
+                if zid in exclude:
                     continue
-                cap = zone_capacity(zid, pending, head, sid)
+                members = st.zone_nodes[zid]
+                known = st.zone_views.get(zid) if sid is not None else None
+                hit = known.get((sid, names)) if known is not None and sid is not None else None
+                if hit is None:
+                    cap, room = zone_capacity(zid, pending, head, sid), zone_room(zid, names)
+                    if sid is not None:
+                        st.zone_views.setdefault(zid, {})[(sid, names)] = (cap, room)
+                else:
+                    cap, room = hit
                 if cap <= 0:
                     continue
-                views.append(
-                    ZoneView(
-                        zid,
-                        len(members),
-                        min(cap, need),
-                        zone_room(zid, names),
-                        members[0][0],
-                        tracked[zid] if tracked else 0,
-                    )
-                )
+                affinity = tracked[zid] if tracked else 0
+                views.append(ZoneView(zid, len(members), min(cap, need), room, members[0][0], affinity))
             chosen = plan_by_spec(views, need)
             if chosen is None:
                 return None
             zones = [z.id for z in chosen]
-            return _Plan(zones, sorted(x for z in zones for x in st.zone_nodes[z]))
+            return plan_of(zones)
 
         def plan_continuity(pending: Sequence[QuotaInfo], need: int, head: QuotaInfo, sid: int | None) -> _Plan | None:
             best: list[str] | None = None
@@ -405,28 +443,19 @@ class Plugin:
             return by_name.get(choice) if choice is not None else None
 
         def neighbour_range(job: JobInfo, quota: QuotaInfo) -> tuple[int | None, int | None]:
-            hit = st.ranges.get(quota.name)
-            if hit is None:
-                hit = st.ranges[quota.name] = compute_range(job, quota)
-            return hit
-
-        def compute_range(job: JobInfo, quota: QuotaInfo) -> tuple[int | None, int | None]:
+            """(node index of the nearest bound sibling of a smaller task index, … of a larger)."""
             me = ssn.quota_index(quota)
             if me is None:
                 return None, None
             low: int | None = None
             high: int | None = None
-            for q in bound_quotas(job):
-                if q.name == quota.name:
+            for name, (idx, node_index, _) in bound_info(job).items():
+                if idx is None or name == quota.name:
                     continue
-                idx = ssn.quota_index(q)
-                node = ssn.node(q.node_name)
-                if idx is None or node is None:
-                    continue
-                if idx < me and (low is None or node.index > low):
-                    low = node.index
-                if idx > me and (high is None or node.index < high):
-                    high = node.index
+                if idx < me and (low is None or node_index > low):
+                    low = node_index
+                if idx > me and (high is None or node_index < high):
+                    high = node_index
             return low, high
 
         def quota_allocate(job: JobInfo) -> Status:
@@ -460,16 +489,25 @@ class Plugin:
             if ev.kind in (EventKind.CLAIM, EventKind.UNCLAIM):
                 task = ssn.task(ev.task)
                 if task is not None:
-                    st.ranges.clear()  # claims move quota indices: cheap to rebuild, rare
+                    st.quota_shape.pop(ev.quota, None)  # its claimants are part of its shape
                     st.bound.pop(task.job, None)
                     st.job_quotas.pop(task.job, None)
                 return
             if not ready or ev.kind not in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
                 return
-            for sid, memo in st.node_fit.items():
-                if ev.node in memo:
-                    st.stale[sid].add(ev.node)
             zid = st.zone_of.get(ev.node)
+            if zid is not None:
+                st.zone_views.pop(zid, None)
+            # A bind only takes room (and adds a quota that others' anti-affinity may reject):
+            # a node that did not fit a shape still does not. A release only gives room back: a
+            # node that fitted still does. Only the other memo entries need a second look.
+            could_fit = ev.undo if ev.kind is EventKind.BIND_QUOTA else not ev.undo
+            for sid, memo in st.node_fit.items():
+                fit = memo.get(ev.node)
+                if fit is not None and fit != could_fit:
+                    st.stale[sid].add(ev.node)
+                    if zid is not None:
+                        st.stale_in[sid].setdefault(zid, set()).add(ev.node)
             quota = ssn.quota(ev.quota)
             if zid is not None and quota is not None and zid in st.zone_room:
                 taken = (ev.kind is EventKind.BIND_QUOTA) != ev.undo
@@ -481,15 +519,22 @@ class Plugin:
                         delta += q.get(r, 0)
                     rooms[names] += -delta if taken else delta
             job = _job_of_quota(ssn, quota) if quota is not None else None
-            if job is None:
+            if job is None or quota is None:
                 return
-            st.bound.pop(job.key, None)
-            for name in st.job_quotas.get(job.key, ()):
-                st.ranges.pop(name, None)
+            added = (ev.kind is EventKind.BIND_QUOTA) != ev.undo
+            bound = st.bound.get(job.key)
+            node = ssn.node(ev.node) if added else None
+            if bound is None:
+                pass
+            elif ev.quota not in st.job_quotas.get(job.key, ()):
+                del st.bound[job.key]  # not one of the quotas it was built from: rebuild
+            elif not added:
+                bound.pop(ev.quota, None)
+            elif node is not None:
+                bound[ev.quota] = (ssn.quota_index(quota), node.index, node.name)
             if ev.undo and ev.kind is EventKind.BIND_QUOTA:
                 st.plans.pop(job.key, None)  # discarded: plan again next time
             if job.affinity_key and zid is not None:
-                added = (ev.kind is EventKind.BIND_QUOTA) != ev.undo
                 st.affinity[job.affinity_key][zid] += 1 if added else -1
 
         return {

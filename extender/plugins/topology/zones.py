@@ -24,8 +24,8 @@ __all__ = ["ZoneView", "best_in_range", "continuity_block", "continuity_score", 
 ZoneId = tuple[str, str]  # (GPU spec, zone key)
 
 
-@dataclass(frozen=True, slots=True)
-class ZoneView:
+@dataclass(slots=True)
+class ZoneView:  # not frozen: made once per zone and gang, and frozen dataclasses construct slowly
     id: ZoneId
     size: int  # nodes in the zone
     capacity: int  # how many of the gang's quotas it can take now (one per node)
@@ -42,9 +42,14 @@ def plan_zones(zones: Sequence[ZoneView], need: int) -> list[ZoneView] | None:
     if need <= 0:
         return []
     usable = [z for z in zones if z.capacity > 0]
-    whole = [z for z in usable if z.capacity >= need]
-    if whole:
-        best = min(whole, key=lambda z: (-z.affinity, z.size, z.room, z.first_index, z.id))
+    best: ZoneView | None = None
+    best_key: tuple[int, int, int, int, ZoneId] | None = None
+    for z in usable:
+        if z.capacity >= need:
+            key = (-z.affinity, z.size, z.room, z.first_index, z.id)
+            if best_key is None or key < best_key:
+                best, best_key = z, key
+    if best is not None:
         return [best]
     if sum(z.capacity for z in usable) < need:
         return None
