@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from extender.cache.cache import ClusterCache
 from extender.cache.convert import ConvertOptions, pod_job_key, task_index
 from extender.conf import default_policy, load_policy_file
 from extender.framework.policy import Policy
+from extender.heap import HeapKeeper
 from extender.kube import client as kube_client
 from extender.kube.informer import Informer, Resource
 from extender.kube.leader import LeaderElector
@@ -121,6 +123,7 @@ class Runtime:
         self.webhook_state: WebhookState | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stop = asyncio.Event()
+        self.heap = HeapKeeper(settings.gc_refreeze_seconds)
 
     # --- state ---------------------------------------------------------------------------------
     def synced(self) -> bool:
@@ -184,6 +187,8 @@ class Runtime:
         )
         if run_loop:
             self._tasks.append(asyncio.create_task(self.loop.run(self._stop), name="binder loop"))
+        if s.gc_refreeze_seconds > 0:
+            self._tasks.append(asyncio.create_task(self._keep_heap(), name="heap keeper"))
         if serve:
             await self.start_servers()
 
@@ -200,6 +205,16 @@ class Runtime:
         labels = meta.get("labels") or {}
         index = task_index(str(meta.get("name") or ""), labels, meta.get("annotations") or {})
         self.webhook_state.inflight.arrived(quota=quota, namespace=ns, job=job, index=index)
+
+    async def _keep_heap(self) -> None:
+        """Settle the heap once the cache holds the cluster, then every ``gc_refreeze_seconds``
+        (see ``extender.heap``): full collections then skip the cache's long-lived objects."""
+        await asyncio.gather(*(i.synced.wait() for i in self.informers))
+        while not self._stop.is_set():
+            took = self.heap.settle()
+            log.info("heap settled in %.3f s (gc.freeze: %d objects now skipped)", took, gc.get_freeze_count())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=self.heap.refreeze_seconds)
 
     async def wait_synced(self, timeout: float = 30.0) -> None:
         await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers)), timeout)

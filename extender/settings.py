@@ -66,6 +66,10 @@ class ServeSettings:
         metadata={"help": "node label keys naming the GPU model (comma-separated, longest wins)"},
     )
     spot_resource: str = field(default=wellknown.RESOURCE_SPOT_GPU, metadata={"help": "resource that marks spot pods"})
+    gc_refreeze_seconds: float = field(
+        default=600.0,
+        metadata={"help": "seconds between heap settles (full collection + gc.freeze; 0: never freeze)"},
+    )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning, error"})
 
 
@@ -121,6 +125,8 @@ def _validate(s: ServeSettings) -> None:
     problems = []
     if s.binder_period <= 0:
         problems.append("--binder-period must be > 0")
+    if s.gc_refreeze_seconds < 0:
+        problems.append("--gc-refreeze-seconds must be >= 0")
     if not 0 < s.renew_deadline < s.lease_duration:
         problems.append("--renew-deadline must be > 0 and < --lease-duration")
     if s.retry_period <= 0 or s.retry_period >= s.renew_deadline:

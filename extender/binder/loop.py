@@ -30,6 +30,7 @@ from extender.binder.plan import OWNED_STATUS_FIELDS, PodPatch, QuotaStatusWrite
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
 from extender.framework.session import JobVerdict
+from extender.heap import HeapKeeper
 from extender.metrics import Metrics
 from extender.model.quota import QuotaPhase
 from extender.scheduler import CycleResult, Scheduler
@@ -117,8 +118,9 @@ class BinderLoop:
         t0 = time.perf_counter()
         cache = self.cache
         cache.expire_assumed()
-        result = self.scheduler.run_once(cache.snapshot())
-        plan = plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas())
+        with HeapKeeper.paused():  # no full collection in the middle of the synchronous part
+            result = self.scheduler.run_once(cache.snapshot())
+            plan = plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas())
         report = CycleReport(ran=True, result=result)
 
         failed_quotas = await self._write_quotas(plan.quotas, result.now, report)

@@ -44,6 +44,9 @@ def local_settings(tls: TLSFiles | None = None, **changes: Any) -> ServeSettings
         "ops_port": 0,
         "webhook_address": "127.0.0.1",
         "webhook_port": 0,
+        # one process that holds many clusters in its life (tests, the simulator): freezing its
+        # heap would keep every earlier cluster's cycles until the next settle
+        "gc_refreeze_seconds": 0.0,
     }
     if tls is not None:
         values.update(tls_cert_file=str(tls.cert_file), tls_key_file=str(tls.key_file))

@@ -51,6 +51,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("port-out-of-range", {"scheduler": {"serve": {"extenderPort": 70000}}}, "extenderPort"),
     ("serve-log-level", {"scheduler": {"serve": {"logLevel": "verbose"}}}, "logLevel"),
     ("binder-period-zero", {"scheduler": {"serve": {"binderPeriod": 0}}}, "binderPeriod"),
+    ("gc-refreeze-negative", {"scheduler": {"serve": {"gcRefreezeSeconds": -1}}}, "gcRefreezeSeconds"),
     ("max-body-too-small", {"scheduler": {"serve": {"maxBodyBytes": 10}}}, "maxBodyBytes"),
     ("spot-resource", {"scheduler": {"serve": {"spotResource": "spot gpu"}}}, "spotResource"),
     ("anti-affinity-mode", {"scheduler": {"podAntiAffinity": "strict"}}, "podAntiAffinity"),

@@ -9,15 +9,17 @@ lease duration.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -45,17 +47,54 @@ def _free_port() -> int:
         return port
 
 
-def _wait_for_line(proc: subprocess.Popen[str], pattern: re.Pattern[str], seen: list[str]) -> re.Match[str]:
-    assert proc.stderr is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            pytest.fail(f"serve exited ({proc.poll()}) before it was serving:\n{''.join(seen)}")
-        seen.append(line)
-        if m := pattern.search(line):
-            return m
-    pytest.fail(f"serve did not start within 60 s:\n{''.join(seen)}")
+class _Lines:
+    """The child's stderr, read line by line in a thread: a wait for a line that never comes
+    ends at its deadline instead of blocking in ``readline``."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stderr is not None
+        self.proc = proc
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._read, args=(proc.stderr,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def text(self) -> str:
+        return "".join(self.seen)
+
+    def wait_for(self, pattern: re.Pattern[str], timeout: float = 60.0) -> re.Match[str]:
+        for line in self.seen:
+            if m := pattern.search(line):
+                return m
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                pytest.fail(f"serve exited ({self.proc.poll()}) before logging {pattern.pattern!r}:\n{self.text()}")
+            self.seen.append(line)
+            if m := pattern.search(line):
+                return m
+        pytest.fail(f"serve did not log {pattern.pattern!r} within {timeout:.0f} s:\n{self.text()}")
+
+    def rest(self, timeout: float = 30.0) -> str:
+        """Everything up to the end of the stream (the process has exited)."""
+        self._thread.join(timeout)
+        while True:
+            try:
+                line = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if line is not None:
+                self.seen.append(line)
+        return self.text()
 
 
 def _holder(emu: Emulator) -> Any:
@@ -104,25 +143,27 @@ def test_sigterm_stops_every_server_and_releases_the_lease(emulator: Emulator, t
         stderr=subprocess.PIPE,
         text=True,
     )
-    seen: list[str] = []
+    lines = _Lines(proc)
     try:
-        m = _wait_for_line(proc, SERVING, seen)
+        m = lines.wait_for(SERVING)
         urls = dict(part.split(" ", 1) for part in m.group(1).split(", "))
         assert set(urls) == {"extender", "ops", "webhook"}, urls
         assert httpx.get(f"{urls['ops']}/healthz", timeout=5).status_code == 200
         deadline = time.monotonic() + 30
         while _holder(emulator) != "replica-a":
-            assert time.monotonic() < deadline, f"replica-a never acquired the lease:\n{''.join(seen)}"
+            assert time.monotonic() < deadline, f"replica-a never acquired the lease:\n{lines.text()}"
             time.sleep(0.1)
+        # the cache synced: the service settled its heap once (extender.heap)
+        lines.wait_for(re.compile(r"heap settled in [0-9.]+ s"))
 
         proc.send_signal(signal.SIGTERM)
         try:
-            _, err = proc.communicate(timeout=30)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-            pytest.fail(f"serve ignored SIGTERM for 30 s:\n{''.join(seen)}")
-        seen.append(err)
-        assert proc.returncode == 0, "".join(seen)
+            pytest.fail(f"serve ignored SIGTERM for 30 s:\n{lines.text()}")
+        err = lines.rest()
+        assert proc.returncode == 0, err
         assert "stopping" in err
         assert not _holder(emulator), "the lease was not released on a clean stop"
         for url in urls.values():
