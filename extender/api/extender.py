@@ -22,6 +22,8 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+from prometheus_client import Counter, Histogram
+from starlette.types import Receive, Scope, Send
 
 from extender import wellknown
 from extender.actions import bind as bind_action
@@ -33,28 +35,47 @@ from extender.kube.errors import BindConflict, GiveUp, NotFound
 from extender.model.task import ON_NODE, TaskInfo
 from extender.state import ServiceState
 
-__all__ = ["BodyTooLarge", "create_app", "read_body"]
+__all__ = ["BodyTooLarge", "ClientGone", "ExtenderApp", "Verbs", "create_app", "receive_body"]
 
 log = logging.getLogger(__name__)
+
+_JSON = b"application/json"
 
 
 class BodyTooLarge(Exception):
     pass
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing more than ``limit`` bytes (declared or streamed)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge(f"request body of {declared} bytes exceeds the limit of {limit} bytes")
+class ClientGone(Exception):
+    """The client disconnected before its request body arrived."""
+
+
+async def receive_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The request body from ASGI ``http.request`` messages (until ``more_body`` is false),
+    refusing more than ``limit`` bytes: from the declared ``Content-Length`` before reading, or
+    while streaming a body without one. ``http.disconnect`` raises :class:`ClientGone`."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            if value.isdigit() and int(value) > limit:
+                raise BodyTooLarge(f"request body of {value.decode()} bytes exceeds the limit of {limit} bytes")
+            break
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    while True:
+        message = await receive()
+        kind = message["type"]
+        if kind == "http.disconnect":
+            raise ClientGone
+        if kind != "http.request":
+            continue
+        chunk: bytes = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -188,52 +209,85 @@ def _error_reply(verb: str, message: str) -> Any:
     return {"Error": message}
 
 
-def create_app(state: ServiceState) -> FastAPI:
-    app = FastAPI(
-        title="sky-scheduler extender",
-        description="kube-scheduler extender verbs (k8s.io/kube-scheduler/extender/v1 wire format).",
-        version="v1",
-    )
-    metrics = state.metrics
+# path → verb, and the route's name and summary in the OpenAPI document
+_ROUTES: dict[str, tuple[str, str, str]] = {
+    "/filter": ("filter", "filter_", "Filter candidate nodes (ExtenderArgs → ExtenderFilterResult)"),
+    "/prioritize": ("prioritize", "prioritize", "Score candidate nodes 0..10 (ExtenderArgs → HostPriorityList)"),
+    "/bind": ("bind", "bind", "Bind the pod to the node (ExtenderBindingArgs → ExtenderBindingResult)"),
+    "/preempt": (
+        "preempt",
+        "preempt",
+        "Restrict preemption victims (ExtenderPreemptionArgs → ExtenderPreemptionResult)",
+    ),
+}
+_VERB_OF_PATH = {path: verb for path, (verb, _, _) in _ROUTES.items()}
 
-    def timed(
-        verb: str,
-    ) -> Callable[[Callable[[Request], Awaitable[Response]]], Callable[[Request], Awaitable[Response]]]:
-        def wrap(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-            async def handler(request: Request) -> Response:
-                t0 = time.perf_counter()
-                try:
-                    resp = await fn(request)
-                except BodyTooLarge as exc:
-                    resp = _json(_error_reply(verb, str(exc)), 413)
-                except Exception as exc:  # never a 500 with a stack trace
-                    log.exception("%s failed", verb)
-                    resp = _json(_error_reply(verb, f"internal error in {verb}: {type(exc).__name__}: {exc}"))
-                metrics.request_seconds.labels(verb=verb).observe(time.perf_counter() - t0)
-                metrics.requests.labels(verb=verb, code=str(resp.status_code)).inc()
-                return resp
 
-            handler.__name__ = fn.__name__
-            handler.__doc__ = fn.__doc__
-            return handler
+class Verbs:
+    """The four verbs over one :class:`ServiceState`: the one implementation behind both ways in,
+    the ASGI front of :class:`ExtenderApp` and the FastAPI routes.
 
-        return wrap
+    :meth:`answer` reads the body and answers ``(HTTP status, JSON bytes)``: 413 for a body above
+    ``max_body_bytes``, else 200 — a bug in a verb is logged with its traceback and answered with
+    the verb's own reply type carrying ``Error``, never a 500 with a stack trace. Every answer is
+    counted once in ``sky_extender_request_seconds{verb}`` and ``sky_extender_requests_total{verb,code}``.
+    """
 
-    def resolve(ssn: Session, pod: Mapping[str, Any]) -> TaskInfo | None:
+    def __init__(self, state: ServiceState) -> None:
+        self.state = state
+        self.handlers: dict[str, Callable[[bytes], Awaitable[bytes]]] = {
+            "filter": self.filter,
+            "prioritize": self.prioritize,
+            "bind": self.bind,
+            "preempt": self.preempt,
+        }
+        # the metrics' children per (verb, code), made on first use as labels() makes them
+        self._children: dict[tuple[str, int], tuple[Histogram, Counter]] = {}
+
+    async def answer(self, verb: str, scope: Scope, receive: Receive) -> tuple[int, bytes] | None:
+        """``(status, reply)``; None when the client went away before its body arrived (there is
+        no one to answer: nothing is counted)."""
+        t0 = time.perf_counter()
+        try:
+            body = await receive_body(scope, receive, self.state.max_body_bytes)
+            status, reply = 200, await self.handlers[verb](body)
+        except BodyTooLarge as exc:
+            status, reply = 413, orjson.dumps(_error_reply(verb, str(exc)))
+        except ClientGone:
+            log.debug("%s: the client went away before its request body arrived", verb)
+            return None
+        except Exception as exc:  # never a 500 with a stack trace
+            log.exception("%s failed", verb)
+            message = f"internal error in {verb}: {type(exc).__name__}: {exc}"
+            status, reply = 200, orjson.dumps(_error_reply(verb, message))
+        children = self._children.get((verb, status))
+        if children is None:
+            metrics = self.state.metrics
+            children = self._children[verb, status] = (
+                metrics.request_seconds.labels(verb=verb),
+                metrics.requests.labels(verb=verb, code=str(status)),
+            )
+        children[0].observe(time.perf_counter() - t0)
+        children[1].inc()
+        return status, reply
+
+    # --- the verbs: request body → reply body ----------------------------------------------------
+    def _resolve(self, ssn: Session, pod: Mapping[str, Any]) -> TaskInfo | None:
         uid = str((pod.get("metadata") or {}).get("uid") or "")
         return ssn.task(uid) if uid else None
 
-    def not_ours(pod: Mapping[str, Any]) -> bool:
-        return (pod.get("spec") or {}).get("schedulerName") not in (None, state.scheduler_name)
+    def _not_ours(self, pod: Mapping[str, Any]) -> bool:
+        return (pod.get("spec") or {}).get("schedulerName") not in (None, self.state.scheduler_name)
 
-    def decide(pod: Mapping[str, Any], names: list[str]) -> tuple[FilterOutcome, bind_action.Rest | None]:
+    def _decide(self, pod: Mapping[str, Any], names: list[str]) -> tuple[FilterOutcome, bind_action.Rest | None]:
+        state = self.state
         if not state.synced():
             reason = Status.unresolvable(Reason.CACHE_NOT_SYNCED, "the scheduler is starting; retry in a moment")
             return FilterOutcome(), bind_action.Rest(reason.message())
-        if not_ours(pod):
+        if self._not_ours(pod):
             return FilterOutcome(passed=list(names)), None
         ssn = state.session()
-        task = resolve(ssn, pod)
+        task = self._resolve(ssn, pod)
         if task is None:
             meta = pod.get("metadata") or {}
             key = f"{meta.get('namespace')}/{meta.get('name')}"
@@ -246,44 +300,38 @@ def create_app(state: ServiceState) -> FastAPI:
             return FilterOutcome(passed=passed), bind_action.Rest(reason.message(), skip=task.node)
         return bind_action.decide_pod(ssn, task, names, state.verdicts())
 
-    @app.post("/filter", summary="Filter candidate nodes (ExtenderArgs → ExtenderFilterResult)")
-    @timed("filter")
-    async def filter_(request: Request) -> Response:
-        body = await read_body(request, state.max_body_bytes)
+    async def filter(self, body: bytes) -> bytes:
         try:
             pod, names, node_list = _extender_args(body)
         except _BadRequest as exc:
-            return _json(_error_reply("filter", str(exc)))
-        outcome, rest = decide(pod, names)
-        return Response(_filter_reply(outcome, rest, names, node_list), media_type="application/json")
+            return orjson.dumps(_error_reply("filter", str(exc)))
+        outcome, rest = self._decide(pod, names)
+        return _filter_reply(outcome, rest, names, node_list)
 
-    @app.post("/prioritize", summary="Score candidate nodes 0..10 (ExtenderArgs → HostPriorityList)")
-    @timed("prioritize")
-    async def prioritize(request: Request) -> Response:
-        body = await read_body(request, state.max_body_bytes)
+    async def prioritize(self, body: bytes) -> bytes:
         try:
             pod, names, _ = _extender_args(body)
         except _BadRequest:
-            return _json([])  # prioritize errors are ignored by kube-scheduler: answer neutrally
-        outcome, _ = decide(pod, names)  # the rest fail: they score 0
+            return b"[]"  # prioritize errors are ignored by kube-scheduler: answer neutrally
+        outcome, _ = self._decide(pod, names)  # the rest fail: they score 0
         if outcome.path in (INLINE, SPOT):
             scores = bind_action.scale_scores(outcome.scores, names)
         else:
             passed = set(outcome.passed)
             scores = {n: (10 if n in passed else 0) for n in names}
-        return _json([{"Host": n, "Score": scores.get(n, 0)} for n in names])
+        return orjson.dumps([{"Host": n, "Score": scores.get(n, 0)} for n in names])
 
-    @app.post("/bind", summary="Bind the pod to the node (ExtenderBindingArgs → ExtenderBindingResult)")
-    @timed("bind")
-    async def bind(request: Request) -> Response:
-        body = await read_body(request, state.max_body_bytes)
+    async def bind(self, body: bytes) -> bytes:
+        state = self.state
         try:
             args = _parse(body)
         except _BadRequest as exc:
-            return _json({"Error": str(exc)})
+            return orjson.dumps({"Error": str(exc)})
         name, ns, uid, node = (str(_field(args, k) or "") for k in ("PodName", "PodNamespace", "PodUID", "Node"))
         if not (name and ns and uid and node):
-            return _json({"Error": "malformed binding request: PodName, PodNamespace, PodUID and Node are required"})
+            return orjson.dumps(
+                {"Error": "malformed binding request: PodName, PodNamespace, PodUID and Node are required"}
+            )
         # a retry while the first attempt is still in flight joins it instead of binding twice
         running = state.binds_in_flight.get(uid)
         if running is not None:
@@ -291,7 +339,7 @@ def create_app(state: ServiceState) -> FastAPI:
             error = await asyncio.shield(fut)
             if not error and target != node:
                 error = f"pod {ns}/{name} was bound to {target}, not {node}"
-            return _json({"Error": error})
+            return orjson.dumps({"Error": error})
         fut = asyncio.ensure_future(_bind(state, ns, name, uid, node))
         state.binds_in_flight[uid] = (node, fut)
 
@@ -303,17 +351,15 @@ def create_app(state: ServiceState) -> FastAPI:
 
         fut.add_done_callback(done)
         error = await asyncio.shield(fut)
-        return _json({"Error": error})
+        return orjson.dumps({"Error": error})
 
-    @app.post("/preempt", summary="Restrict preemption victims (ExtenderPreemptionArgs → ExtenderPreemptionResult)")
-    @timed("preempt")
-    async def preempt(request: Request) -> Response:
-        body = await read_body(request, state.max_body_bytes)
+    async def preempt(self, body: bytes) -> bytes:
+        state = self.state
         try:
             args = _parse(body)
             pod = _pod(args)
         except _BadRequest as exc:
-            return _json(_error_reply("preempt", str(exc)))
+            return orjson.dumps(_error_reply("preempt", str(exc)))
         meta = _field(args, "NodeNameToMetaVictims")
         full = _field(args, "NodeNameToVictims")
         proposed: dict[str, list[str]] = {}
@@ -330,10 +376,10 @@ def create_app(state: ServiceState) -> FastAPI:
                     uids.append(uid)
             proposed[node] = uids
             pdb[node] = int(_field(victims or {}, "NumPDBViolations") or 0)
-        if not_ours(pod):
+        if self._not_ours(pod):
             # extenders are shared by every profile: another scheduler's preemption goes through
             # unchanged (as UIDs, the only form of the reply; never a node without victims)
-            return _json(
+            return orjson.dumps(
                 {
                     "NodeNameToMetaVictims": {
                         node: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": pdb.get(node, 0)}
@@ -343,11 +389,11 @@ def create_app(state: ServiceState) -> FastAPI:
                 }
             )
         if not state.synced():
-            return _json({"NodeNameToMetaVictims": {}})
+            return orjson.dumps({"NodeNameToMetaVictims": {}})
         ssn = state.session()
-        task = resolve(ssn, pod)
+        task = self._resolve(ssn, pod)
         if task is None:
-            return _json({"NodeNameToMetaVictims": {}})
+            return orjson.dumps({"NodeNameToMetaVictims": {}})
         outcome = reclaim_action.reclaim(ssn, task, proposed)
         for node, why in outcome.dropped.items():
             log.debug("preempt %s on %s: dropped: %s", task.key, node, why)
@@ -356,7 +402,60 @@ def create_app(state: ServiceState) -> FastAPI:
             for node, uids in outcome.victims.items()
             if uids
         }
-        return _json({"NodeNameToMetaVictims": reply})
+        return orjson.dumps({"NodeNameToMetaVictims": reply})
+
+
+class ExtenderApp(FastAPI):
+    """The extender's FastAPI app behind a thin ASGI front.
+
+    ``POST /filter``, ``/prioritize``, ``/bind`` and ``/preempt`` (the exact paths; any query
+    string) are answered straight from :class:`Verbs`, without FastAPI's middleware stack, routing
+    and dependency solving (well over 0.1 ms a request). Everything else — ``/healthz``, the
+    OpenAPI document and docs, other methods on the verbs' paths (405), unknown paths (404),
+    ``/filter/`` (307) — goes to FastAPI. The verbs' FastAPI routes stay declared, over the same
+    :class:`Verbs`: they describe the verbs in the OpenAPI document and serve whoever calls the
+    router itself."""
+
+    def __init__(self, verbs: Verbs, **fastapi: Any) -> None:
+        super().__init__(**fastapi)
+        self.verbs = verbs
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            verb = _VERB_OF_PATH.get(scope["path"])
+            if verb is not None:
+                answered = await self.verbs.answer(verb, scope, receive)
+                if answered is not None:
+                    status, reply = answered
+                    # the headers Starlette's Response writes, in its order
+                    headers = [(b"content-length", str(len(reply)).encode()), (b"content-type", _JSON)]
+                    await send({"type": "http.response.start", "status": status, "headers": headers})
+                    await send({"type": "http.response.body", "body": reply})
+                return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(state: ServiceState) -> ExtenderApp:
+    verbs = Verbs(state)
+    app = ExtenderApp(
+        verbs,
+        title="sky-scheduler extender",
+        description="kube-scheduler extender verbs (k8s.io/kube-scheduler/extender/v1 wire format).",
+        version="v1",
+    )
+
+    def route(verb: str) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            answered = await verbs.answer(verb, request.scope, request.receive)
+            if answered is None:
+                return Response(status_code=499)  # nginx's "client closed request"; no one reads it
+            status, reply = answered
+            return Response(reply, status_code=status, media_type="application/json")
+
+        return endpoint
+
+    for path, (verb, name, summary) in _ROUTES.items():
+        app.add_api_route(path, route(verb), methods=["POST"], name=name, summary=summary)
 
     @app.get("/healthz", summary="Liveness")
     async def healthz() -> Response:
