@@ -209,6 +209,7 @@ async def serve_main(args: argparse.Namespace) -> None:
         stats = pstats.Stats(prof, stream=text)
         stats.sort_stats("tottime").print_stats(30)
         stats.sort_stats("cumulative").print_stats(60)
+        stats.print_callees("extender.py.*[(]_bind[)]|[(]bind_pod[)]|[(]filter[)]|[(]_decide[)]|[(]assume[)]")
         print(text.getvalue(), file=sys.stderr)
     await server.stop()
     await kube_client.close(api)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,34 @@ def _disruption_reason(obj: Obj) -> str:
             if "Eviction" in reason or "Taint" in reason:
                 return "Evicted"
     return "Deleted"
+
+
+class CopiedOnRead(Collection[str]):
+    """One of the cache's index sets, as a snapshot holds it: copied on the first read.
+
+    A session reads its snapshot synchronously (it never lives across an ``await``), so the copy
+    shows the set as it was when the snapshot was taken; the copy keeps iteration safe from the
+    cache changing later."""
+
+    __slots__ = ("_copy", "_source")
+
+    def __init__(self, source: set[str]) -> None:
+        self._source: set[str] | None = source
+        self._copy: frozenset[str] = frozenset()
+
+    def _items(self) -> frozenset[str]:
+        if self._source is not None:
+            self._copy, self._source = frozenset(self._source), None
+        return self._copy
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._items()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
 
 
 class ClusterCache:
@@ -703,7 +731,8 @@ class ClusterCache:
         return self._total
 
     def snapshot(self, now: float | None = None) -> Snapshot:
-        """A view of the cache for one session (O(1): it references the cache's objects)."""
+        """A view of the cache for one session (O(1): it references the cache's objects; the
+        index sets are copied when a session first reads them — most extender requests never do)."""
         return Snapshot(
             now=self.clock() if now is None else now,
             nodes=self.nodes,
@@ -717,9 +746,9 @@ class ClusterCache:
             quotas_by_queue=self.quotas_by_queue(),
             cluster_total=self.cluster_total(),
             generation=self.generation,
-            pending_jobs=tuple(self.pending_jobs),
+            pending_jobs=CopiedOnRead(self.pending_jobs),
             quota_touched=self.quota_touched,
-            release_candidates=tuple(self.release_candidates),
+            release_candidates=CopiedOnRead(self.release_candidates),
         )
 
     def take_dirty_quotas(self) -> set[str]:
