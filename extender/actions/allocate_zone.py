@@ -40,10 +40,12 @@ class Action:
 
     def execute(self, ssn: Session) -> None:
         jobs = []
+        unbound: dict[str, list[QuotaInfo]] = {}
         for job in ssn.pending_jobs():
             if not job.topology:
                 continue
-            if not any(not q.node_name for q in job_quotas(ssn, job)):
+            quotas = [q for q in job_quotas(ssn, job) if not q.node_name]
+            if not quotas:
                 continue
             if not can_allocate_zone(job):
                 missing = sum(1 for t in job.alive_tasks() if not t.spot and not t.quota)
@@ -54,10 +56,12 @@ class Action:
                 )
                 continue
             jobs.append(job)
+            unbound[job.key] = quotas
         for job in ordered_jobs(ssn, jobs):
             if not admissible(ssn, job):
                 continue
-            quotas = [q for q in job_quotas(ssn, job) if not q.node_name]
+            # bind_job_quotas re-reads each quota: one an earlier job bound meanwhile is skipped
+            quotas = unbound[job.key]
             bind_job_quotas(
                 ssn, job, quotas, self._candidates(ssn, job, quotas), rank_ordered=ssn.qn.rank_ordered, stop_after=None
             )

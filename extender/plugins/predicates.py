@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from extender.framework.plugin import NoArgs
-from extender.framework.session import Session
+from extender.framework.session import Event, EventKind, Session
 from extender.framework.status import SUCCESS, Reason, Status
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
@@ -63,7 +63,7 @@ def _check(c: _Constraints, node: NodeInfo) -> Status:
 class Plugin:
     NAME: Final = NAME
     Args = Args
-    STAGES: Final = frozenset({"qn.pre_predicate", "qn.predicate", "tn.predicate"})
+    STAGES: Final = frozenset({"qn.predicate", "tn.predicate", "events"})
 
     def __init__(self, args: NoArgs) -> None:
         self.args = args
@@ -87,10 +87,9 @@ class Plugin:
                 c = cache[quota.name] = _Constraints(tuple(dict.fromkeys(tols)), tuple(sels), tuple(affs))
             return c
 
-        def pre_predicate_qn(quota: QuotaInfo) -> Status:
-            cache.pop(quota.name, None)  # claimants may have changed since the last action
-            constraints(quota)
-            return SUCCESS
+        def on_event(ev: Event) -> None:
+            if ev.kind in (EventKind.CLAIM, EventKind.UNCLAIM):
+                cache.pop(ev.quota, None)  # its claimants changed: so may the constraints
 
         def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
             return _check(constraints(quota), node)
@@ -103,4 +102,4 @@ class Plugin:
             )
             return _check(c, node)
 
-        return {"qn.pre_predicate": pre_predicate_qn, "qn.predicate": predicate_qn, "tn.predicate": predicate_tn}
+        return {"qn.predicate": predicate_qn, "tn.predicate": predicate_tn, "events": on_event}

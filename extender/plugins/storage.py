@@ -17,7 +17,7 @@ from pydantic import Field
 
 from extender import wellknown
 from extender.framework.plugin import ArgsModel
-from extender.framework.session import Session
+from extender.framework.session import Event, EventKind, Session
 from extender.framework.status import SUCCESS, Reason, Status
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
@@ -45,7 +45,7 @@ def not_ready(node: NodeInfo, mount_points: Iterable[str], tolerance: float) -> 
 class Plugin:
     NAME: Final = NAME
     Args = StorageArgs
-    STAGES: Final = frozenset({"tq.predicate", "qn.pre_predicate", "qn.predicate", "tn.predicate"})
+    STAGES: Final = frozenset({"tq.predicate", "qn.predicate", "tn.predicate", "events"})
 
     def __init__(self, args: StorageArgs) -> None:
         self.args = args
@@ -66,10 +66,9 @@ class Plugin:
                 mps = needs[quota.name] = tuple(sorted({mp for t in ssn.claimants(quota) for mp in t.mount_points}))
             return mps
 
-        def pre_predicate_qn(quota: QuotaInfo) -> Status:
-            needs.pop(quota.name, None)
-            mount_points(quota)
-            return SUCCESS
+        def on_event(ev: Event) -> None:
+            if ev.kind in (EventKind.CLAIM, EventKind.UNCLAIM):
+                needs.pop(ev.quota, None)  # its claimants changed: so may the mount points
 
         def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
             mps = mount_points(quota)
@@ -86,7 +85,7 @@ class Plugin:
 
         return {
             "tq.predicate": predicate_tq,
-            "qn.pre_predicate": pre_predicate_qn,
             "qn.predicate": predicate_qn,
             "tn.predicate": predicate_tn,
+            "events": on_event,
         }
