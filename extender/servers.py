@@ -29,8 +29,9 @@ from types import TracebackType
 from typing import Any
 
 import uvicorn
+from starlette.types import Receive, Scope
 
-__all__ = ["AppServer"]
+__all__ = ["AppServer", "BodyTooLarge", "ClientGone", "receive_body"]
 
 log = logging.getLogger(__name__)
 
@@ -189,3 +190,40 @@ class AppServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+
+# --- request bodies --------------------------------------------------------------------------
+class BodyTooLarge(Exception):
+    """The request body is above the configured limit (answered 413)."""
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body arrived."""
+
+
+async def receive_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """The request body from ASGI ``http.request`` messages (until ``more_body`` is false),
+    refusing more than ``limit`` bytes: from the declared ``Content-Length`` before reading, or
+    while streaming a body without one. ``http.disconnect`` raises :class:`ClientGone`."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            if value.isdigit() and int(value) > limit:
+                raise BodyTooLarge(f"request body of {value.decode()} bytes exceeds the limit of {limit} bytes")
+            break
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        kind = message["type"]
+        if kind == "http.disconnect":
+            raise ClientGone
+        if kind != "http.request":
+            continue
+        chunk: bytes = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)

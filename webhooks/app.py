@@ -21,6 +21,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from extender.servers import BodyTooLarge, ClientGone, receive_body
 from webhooks.mutate import Decision, Outcome, decide
 from webhooks.review import AdmissionRequest, ReviewError, build_response, error_status, parse_review
 from webhooks.state import WebhookState
@@ -31,24 +32,6 @@ log = logging.getLogger(__name__)
 
 MUTATE_PATH = "/mutate/pods"
 _JSON = "application/json"
-
-
-class _TooLarge(Exception):
-    pass
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def handle(state: WebhookState, body: bytes) -> tuple[int, dict[str, Any]]:
@@ -128,8 +111,10 @@ def create_app(state: WebhookState) -> FastAPI:
     async def mutate_pods(request: Request) -> Response:
         t0 = time.perf_counter()
         try:
-            body = await _read_body(request, state.config.max_body_bytes)
-        except _TooLarge:
+            body = await receive_body(request.scope, request.receive, state.config.max_body_bytes)
+        except ClientGone:
+            return Response(status_code=499)  # nginx's "client closed request": no one reads it
+        except BodyTooLarge:
             code, doc = (
                 413,
                 error_status(

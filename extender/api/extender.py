@@ -33,49 +33,14 @@ from extender.framework.session import Session
 from extender.framework.status import Reason, Status
 from extender.kube.errors import BindConflict, GiveUp, NotFound
 from extender.model.task import ON_NODE, TaskInfo
+from extender.servers import BodyTooLarge, ClientGone, receive_body
 from extender.state import ServiceState
 
-__all__ = ["BodyTooLarge", "ClientGone", "ExtenderApp", "Verbs", "create_app", "receive_body"]
+__all__ = ["ExtenderApp", "Verbs", "create_app"]
 
 log = logging.getLogger(__name__)
 
 _JSON = b"application/json"
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-class ClientGone(Exception):
-    """The client disconnected before its request body arrived."""
-
-
-async def receive_body(scope: Scope, receive: Receive, limit: int) -> bytes:
-    """The request body from ASGI ``http.request`` messages (until ``more_body`` is false),
-    refusing more than ``limit`` bytes: from the declared ``Content-Length`` before reading, or
-    while streaming a body without one. ``http.disconnect`` raises :class:`ClientGone`."""
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            if value.isdigit() and int(value) > limit:
-                raise BodyTooLarge(f"request body of {value.decode()} bytes exceeds the limit of {limit} bytes")
-            break
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        kind = message["type"]
-        if kind == "http.disconnect":
-            raise ClientGone
-        if kind != "http.request":
-            continue
-        chunk: bytes = message.get("body", b"")
-        if chunk:
-            size += len(chunk)
-            if size > limit:
-                raise BodyTooLarge(f"request body exceeds the limit of {limit} bytes")
-            chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _json(obj: Any, status: int = 200) -> Response:

@@ -22,9 +22,9 @@ import orjson
 import pytest
 from fastapi import FastAPI
 
-from extender.api.extender import BodyTooLarge, ClientGone, ExtenderApp, create_app, receive_body
+from extender.api.extender import ExtenderApp, create_app
 from extender.cache.cache import ClusterCache
-from extender.servers import AppServer
+from extender.servers import AppServer, BodyTooLarge, ClientGone, receive_body
 from extender.state import ServiceState
 from tests.extender.test_wire import _cluster, _sample, _sample_pod
 from tests.extender.wire import JSON, RecordingWriter, binding, cache_of, state_of
