@@ -136,8 +136,8 @@ class KubeSink(KubeReader):
         self.writer = writer
 
     async def publish(self, node: str, spec: NodeTopologySpec, zone_label: str | None) -> bool:
-        labels = {wellknown.LABEL_ZONE: zone_label} if zone_label is not None else None
-        _, changed = await self.writer.apply_node_topology(node, spec, labels)
+        # None removes the label: a node that lost every switch must not keep its old zone
+        _, changed = await self.writer.apply_node_topology(node, spec, {wellknown.LABEL_ZONE: zone_label})
         node_labels = await self.node_labels(node)
         if node_labels is None:
             log.warning("node %s does not exist: NodeTopology written, no zone label set", node)

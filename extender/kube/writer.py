@@ -425,13 +425,15 @@ class KubeWriter:
     # discovery outputs
 
     async def apply_node_topology(
-        self, name: str, spec: Mapping[str, Any], labels: Mapping[str, str] | None = None
+        self, name: str, spec: Mapping[str, Any], labels: Mapping[str, str | None] | None = None
     ) -> tuple[Obj, bool]:
-        """Create the node's NodeTopology, or replace its spec (and set ``labels``) only when
-        they differ. Returns the object and whether anything was written."""
+        """Create the node's NodeTopology, or replace its spec (and set ``labels``; a None value
+        removes that label) only when they differ. Returns the object and whether anything was
+        written."""
         g, v, plural = wellknown.GROUP, wellknown.VERSION, wellknown.NODETOPOLOGIES
         want_spec = orjson.loads(orjson.dumps(dict(spec)))
-        want_labels = dict(labels or {})
+        want_labels = {k: v_ for k, v_ in (labels or {}).items() if v_ is not None}
+        gone = {k for k, v_ in (labels or {}).items() if v_ is None}
         for _ in range(self.retries):
             resp = await self._call("get", g, v, plural, name=name)
             if resp.status == 404:
@@ -448,11 +450,16 @@ class KubeWriter:
             current = self._ok(resp, f"get nodetopology {name}")
             meta = current.get("metadata") or {}
             have_labels = meta.get("labels") or {}
-            if current.get("spec") == want_spec and all(have_labels.get(k) == v_ for k, v_ in want_labels.items()):
+            if (
+                current.get("spec") == want_spec
+                and all(have_labels.get(k) == v_ for k, v_ in want_labels.items())
+                and not gone & set(have_labels)
+            ):
                 return current, False
+            kept = {k: v_ for k, v_ in have_labels.items() if k not in gone}
             body = {
                 **current,
-                "metadata": {**meta, "labels": {**have_labels, **want_labels}},
+                "metadata": {**meta, "labels": {**kept, **want_labels}},
                 "spec": want_spec,
             }
             updated = await self._call("update", g, v, plural, name=name, body=body)

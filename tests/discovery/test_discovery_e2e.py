@@ -163,6 +163,16 @@ async def test_roce_agents_write_node_topologies_and_the_scheduler_zones_follow_
         await agents["n1"].run_once()
         assert groups(zone_keys(await read_back(kubeconfig, list(wiring)))) == [["n1", "n2"], ["n3"]]
 
+        # n3 loses every link: no zone any more, and no stale zone label on the node or its
+        # NodeTopology (the scheduler would still take the label for its zone)
+        tables["n3"].write_text(_table(fixtures, {}))
+        await agents["n3"].run_once()
+        state = await read_back(kubeconfig, list(wiring))
+        obj3, labels3 = state["n3"]
+        assert obj3 is not None and obj3["spec"]["zone"] == ""
+        assert wellknown.LABEL_ZONE not in labels3
+        assert wellknown.LABEL_ZONE not in (obj3["metadata"].get("labels") or {})
+
 
 def test_ib_collector_writes_every_node_and_follows_a_moved_cable(
     emulator: tuple[Emulator, Path], fixtures: Path
