@@ -223,23 +223,38 @@ class LeaderElector:
             self._fire(self.on_stopped_leading)
 
     async def _release(self) -> None:
-        """Give the lease up (only if we still hold it), so a successor takes over at once."""
+        """Give the lease up (only if we still hold it), so a successor takes over at once.
+
+        A renewal cut short by the stop may still have reached the API server: the lease then
+        carries a newer resourceVersion than the one we saw, and the release conflicts. It is
+        read again and, if it is still ours, released from there."""
         lease = self._observed
-        if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
-            return
-        now = micro_time()
-        spec = {
-            **(lease.get("spec") or {}),
-            "holderIdentity": "",
-            "leaseDurationSeconds": 1,
-            "acquireTime": now,
-            "renewTime": now,
-        }
-        try:
-            await self.writer.update_lease({**lease, "spec": spec})
+        for _ in range(3):
+            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            now = micro_time()
+            spec = {
+                **(lease.get("spec") or {}),
+                "holderIdentity": "",
+                "leaseDurationSeconds": 1,
+                "acquireTime": now,
+                "renewTime": now,
+            }
+            try:
+                await self.writer.update_lease({**lease, "spec": spec})
+            except Conflict:
+                try:
+                    lease = await self.writer.get_lease(self.namespace, self.lease_name)
+                except KubeError as exc:
+                    log.warning("leader election %s: could not release the lease: %s", self.identity, exc)
+                    return
+                continue
+            except KubeError as exc:
+                log.warning("leader election %s: could not release the lease: %s", self.identity, exc)
+                return
             log.info("leader election: %s released %s/%s", self.identity, self.namespace, self.lease_name)
-        except KubeError as exc:
-            log.warning("leader election %s: could not release the lease: %s", self.identity, exc)
+            return
+        log.warning("leader election %s: could not release the lease: it kept changing", self.identity)
 
     def _fire(self, callback: Callable[..., Any], *args: Any) -> None:
         try:

@@ -152,3 +152,19 @@ def test_settings_are_checked() -> None:
         LeaderElector(None, lease_name="l", namespace="n", identity="a", lease_duration=5, renew_deadline=10)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         LeaderElector(None, lease_name="l", namespace="n", identity="")  # type: ignore[arg-type]
+
+
+async def test_release_after_a_renewal_the_stop_cut_short_still_releases(emu: Emulator) -> None:
+    """A renewal that reached the API server but whose answer the stop cancelled leaves the
+    elector with a stale resourceVersion: the release conflicts, re-reads, and releases."""
+    lease = f"l-{uuid.uuid4().hex[:6]}"
+    slow = {"lease_duration": 10.0, "renew_deadline": 5.0, "retry_period": 2.0}  # no renewal in between
+    async with candidate(emu, "a", lease, **slow) as a:
+        with anyio.fail_after(5):
+            await a.leading.wait()
+        # what the cut-short renewal did on the server: same holder, newer renewTime and version
+        emu.patch("coordination.k8s.io/v1", "leases", lease, {"spec": {"renewTime": "2026-11-29T00:00:00.000000Z"}},
+                  namespace="kube-system")  # fmt: skip
+    assert not a.is_leader
+    released = lease_spec(emu, lease)
+    assert released["holderIdentity"] == "" and released["leaseDurationSeconds"] == 1
