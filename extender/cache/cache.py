@@ -218,6 +218,12 @@ class ClusterCache:
             self._rebuild_node(name)
 
     def on_topology_update(self, old: Obj, new: Obj) -> None:
+        name = _name(new)
+        if name in self._topos and old.get("spec") == new.get("spec"):
+            # a status-only write (the discovery agents' heartbeat): nothing the node is built
+            # from changed, so no rebuild and no generation bump
+            self._topos[name] = new
+            return
         self.on_topology_add(new)
 
     def on_topology_delete(self, obj: Obj) -> None:

@@ -55,3 +55,27 @@ def test_session_is_reused_only_while_it_is_what_a_fresh_one_would_be() -> None:
     stmt.allocate_quota_to_node("q0", "n1")
     assert state.session() is not s3
     stmt.discard()
+
+
+def test_a_status_only_nodetopology_write_changes_nothing_the_scheduler_reads() -> None:
+    """The discovery agents' heartbeat updates NodeTopology status every few minutes per node:
+    the cache keeps the object but neither rebuilds the node nor bumps its generation (which
+    would throw away every reused snapshot and session)."""
+    state, cache, _ = _state()
+    topo = b.topology("n0", ["leaf-a"])
+    cache.on_topology_add(topo)
+    zone = cache.nodes["n0"].zone
+    assert zone  # the zone came from the NodeTopology
+    gen, node, snap = cache.generation, cache.nodes["n0"], state.snapshot()
+    beat = {**topo, "metadata": {**topo["metadata"], "resourceVersion": "2"}, "status": {"observedAt": "x"}}
+    cache.on_topology_update(topo, beat)
+    assert cache.generation == gen and cache.nodes["n0"] is node and state.snapshot().generation == snap.generation
+    moved = {
+        **beat,
+        "metadata": {**beat["metadata"], "resourceVersion": "3"},
+        "spec": b.topology("n0", ["leaf-b"])["spec"],
+    }
+    cache.on_topology_update(beat, moved)
+    assert cache.generation > gen and cache.nodes["n0"].zone not in ("", zone)
+    cache.on_topology_delete(moved)
+    assert cache.nodes["n0"].zone == ""
