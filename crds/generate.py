@@ -655,7 +655,17 @@ def nodetopology_crd() -> Schema:
         short_names=["ntopo"],
         scope="Cluster",
         schema=schema,
-        columns=[column("ZONE", ".spec.zone", "string", "Generated zone key of the node."), AGE],
+        columns=[
+            column("ZONE", ".spec.zone", "string", "Generated zone key of the node."),
+            AGE,
+            column(
+                "LAST-SEEN",
+                ".status.observedAt",
+                "date",
+                "Time since a discovery agent last checked the node (its heartbeat).",
+                priority=1,
+            ),
+        ],
     )
 
 

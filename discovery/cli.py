@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from discovery.common import kube
+from discovery.common.heartbeat import DEFAULT_HEARTBEAT_SECONDS, agent_identity, default_instance
 from discovery.common.sink import DryRunSink, TopologySink, write_json
 from discovery.ib import hosts
 from discovery.ib.collector import DEFAULT_IBNETDISCOVER, IbCollector, IbConfig, IbRound
@@ -33,9 +34,30 @@ def _default_node_name() -> str:
     return os.environ.get("NODE_NAME") or socket.gethostname()
 
 
-def _common(p: argparse.ArgumentParser, period: float) -> None:
+def _heartbeat_seconds(value: str) -> float:
+    seconds = float(value)
+    if seconds < 0:
+        raise argparse.ArgumentTypeError("must be 0 (no heartbeat) or a positive number of seconds")
+    return seconds
+
+
+def _common(p: argparse.ArgumentParser, period: float, kind: str) -> None:
     p.add_argument(
         "--period", type=float, default=period, metavar="SECONDS", help=f"seconds between rounds (default {period:g})"
+    )
+    p.add_argument(
+        "--heartbeat-seconds",
+        type=_heartbeat_seconds,
+        default=DEFAULT_HEARTBEAT_SECONDS,
+        metavar="SECONDS",
+        help="write the NodeTopology's status.observedAt when the spec changed, else at most this often "
+        f"(default {DEFAULT_HEARTBEAT_SECONDS:g}; 0: never)",
+    )
+    p.add_argument(
+        "--agent-identity",
+        default=default_instance(),
+        metavar="NAME",
+        help=f"this agent in status.agent, written as {kind}/NAME (default: $POD_NAME, else hostname)",
     )
     p.add_argument("--once", action="store_true", help="run one round and exit")
     p.add_argument(
@@ -82,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="command printing RDMA links as JSON (default %(default)r)",
     )
     roce.add_argument("--timeout", type=float, default=10.0, help="timeout of each command, seconds")
-    _common(roce, 10.0)
+    _common(roce, 10.0, "roce")
 
     ib = sub.add_parser(
         "ib",
@@ -114,7 +136,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="holder identity in the Lease (default: $POD_NAME, else hostname)",
     )
     ib.add_argument("--timeout", type=float, default=300.0, help="timeout of ibnetdiscover, seconds")
-    _common(ib, 600.0)
+    _common(ib, 600.0, "ib")
 
 
 def _setup_logging(level: str) -> None:
@@ -163,6 +185,8 @@ async def _run_roce(args: argparse.Namespace) -> int:
         period=args.period,
         tool_timeout=args.timeout,
         publish_incomplete=args.dry_run,
+        heartbeat_seconds=args.heartbeat_seconds,
+        agent=agent_identity("roce", args.agent_identity),
     )
     log.info(
         "RoCE discovery for node %s: CNI %s, sysfs %s, `%s`, `%s`%s",
@@ -212,6 +236,8 @@ async def _run_ib(args: argparse.Namespace) -> int:
         hostname_pattern=args.hostname_pattern,
         period=args.period,
         tool_timeout=args.timeout,
+        heartbeat_seconds=args.heartbeat_seconds,
+        agent=agent_identity("ib", args.agent_identity),
     )
     log.info(
         "InfiniBand discovery from %s%s",

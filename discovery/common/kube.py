@@ -3,7 +3,7 @@
 
 - :class:`KubeReader` — GET a node's NodeTopology and ``zone`` label, list nodes (read-only).
 - :class:`DryRunKubeSink` — ``--dry-run --kubeconfig``: real reads, printed writes.
-- :class:`KubeSink` — the real sink.
+- :class:`KubeSink` — the real sink (spec and labels; the heartbeat through the status subresource).
 """
 
 from __future__ import annotations
@@ -145,6 +145,11 @@ class KubeSink(KubeReader):
             await self.writer.patch_node_labels(node, {wellknown.LABEL_ZONE: zone_label})
             changed = True
         return changed
+
+    async def heartbeat(self, node: str, observed_at: str, agent: str) -> bool:
+        # the status subresource: a write of its own, that never touches spec or labels
+        written = await self.writer.update_node_topology_status(node, {"observedAt": observed_at, "agent": agent})
+        return written is not None
 
 
 @contextlib.asynccontextmanager

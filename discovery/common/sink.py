@@ -2,10 +2,14 @@
 
 An agent never talks to the Kubernetes API itself. It hands a node's part of the topology
 (its RoCE NICs or its InfiniBand ports) to :func:`publish_part`, which reads what the sink holds
-for the node, merges, and writes only when something changed. Implementations:
+for the node, merges, and writes only when something changed. After a round that checked a node it
+may also write the node's heartbeat (``status.observedAt``/``status.agent``, throttled by
+:class:`discovery.common.heartbeat.Heartbeats`) with :meth:`TopologySink.heartbeat`.
+Implementations:
 
 - :class:`MemorySink` — a dict; what the tests use to see what would be written.
-- :class:`DryRunSink` — prints the NodeTopology objects it would write as JSON (``--dry-run``).
+- :class:`DryRunSink` — prints the NodeTopology objects it would write as JSON (``--dry-run``);
+  heartbeats are recorded like :class:`MemorySink` does, and not printed.
 - ``discovery.common.kube.KubeSink`` — the real thing, on top of ``extender.kube.writer.KubeWriter``.
 """
 
@@ -25,6 +29,7 @@ from extender import wellknown
 
 __all__ = [
     "DryRunSink",
+    "Heartbeat",
     "MemorySink",
     "NodeRef",
     "PublishOutcome",
@@ -64,6 +69,11 @@ class TopologySink(Protocol):
         it); return whether anything changed."""
         ...
 
+    async def heartbeat(self, node: str, observed_at: str, agent: str) -> bool:
+        """Write the node's NodeTopology ``status`` (``observedAt``, ``agent``) — separately from
+        its spec. Return False, writing nothing, when the node has no NodeTopology (yet)."""
+        ...
+
     async def list_nodes(self) -> Sequence[NodeRef] | None:
         """The cluster's nodes, or None when the sink cannot know them (offline dry run)."""
         ...
@@ -72,6 +82,15 @@ class TopologySink(Protocol):
     def dry_run(self) -> bool:
         """True when writes are only shown, not made (changes the agents' log wording)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """A heartbeat written to a :class:`MemorySink`."""
+
+    node: str
+    observed_at: str
+    agent: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +131,9 @@ def node_topology_object(node: str, spec: NodeTopologySpec, zone_label: str | No
 
 
 class MemorySink:
-    """In-memory sink: ``specs``/``labels`` hold what was written, ``writes`` lists the writes."""
+    """In-memory sink: ``specs``/``labels`` hold what was written, ``writes`` lists the writes
+    (spec/labels only); ``heartbeats`` lists the heartbeats written, ``status`` holds each node's
+    last one. Like the API, a heartbeat of a node without an object (no spec) is not recorded."""
 
     dry_run = False
 
@@ -120,6 +141,8 @@ class MemorySink:
         self.specs: dict[str, NodeTopologySpec] = {}
         self.labels: dict[str, str] = {}
         self.writes: list[str] = []
+        self.heartbeats: list[Heartbeat] = []
+        self.status: dict[str, dict[str, str]] = {}
         self._nodes = list(nodes) if nodes is not None else None
 
     async def read(self, node: str) -> Published:
@@ -137,6 +160,13 @@ class MemorySink:
                 self.labels[node] = zone_label
         return changed
 
+    async def heartbeat(self, node: str, observed_at: str, agent: str) -> bool:
+        if node not in self.specs:
+            return False
+        self.heartbeats.append(Heartbeat(node, observed_at, agent))
+        self.status[node] = {"observedAt": observed_at, "agent": agent}
+        return True
+
     async def list_nodes(self) -> Sequence[NodeRef] | None:
         return self._nodes
 
@@ -145,6 +175,7 @@ class DryRunSink(MemorySink):
     dry_run = True
 
     """Prints each NodeTopology it would write (JSON, one document per write) instead of writing.
+    Heartbeats are recorded (:class:`MemorySink`) but not printed: the output stays the objects.
 
     With ``collect=True`` nothing is printed; the objects accumulate in :attr:`printed` for the
     caller to print as one document (the IB collector prints all nodes as one ``List``).
@@ -170,6 +201,13 @@ class DryRunSink(MemorySink):
             if not self._collect:
                 write_json(obj, self._out)
         return changed
+
+    async def heartbeat(self, node: str, observed_at: str, agent: str) -> bool:
+        # recorded, not printed; and the object is taken to exist (a dry run against a cluster
+        # only holds the objects it would change)
+        self.heartbeats.append(Heartbeat(node, observed_at, agent))
+        self.status[node] = {"observedAt": observed_at, "agent": agent}
+        return True
 
 
 def write_json(obj: object, out: TextIO | None = None) -> None:

@@ -6,7 +6,10 @@ Every round (default 10 min), while it holds its Lease:
 2. each HCA port's leaf = the switch it is cabled to;
 3. HCA node descriptions → Kubernetes nodes by hostname (:mod:`discovery.ib.hosts`);
 4. each such node's NodeTopology ``spec.net.ib`` (+ ``spec.zone``) and ``zone`` labels are written
-   through the sink when they differ.
+   through the sink when they differ;
+5. each such node's heartbeat (``status.observedAt``, ``status.agent``) when its spec changed or
+   its last one is ``heartbeat_seconds`` old (:mod:`discovery.common.heartbeat`) — with the default
+   period (10 min) and interval (5 min), every round.
 
 Hostnames that are not Kubernetes nodes are logged once each (and listed in the dry-run output);
 they are not an error. Nodes that do not appear in the fabric are left as they are: a partial scan
@@ -19,12 +22,14 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from discovery.common import proc
 from discovery.common.conditions import ConditionLog
+from discovery.common.heartbeat import DEFAULT_HEARTBEAT_SECONDS, Heartbeats, agent_identity
 from discovery.common.sink import PublishOutcome, TopologySink, publish_part
 from discovery.ib import hosts, parse
 
@@ -42,6 +47,10 @@ class IbConfig:
     hostname_pattern: str = hosts.DEFAULT_HOSTNAME_PATTERN
     period: float = 600.0
     tool_timeout: float = 300.0
+    heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
+    """Write each node's ``status.observedAt`` at least this often (and when its spec changes); 0: never."""
+    agent: str = ""
+    """``status.agent`` of the heartbeats; empty: ``ib/`` + ``$POD_NAME``, else the hostname."""
 
 
 @dataclass(slots=True)
@@ -52,6 +61,10 @@ class IbRound:
     outcomes: dict[str, PublishOutcome] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     """node → why its NodeTopology could not be written."""
+    heartbeats: list[str] = field(default_factory=list)
+    """Nodes whose heartbeat (``status``) this round wrote; not changes."""
+    heartbeat_failed: dict[str, str] = field(default_factory=dict)
+    """node → why its heartbeat could not be written (logged, not an error of the round)."""
     error: str | None = None
     skipped: bool = False
     """True when this instance is not the leader and did nothing."""
@@ -65,6 +78,8 @@ class IbCollector:
         *,
         is_leader: Callable[[], bool] | None = None,
         logger: logging.Logger | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self.sink = sink
@@ -72,6 +87,9 @@ class IbCollector:
         self._rx: re.Pattern[str] = hosts.compile_pattern(config.hostname_pattern)
         self._log = logger or log
         self.conditions = ConditionLog(self._log)
+        self.heartbeats = Heartbeats(
+            config.agent or agent_identity("ib"), config.heartbeat_seconds, clock=clock, wall_clock=wall_clock
+        )
 
     def _retry(self, message: str) -> str:
         return f"{message} — will retry every {self.config.period:g}s"
@@ -100,6 +118,8 @@ class IbCollector:
         result = IbRound()
         try:
             result = await self._round()
+            if result.error is not None and "heartbeat" in c.active:  # not tried: not known to be over
+                c.report("heartbeat", c.active["heartbeat"])
         finally:
             c.end_round()
         return result
@@ -166,16 +186,41 @@ class IbCollector:
                     len(ports),
                     ", ".join(sorted({p.switch_name for p in ports})),
                 )
+            await self._heartbeat(result, node, outcome.changed)
+        if result.heartbeat_failed:
+            node, why = next(iter(result.heartbeat_failed.items()))
+            more = len(result.heartbeat_failed) - 1
+            c.report(
+                "heartbeat",
+                self._retry(
+                    f"cannot write the heartbeat (status) of NodeTopology {node}"
+                    f"{f' and {more} other node(s)' if more else ''}: {why}"
+                ),
+            )
         self._log.info(
-            "fabric: %d switch(es), %d leaf(s), %d HCA port(s); %d node(s) mapped, %d changed, %d unknown host(s)",
+            "fabric: %d switch(es), %d leaf(s), %d HCA port(s); %d node(s) mapped, %d changed, %d unknown host(s), "
+            "%d heartbeat(s)",
             len(fabric.switches),
             len(fabric.leaf_guids()),
             len(atts),
             len(mapping.nodes),
             sum(1 for o in result.outcomes.values() if o.changed),
             len(mapping.unknown_hosts),
+            len(result.heartbeats),
         )
         return result
+
+    async def _heartbeat(self, result: IbRound, node: str, changed: bool) -> None:
+        """The node's heartbeat, if due; a failure is recorded in ``result``, never raised."""
+        try:
+            written = await self.heartbeats.beat(self.sink, node, changed=changed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            result.heartbeat_failed[node] = f"{type(e).__name__}: {e}"
+            return
+        if written:
+            result.heartbeats.append(node)
 
     async def run(self, stop: asyncio.Event, standby_poll: float = 5.0) -> None:
         """Rounds every ``period`` seconds until ``stop`` is set; while not the leader, checks

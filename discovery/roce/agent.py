@@ -7,7 +7,9 @@ Every round (default 10 s):
 3. switch name / port of each NIC from the LLDP neighbour table (``lldpcli -f json0 show neighbors``);
 4. RDMA device of each NIC from ``rdma -j link`` (fallback ``<sysfs>/class/infiniband/*/device/net/*``);
 5. the node's NodeTopology ``spec.net.roce`` (+ ``spec.zone``) and the ``zone`` labels are written
-   through the sink when they differ from what is there.
+   through the sink when they differ from what is there;
+6. its heartbeat (``status.observedAt``, ``status.agent``) when the spec changed or the last one
+   is ``heartbeat_seconds`` old (:mod:`discovery.common.heartbeat`).
 
 A missing or failing input is logged once (and once more when it is back) and the round is
 retried next period; the agent never exits on it. While the CNI directory or the LLDP table cannot
@@ -19,13 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import shlex
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from discovery.common.conditions import ConditionLog
+from discovery.common.heartbeat import DEFAULT_HEARTBEAT_SECONDS, Heartbeats, agent_identity
 from discovery.common.model import RoceNic
 from discovery.common.sink import PublishOutcome, TopologySink, publish_part
 from discovery.roce import parse, sources
@@ -60,6 +65,10 @@ class RoceConfig:
     resync_rounds: int = 30
     """Re-read the API every this many rounds even when nothing changed locally (someone may have
     edited or deleted the object)."""
+    heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
+    """Write ``status.observedAt`` at least this often (and whenever the spec changes); 0: never."""
+    agent: str = ""
+    """``status.agent`` of the heartbeat; empty: ``roce/`` + ``$POD_NAME``, else the hostname."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,16 +87,29 @@ class RoundResult:
     outcome: PublishOutcome | None
     """None when nothing was sent to the sink (incomplete inputs, or unchanged since last round)."""
     error: str | None = None
+    heartbeat: bool = False
+    """True when this round wrote the node's heartbeat (``status``); not a change."""
 
 
 class RoceAgent:
-    def __init__(self, config: RoceConfig, sink: TopologySink, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self,
+        config: RoceConfig,
+        sink: TopologySink,
+        logger: logging.Logger | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self.config = config
         self.sink = sink
         self.conditions = ConditionLog(logger or log)
         self._log = logger or log
         self._last: list[RoceNic] | None = None
         self._rounds_since_sync = 0
+        self.heartbeats = Heartbeats(
+            config.agent or agent_identity("roce"), config.heartbeat_seconds, clock=clock, wall_clock=wall_clock
+        )
 
     def _retry(self, message: str) -> str:
         return f"{message} — will retry every {self.config.period:g}s"
@@ -187,6 +209,7 @@ class RoceAgent:
         d = await self.discover()
         self._log_round(d)
         result: RoundResult
+        checked = False  # the node was checked: its result is (now) what the API holds
         if not d.complete and not self.config.publish_incomplete:
             self.conditions.report(
                 "not-published",
@@ -196,6 +219,7 @@ class RoceAgent:
         elif d.nics == self._last and self._rounds_since_sync < self.config.resync_rounds:
             self._rounds_since_sync += 1
             result = RoundResult(d, None)
+            checked = True
         else:
             try:
                 outcome = await publish_part(self.sink, self.config.node_name, roce=d.nics)
@@ -219,14 +243,41 @@ class RoceAgent:
                         ", ".join(f"{n.name}→{n.switch_name or '?'}" for n in d.nics) or "none",
                     )
                 result = RoundResult(d, outcome)
+                checked = True
+        if checked:
+            changed = result.outcome is not None and result.outcome.changed
+            result = dataclasses.replace(result, heartbeat=await self._heartbeat(changed))
+        elif "heartbeat" in self.conditions.active:  # not tried this round: not known to be over
+            self.conditions.report("heartbeat", self.conditions.active["heartbeat"])
         self.conditions.end_round()
         self._log.debug(
-            "round done: %d NIC(s), inputs %s, %s",
+            "round done: %d NIC(s), inputs %s, %s%s",
             len(d.nics),
             "complete" if d.complete else "incomplete",
             "written" if result.outcome is not None and result.outcome.changed else "nothing written",
+            ", heartbeat" if result.heartbeat else "",
         )
         return result
+
+    async def _heartbeat(self, changed: bool) -> bool:
+        """Write the node's heartbeat if due; whether it was written. A failure is a condition
+        (logged once, retried next round), never an exception."""
+        node = self.config.node_name
+        try:
+            written = await self.heartbeats.beat(self.sink, node, changed=changed)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self.conditions.report(
+                "heartbeat",
+                self._retry(f"cannot write the heartbeat (status) of NodeTopology {node}: {type(e).__name__}: {e}"),
+            )
+            return False
+        if written is False:
+            # the object is gone (deleted since it was last published): publish it next round
+            self._log.info("NodeTopology %s does not exist: publishing it again next round", node)
+            self._last = None
+        return bool(written)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Rounds every ``period`` seconds until ``stop`` is set."""

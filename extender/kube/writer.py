@@ -84,6 +84,7 @@ API_CALLS: Final[frozenset[ApiCall]] = frozenset(
         ApiCall("get", wellknown.GROUP, wellknown.NODETOPOLOGIES),
         ApiCall("create", wellknown.GROUP, wellknown.NODETOPOLOGIES),
         ApiCall("update", wellknown.GROUP, wellknown.NODETOPOLOGIES),
+        ApiCall("update", wellknown.GROUP, wellknown.NODETOPOLOGIES, "status"),  # the agents' heartbeat
         ApiCall("patch", "", "nodes"),
         # leader election
         ApiCall("get", COORDINATION, "leases"),
@@ -238,8 +239,34 @@ class KubeWriter:
         """Like :meth:`update_quota_status`, for ``PodGroup.status``."""
         return await self._update_status(wellknown.PODGROUPS, wellknown.KIND_PODGROUP, namespace, name, mutate)
 
+    async def update_node_topology_status(self, name: str, status: Mapping[str, Any]) -> Obj | None:
+        """Set these fields of ``NodeTopology.status`` (the discovery agents' heartbeat:
+        ``observedAt``, ``agent``), keeping its other fields: read-modify-write of the status
+        subresource like :meth:`update_quota_status` — the spec is not written. Returns None,
+        writing nothing, when the NodeTopology does not exist (the agent publishes it first).
+        Persistent conflicts raise :class:`WriteConflict` without a Warning Event (the agents
+        may not post Events)."""
+        fields = orjson.loads(orjson.dumps(dict(status)))
+
+        def mutate(current: Obj) -> Obj:
+            return {**(current.get("status") or {}), **fields}
+
+        try:
+            return await self._update_status(
+                wellknown.NODETOPOLOGIES, wellknown.KIND_NODETOPOLOGY, None, name, mutate, conflict_event=False
+            )
+        except NotFound:  # not created yet, or deleted between the read and the write
+            return None
+
     async def _update_status(
-        self, plural: str, kind: str, namespace: str | None, name: str, mutate: StatusMutator
+        self,
+        plural: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        mutate: StatusMutator,
+        *,
+        conflict_event: bool = True,
     ) -> Obj:
         g, v = wellknown.GROUP, wellknown.VERSION
         for _ in range(self.retries):
@@ -257,6 +284,8 @@ class KubeWriter:
                 continue  # someone else wrote first: re-read, re-apply
             return self._ok(resp, f"update {plural}/status {name}")
         message = f"{kind} {name}: status update still conflicting after {self.retries} attempts"
+        if not conflict_event:
+            raise WriteConflict(message, attempts=self.retries)
         involved = {
             "apiVersion": wellknown.API_VERSION,
             "kind": kind,

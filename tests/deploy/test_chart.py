@@ -474,6 +474,10 @@ def test_discover_args_are_real_discover_flags(variant: str) -> None:
             assert str(ns.lldpd_socket) == "/run/lldpd/lldpd.socket"
         else:
             assert ns.lease_namespace == "$(POD_NAMESPACE)" and ns.identity == "$(POD_NAME)"
+        # the heartbeat: its interval from the values, status.agent from the pod name
+        assert ns.heartbeat_seconds == chart_values()["discovery"][sub]["heartbeatSeconds"]
+        env = {e["name"]: e for e in container(found[0], cname)["env"]}
+        assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
 
 
 @pytest.mark.parametrize(

@@ -48,11 +48,13 @@ def _call(verb: str, group: str, resource: str, subresource: str = "") -> Any:
 
 # Which component makes which KubeWriter call.
 def _discovery_writer_calls() -> set[Any]:
-    # KubeWriter.apply_node_topology (get, create, update) and .patch_node_labels
+    # KubeWriter.apply_node_topology (get, create, update), .update_node_topology_status (get,
+    # update status: the heartbeat) and .patch_node_labels
     return {
         _call("get", GROUP, "nodetopologies"),
         _call("create", GROUP, "nodetopologies"),
         _call("update", GROUP, "nodetopologies"),
+        _call("update", GROUP, "nodetopologies", "status"),
         _call("patch", "", "nodes"),
     }
 

@@ -25,8 +25,26 @@ WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
 
 
 def writes(emu: Emulator) -> list[tuple[str, str, str]]:
-    """(verb, resource, name) of every write the emulator answered."""
-    return [(r.verb, r.resource, r.name) for r in emu.journal.records() if r.verb in WRITE_VERBS]
+    """(verb, resource[/subresource], name) of every write the emulator answered."""
+    return [
+        (r.verb, r.resource + (f"/{r.subresource}" if r.subresource else ""), r.name)
+        for r in emu.journal.records()
+        if r.verb in WRITE_VERBS
+    ]
+
+
+HEARTBEAT = ("update", f"{wellknown.NODETOPOLOGIES}/status")
+"""(verb, resource) of a heartbeat write."""
+
+
+def spec_writes(emu: Emulator) -> list[tuple[str, str, str]]:
+    """The writes that are not heartbeats: NodeTopology objects and labels."""
+    return [w for w in writes(emu) if w[:2] != HEARTBEAT]
+
+
+def heartbeat_writes(emu: Emulator) -> list[str]:
+    """The node of each heartbeat write, in order."""
+    return [name for *call, name in writes(emu) if tuple(call) == HEARTBEAT]
 
 
 async def read_back(kubeconfig: Path, nodes: list[str]) -> dict[str, tuple[dict[str, Any] | None, dict[str, str]]]:

@@ -43,6 +43,21 @@ def test_flags_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     )  # fmt: skip
 
 
+def test_heartbeat_flags_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    monkeypatch.setenv("POD_NAME", "sky-scheduler-roce-x7k2q")
+    for kind in ("roce", "ib"):
+        args = cli.build_parser().parse_args(["discover", kind])
+        assert (args.heartbeat_seconds, args.agent_identity) == (300.0, "sky-scheduler-roce-x7k2q")
+    args = cli.build_parser().parse_args(["discover", "ib", "--heartbeat-seconds", "0", "--agent-identity", "me"])
+    assert (args.heartbeat_seconds, args.agent_identity) == (0.0, "me")
+    monkeypatch.delenv("POD_NAME")
+    assert cli.build_parser().parse_args(["discover", "roce"]).agent_identity == socket.gethostname()
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["discover", "roce", "--heartbeat-seconds", "-1"])
+
+
 def test_roce_once_dry_run_without_any_tool_prints_a_result_and_says_what_is_missing(
     fixtures: Path, tmp_path: Path
 ) -> None:

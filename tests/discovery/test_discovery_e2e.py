@@ -14,15 +14,17 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from kube_helpers import groups, node_obj, read_back, writes, zone_keys
+from kube_helpers import HEARTBEAT, groups, heartbeat_writes, node_obj, read_back, spec_writes, writes, zone_keys
 
 from discovery.common import kube
 from discovery.roce.agent import RoceAgent, RoceConfig
 from extender import wellknown
 from extender.emulator import Emulator
+from extender.kube import client as kube_client
 from extender.model import topology
 
 
@@ -57,6 +59,11 @@ def test_ib_dry_run_against_a_cluster_lists_unknown_hosts_and_writes_nothing(
     assert doc["unknownHosts"] == [{"host": "gpu-n99", "descriptions": ["gpu-n99 mlx5_0"]}]
     assert emu.list(wellknown.API_VERSION, wellknown.NODETOPOLOGIES) == []
     assert "zone" not in emu.get("v1", "nodes", "gpu-n01")["metadata"]["labels"]
+
+
+def _parse_time(value: str) -> float:
+    """RFC 3339 UTC with seconds, as the agents write it (and ``format_time`` prints)."""
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 def _table(fixtures: Path, neighbours: dict[str, tuple[str, str]]) -> str:
@@ -174,6 +181,97 @@ async def test_roce_agents_write_node_topologies_and_the_scheduler_zones_follow_
         assert wellknown.LABEL_ZONE not in (obj3["metadata"].get("labels") or {})
 
 
+@pytest.mark.anyio
+async def test_roce_heartbeat_is_a_status_write_of_its_own_throttled_and_skipped_without_object(
+    emulator: tuple[Emulator, Path], fixtures: Path, tmp_path: Path
+) -> None:
+    emu, kubeconfig = emulator
+    emu.create(node_obj("gpu-n01"))
+    cni = tmp_path / "cni"
+    cni.mkdir()
+    for i, nic in enumerate(["ens1f0", "ens1f1"]):
+        (cni / f"{i}.conf").write_text(json.dumps({"cniVersion": "0.4.0", "type": "macvlan", "master": nic}))
+    table = tmp_path / "lldp.json0"
+    table.write_text(_table(fixtures, {"ens1f0": ("leaf-a", "a-1"), "ens1f1": ("leaf-b", "b-1")}))
+    skew = [0.0]  # fake time: the throttle's monotonic clock and the wall clock move together
+    config = RoceConfig(
+        node_name="gpu-n01",
+        cni_dir=cni,
+        sysfs_root=fixtures / "sysfs",
+        lldpcli=("cat", str(table)),
+        rdma_cmd=("cat", str(fixtures / "rdma" / "roce-node.json")),
+        agent="roce/agent-pod-1",
+    )
+    ntopo = (wellknown.API_VERSION, wellknown.NODETOPOLOGIES, "gpu-n01")
+
+    async with kube.open_sink(str(kubeconfig)) as sink:
+        agent = RoceAgent(config, sink, clock=lambda: skew[0], wall_clock=lambda: time.time() + skew[0])
+
+        async def round_writes() -> list[tuple[str, str, str]]:
+            start = len(writes(emu))
+            result = await agent.run_once()
+            assert result.error is None
+            return writes(emu)[start:]
+
+        # the first round: the object (POST), the node label, then the heartbeat through the
+        # status subresource — three calls
+        assert await round_writes() == [
+            ("create", "nodetopologies", ""),  # POST to the collection
+            ("patch", "nodes", "gpu-n01"),
+            ("update", "nodetopologies/status", "gpu-n01"),
+        ]
+        ((obj, _),) = (await read_back(kubeconfig, ["gpu-n01"])).values()
+        assert obj is not None and obj["spec"]["zone"] == "roce#leaf-a,leaf-b"
+        assert obj["status"]["agent"] == "roce/agent-pod-1"
+        first = obj["status"]["observedAt"]
+        assert abs(_parse_time(first) - time.time()) < 60
+
+        # the API server ignores status in a write of the main resource, and so does the emulator
+        resp = await kube_client.request(
+            sink.api,
+            "PUT",
+            kube_client.resource_path(wellknown.GROUP, wellknown.VERSION, wellknown.NODETOPOLOGIES, name="gpu-n01"),
+            body={**obj, "status": {"observedAt": "2000-01-01T00:00:00Z", "agent": "someone-else"}},
+        )
+        assert resp.status == 200, resp.json()
+        assert emu.get(*ntopo)["status"] == {"observedAt": first, "agent": "roce/agent-pod-1"}
+
+        # nothing changed, within the interval: no write at all
+        for _ in range(3):
+            skew[0] += 10
+            assert await round_writes() == []
+        # 300 s after the last heartbeat: the heartbeat alone
+        skew[0] += 270
+        assert await round_writes() == [(*HEARTBEAT, "gpu-n01")]
+        second = emu.get(*ntopo)["status"]["observedAt"]
+        assert _parse_time(second) - _parse_time(first) >= 299
+
+        # a moved cable: the spec (PUT of the object), the label, and the heartbeat at once
+        table.write_text(_table(fixtures, {"ens1f0": ("leaf-a", "a-1"), "ens1f1": ("leaf-c", "c-1")}))
+        skew[0] += 10
+        assert await round_writes() == [
+            ("update", "nodetopologies", "gpu-n01"),
+            ("patch", "nodes", "gpu-n01"),
+            ("update", "nodetopologies/status", "gpu-n01"),
+        ]
+        assert emu.get(*ntopo)["spec"]["zone"] == "roce#leaf-a,leaf-c"
+
+        # the object is deleted: the heartbeat finds nothing (404) and quietly writes nothing;
+        # the next round publishes the object again, then its heartbeat
+        emu.delete(*ntopo)
+        skew[0] += 300
+        start = len(emu.journal.records())
+        result = await agent.run_once()
+        assert not result.heartbeat and result.error is None and "heartbeat" not in agent.conditions.active
+        assert [(r.verb, r.subresource, r.code) for r in emu.journal.records()[start:]] == [("get", "", 404)]
+        skew[0] += 10
+        assert [w[:2] for w in await round_writes()] == [
+            ("create", "nodetopologies"),
+            HEARTBEAT,
+        ]  # the node keeps its label: no patch
+        assert emu.get(*ntopo)["status"]["agent"] == "roce/agent-pod-1"
+
+
 def test_ib_collector_writes_every_node_and_follows_a_moved_cable(
     emulator: tuple[Emulator, Path], fixtures: Path
 ) -> None:
@@ -182,9 +280,17 @@ def test_ib_collector_writes_every_node_and_follows_a_moved_cable(
     for name in nodes:
         emu.create(node_obj(name, "gpu-n03" if name == "node-3" else None))
     fabric = str(fixtures / "ib" / "fat-tree.txt")
-    done = _discover("ib", "--input", fabric, "--once", "--kubeconfig", str(kubeconfig))
+    done = _discover(
+        "ib", "--input", fabric, "--once", "--kubeconfig", str(kubeconfig), "--agent-identity", "collector-e2e"
+    )
     assert done.returncode == 0, done.stderr
     assert "'gpu-n99'" in done.stderr and "not a Kubernetes node" in done.stderr
+    mapped = ["gpu-n01", "gpu-n02", "gpu-n04", "gpu-n05", "node-3"]
+    assert sorted(heartbeat_writes(emu)) == mapped  # one status write each, after its object
+    for name in mapped:
+        status = emu.get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, name)["status"]
+        assert status["agent"] == "ib/collector-e2e"
+        assert abs(_parse_time(status["observedAt"]) - time.time()) < 120
 
     state = asyncio.run(read_back(kubeconfig, nodes))
     assert state["cpu-01"][0] is None and wellknown.LABEL_ZONE not in state["cpu-01"][1]
@@ -203,16 +309,19 @@ def test_ib_collector_writes_every_node_and_follows_a_moved_cable(
         ["gpu-n01"], ["gpu-n02", "node-3"], ["gpu-n04"], ["gpu-n05"],
     ]  # fmt: skip
 
-    before = writes(emu)
+    before, all_before = spec_writes(emu), len(writes(emu))
     again = _discover("ib", "--input", fabric, "--once", "--kubeconfig", str(kubeconfig))
     assert again.returncode == 0, again.stderr
-    assert writes(emu) == before  # nothing changed, nothing written
+    assert spec_writes(emu) == before  # nothing changed: no object nor label written
+    # a new process has written no heartbeat yet: the only writes are heartbeats (or none, when
+    # still within the same second: an equal status is not written again)
+    assert {w[:2] for w in writes(emu)[all_before:]} <= {HEARTBEAT}
 
     moved = _discover(
         "ib", "--input", str(fixtures / "ib" / "fat-tree-moved.txt"), "--once", "--kubeconfig", str(kubeconfig)
     )
     assert moved.returncode == 0, moved.stderr
-    assert {name for _, _, name in writes(emu)[len(before) :]} == {"gpu-n02"}
+    assert {name for _, _, name in spec_writes(emu)[len(before) :]} == {"gpu-n02"}
     state = asyncio.run(read_back(kubeconfig, ib_nodes))
     assert groups(zone_keys(state)) == [["gpu-n01"], ["gpu-n02", "gpu-n04"], ["gpu-n05"], ["node-3"]]
 
@@ -264,7 +373,9 @@ def test_roce_once_writes_through_the_cli(emulator: tuple[Emulator, Path], fixtu
     assert emu.get("v1", "nodes", "gpu-n01")["metadata"]["labels"][wellknown.LABEL_ZONE] == topology.zone_label_value(
         ["leaf-a", "leaf-b"]
     )
-    # once more, unchanged: exits 0 and writes nothing
-    before = writes(emu)
+    # once more, unchanged: exits 0 and writes no object nor label (only, maybe, its heartbeat)
+    before, all_before = spec_writes(emu), len(writes(emu))
     assert _discover(*argv).returncode == 0
-    assert writes(emu) == before
+    assert spec_writes(emu) == before
+    assert {w[:2] for w in writes(emu)[all_before:]} <= {HEARTBEAT}
+    assert emu.get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, "gpu-n01")["status"]["agent"].startswith("roce/")

@@ -181,3 +181,86 @@ async def test_a_standby_instance_does_nothing(fixtures: Path) -> None:
     assert (await collector.run_once()).skipped and sink.writes == []
     leader = True
     assert not (await collector.run_once()).skipped and sink.writes
+
+
+# ------------------------------------------------------------------ heartbeat
+
+MAPPED = ["GPU-N04", "gpu-n01", "gpu-n02", "gpu-n05.cluster.local", "node-3"]
+WALL0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+class FlakySink(MemorySink):
+    """Heartbeats of the nodes in ``failing`` raise."""
+
+    def __init__(self) -> None:
+        super().__init__(NODES)
+        self.failing: set[str] = set()
+
+    async def heartbeat(self, node: str, observed_at: str, agent: str) -> bool:
+        if node in self.failing:
+            raise ConnectionError("apiserver unreachable")
+        return await super().heartbeat(node, observed_at, agent)
+
+
+def _beating(fixtures: Path, sink: MemorySink, now: list[float], name: str = "fat-tree.txt") -> IbCollector:
+    return IbCollector(
+        IbConfig(input=fixtures / "ib" / name, period=120, heartbeat_seconds=300, agent="ib/collector-a"),
+        sink,
+        clock=lambda: now[0],
+        wall_clock=lambda: WALL0 + now[0],
+    )
+
+
+@pytest.mark.anyio
+async def test_every_mapped_node_gets_a_heartbeat_throttled_per_node(fixtures: Path) -> None:
+    sink, now = MemorySink(NODES), [0.0]
+    collector = _beating(fixtures, sink, now)
+    first = await collector.run_once()
+    assert sorted(first.heartbeats) == MAPPED
+    assert {h.node for h in sink.heartbeats} == set(MAPPED) and len(sink.heartbeats) == 5
+    assert {(h.observed_at, h.agent) for h in sink.heartbeats} == {("2027-01-15T08:00:00Z", "ib/collector-a")}
+    assert "cpu-01" not in sink.status  # not in the fabric: not checked
+    now[0] = 120
+    assert (await collector.run_once()).heartbeats == []  # within the interval, nothing changed
+    # a moved cable: that node's heartbeat at once, the others' when they are due
+    moved = _beating(fixtures, sink, now, "fat-tree-moved.txt")
+    moved.heartbeats = collector.heartbeats  # the same process, the same throttle
+    assert (await moved.run_once()).heartbeats == ["gpu-n02"]
+    assert sink.status["gpu-n02"]["observedAt"] == "2027-01-15T08:02:00Z"
+    now[0] = 300
+    assert sorted((await moved.run_once()).heartbeats) == sorted(set(MAPPED) - {"gpu-n02"})
+    assert len(sink.writes) == 6  # five objects, one rewrite: heartbeats are not writes of the spec
+
+
+@pytest.mark.anyio
+async def test_heartbeat_seconds_zero_disables_the_collectors_heartbeats(fixtures: Path) -> None:
+    sink = MemorySink(NODES)
+    collector = IbCollector(IbConfig(input=fixtures / "ib" / "fat-tree.txt", heartbeat_seconds=0), sink)
+    for _ in range(3):
+        assert (await collector.run_once()).heartbeats == []
+    assert sink.heartbeats == [] and len(sink.writes) == 5
+
+
+@pytest.mark.anyio
+async def test_failing_heartbeats_are_one_condition_not_a_failed_round(
+    fixtures: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink, now = FlakySink(), [0.0]
+    sink.failing = {"gpu-n01", "gpu-n02"}
+    collector = _beating(fixtures, sink, now)
+    with caplog.at_level(logging.INFO, logger="discovery.ib"):
+        for _ in range(2):
+            result = await collector.run_once()
+            assert result.error is None and result.failed == {}
+            assert sorted(result.heartbeat_failed) == ["gpu-n01", "gpu-n02"]
+            now[0] += 120
+        assert sorted(sink.specs) == MAPPED  # every object written all the same
+        sink.failing = set()
+        result = await collector.run_once()  # retried each round, not after the interval
+    assert sorted(result.heartbeats) == ["gpu-n01", "gpu-n02"]  # the others are not due (240 s)
+    lines = [r.getMessage() for r in caplog.records]
+    assert [m for m in lines if m.startswith("cannot write the heartbeat")] == [
+        "cannot write the heartbeat (status) of NodeTopology gpu-n01 and 1 other node(s): "
+        "ConnectionError: apiserver unreachable — will retry every 120s"
+    ]
+    assert sum(m.startswith("resolved: cannot write the heartbeat") for m in lines) == 1

@@ -315,3 +315,170 @@ async def test_without_candidates_a_missing_lldpcli_is_reported_but_does_not_blo
     assert result.discovery.complete and sink.specs["gpu-n01"] == {"zone": "", "net": {"roce": [], "ib": []}}
     assert len(_messages(caplog, "lldpcli-missing-xyz not found on PATH")) == 1
     assert len(_messages(caplog, "no macvlan/ipvlan master interface")) == 1
+
+
+# ------------------------------------------------------------------ heartbeat
+
+WALL0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+class FakeClock:
+    """Monotonic seconds for the throttle, and the matching wall clock for observedAt."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def wall(self) -> float:
+        return WALL0 + self.t
+
+
+def _beating_agent(
+    fixtures: Path, tmp_path: Path, sink: MemorySink, clock: FakeClock, **kw: object
+) -> tuple[RoceAgent, Path]:
+    """An agent whose LLDP table is a file the test can rewrite."""
+    table = tmp_path / "lldp.json0"
+    shutil.copy(fixtures / "lldp" / "node-four-nics.json0", table)
+    kw.setdefault("agent", "roce/pod-a")
+    agent = RoceAgent(_config(fixtures, lldpcli=_cat(table), **kw), sink, clock=clock.monotonic, wall_clock=clock.wall)
+    return agent, table
+
+
+def _stamps(sink: MemorySink) -> list[tuple[str, str, str]]:
+    return [(h.node, h.observed_at, h.agent) for h in sink.heartbeats]
+
+
+@pytest.mark.anyio
+async def test_heartbeat_first_round_then_throttled_then_after_the_interval(fixtures: Path, tmp_path: Path) -> None:
+    sink, clock = MemorySink(), FakeClock()
+    agent, _ = _beating_agent(fixtures, tmp_path, sink, clock, heartbeat_seconds=300, resync_rounds=2)
+    result = await agent.run_once()
+    assert result.heartbeat and result.outcome is not None and result.outcome.changed
+    assert _stamps(sink) == [("gpu-n01", "2027-01-15T08:00:00Z", "roce/pod-a")]
+    assert sink.status["gpu-n01"] == {"observedAt": "2027-01-15T08:00:00Z", "agent": "roce/pod-a"}
+    for _ in range(29):  # 290 s of unchanged rounds, resyncs with the API included: no heartbeat
+        clock.t += 10
+        assert not (await agent.run_once()).heartbeat
+    assert len(sink.heartbeats) == 1 and sink.writes == ["gpu-n01"]
+    clock.t += 10  # 300 s since the last one
+    result = await agent.run_once()
+    assert result.heartbeat and (result.outcome is None or not result.outcome.changed)  # not a change
+    assert _stamps(sink)[1:] == [("gpu-n01", "2027-01-15T08:05:00Z", "roce/pod-a")]
+    assert sink.writes == ["gpu-n01"]
+    clock.t += 10
+    assert not (await agent.run_once()).heartbeat
+    assert len(sink.heartbeats) == 2
+
+
+@pytest.mark.anyio
+async def test_heartbeat_at_once_when_the_spec_changes(fixtures: Path, tmp_path: Path) -> None:
+    sink, clock = MemorySink(), FakeClock()
+    agent, table = _beating_agent(fixtures, tmp_path, sink, clock)
+    await agent.run_once()
+    clock.t += 10
+    await agent.run_once()
+    assert len(sink.heartbeats) == 1
+    shutil.copy(fixtures / "lldp" / "node-one-nic.json0", table)  # cables changed: a new spec
+    clock.t += 10
+    result = await agent.run_once()
+    assert result.outcome is not None and result.outcome.changed and result.heartbeat
+    assert sink.writes == ["gpu-n01", "gpu-n01"]
+    assert _stamps(sink)[1:] == [("gpu-n01", "2027-01-15T08:00:20Z", "roce/pod-a")]
+    clock.t += 10
+    assert not (await agent.run_once()).heartbeat  # and the interval restarts from there
+
+
+@pytest.mark.anyio
+async def test_heartbeat_seconds_zero_never_writes_one(fixtures: Path, tmp_path: Path) -> None:
+    sink, clock = MemorySink(), FakeClock()
+    agent, table = _beating_agent(fixtures, tmp_path, sink, clock, heartbeat_seconds=0)
+    for step in range(40):
+        if step == 20:
+            shutil.copy(fixtures / "lldp" / "node-one-nic.json0", table)
+        await agent.run_once()
+        clock.t += 60
+    assert sink.writes == ["gpu-n01", "gpu-n01"] and sink.heartbeats == []
+
+
+@pytest.mark.anyio
+async def test_no_heartbeat_while_the_inputs_are_incomplete(fixtures: Path, tmp_path: Path) -> None:
+    sink, clock = MemorySink(), FakeClock()
+    agent, _ = _beating_agent(fixtures, tmp_path, sink, clock, cni_dir=tmp_path / "no-such-dir")
+    for _ in range(3):
+        result = await agent.run_once()
+        clock.t += 600
+    assert not result.heartbeat and sink.heartbeats == [] and sink.writes == []
+
+
+class FailingHeartbeatSink(MemorySink):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fail_with: Exception | None = ConnectionError("apiserver unreachable")
+        self.attempts = 0
+
+    async def heartbeat(self, node: str, observed_at: str, agent: str) -> bool:
+        self.attempts += 1
+        if self.fail_with is not None:
+            raise self.fail_with
+        return await super().heartbeat(node, observed_at, agent)
+
+
+@pytest.mark.anyio
+async def test_a_failing_heartbeat_is_logged_once_retried_and_not_a_change(
+    fixtures: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink, clock = FailingHeartbeatSink(), FakeClock()
+    agent, _ = _beating_agent(fixtures, tmp_path, sink, clock)
+    with caplog.at_level(logging.INFO, logger="discovery.roce"):
+        first = await agent.run_once()
+        assert first.error is None and first.outcome is not None and first.outcome.changed
+        assert not first.heartbeat
+        for _ in range(3):  # retried every round (not only after the interval), still a quiet round
+            clock.t += 10
+            result = await agent.run_once()
+            assert (result.error, result.outcome, result.heartbeat) == (None, None, False)
+        assert sink.attempts == 4 and sink.writes == ["gpu-n01"]
+        sink.fail_with = None
+        clock.t += 10
+        assert (await agent.run_once()).heartbeat
+    failed = _messages(caplog, "cannot write the heartbeat (status) of NodeTopology gpu-n01")
+    assert failed == [
+        "cannot write the heartbeat (status) of NodeTopology gpu-n01: ConnectionError: apiserver unreachable"
+        " — will retry every 10s"
+    ]
+    assert len(_messages(caplog, "resolved: cannot write the heartbeat")) == 1
+    assert _stamps(sink) == [("gpu-n01", "2027-01-15T08:00:40Z", "roce/pod-a")]
+
+
+@pytest.mark.anyio
+async def test_a_heartbeat_for_a_deleted_object_is_skipped_and_the_object_published_again(
+    fixtures: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink, clock = MemorySink(), FakeClock()
+    agent, _ = _beating_agent(fixtures, tmp_path, sink, clock)
+    await agent.run_once()
+    del sink.specs["gpu-n01"]  # someone deleted the NodeTopology
+    clock.t += 300
+    with caplog.at_level(logging.WARNING, logger="discovery.roce"):
+        result = await agent.run_once()  # unchanged locally: no read, the heartbeat finds no object
+        assert not result.heartbeat and result.error is None
+        assert len(sink.heartbeats) == 1
+        clock.t += 10
+        result = await agent.run_once()  # published again, and its heartbeat at once
+    assert result.outcome is not None and result.outcome.changed and result.heartbeat
+    assert sink.writes == ["gpu-n01", "gpu-n01"] and len(sink.heartbeats) == 2
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "gpu-n01" in r.getMessage()]  # quietly
+
+
+def test_the_default_identity_is_the_pod_name_else_the_hostname(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from discovery.common.heartbeat import agent_identity
+
+    monkeypatch.setenv("POD_NAME", "sky-scheduler-roce-x7k2q")
+    assert RoceAgent(RoceConfig(node_name="n"), MemorySink()).heartbeats.agent == "roce/sky-scheduler-roce-x7k2q"
+    assert agent_identity("ib", "collector-a") == "ib/collector-a"
+    monkeypatch.delenv("POD_NAME")
+    assert agent_identity("roce") == f"roce/{socket.gethostname()}"

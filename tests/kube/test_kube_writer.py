@@ -293,6 +293,50 @@ async def test_apply_node_topology(emu: Emulator, api: Any) -> None:
     assert changed and obj["spec"] == spec2 and obj["metadata"]["labels"] == {"zone": "abc"}
 
 
+async def test_node_topology_status_is_its_own_write_and_a_missing_object_is_skipped(emu: Emulator, api: Any) -> None:
+    name = f"node-{uuid.uuid4().hex[:6]}"
+    w = writer(api)
+    assert await w.update_node_topology_status(name, {"observedAt": "2027-01-15T08:00:00Z"}) is None  # no object
+    spec = {"net": {"roce": [{"name": "eth0", "switchName": "leaf1"}]}}
+    await w.apply_node_topology(name, spec)
+    emu.journal.clear()
+    beat = {"observedAt": "2027-01-15T08:00:00Z", "agent": "roce/pod-a"}
+    out = await w.update_node_topology_status(name, beat)
+    assert out is not None and out["status"] == beat and out["spec"] == spec
+    assert [(r.verb, r.resource, r.subresource) for r in emu.journal.records()] == [
+        ("get", wellknown.NODETOPOLOGIES, ""),
+        ("update", wellknown.NODETOPOLOGIES, "status"),
+    ]
+    stored = emu.get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, name)
+    assert stored["status"] == beat and stored["spec"] == spec
+    # the same heartbeat again (a retry): nothing written
+    emu.journal.clear()
+    await w.update_node_topology_status(name, beat)
+    assert [r.verb for r in emu.journal.records()] == ["get"]
+    # a conflict is re-read and re-applied; other status fields are kept
+    emu.update({**stored, "status": {**beat, "other": "x"}}, subresource="status")
+    emu.faults.add("update", "nodetopologies/status", code=409, count=1)
+    out = await w.update_node_topology_status(name, {"observedAt": "2027-01-15T08:05:00Z"})
+    assert out is not None and out["status"] == {
+        "observedAt": "2027-01-15T08:05:00Z",
+        "agent": "roce/pod-a",
+        "other": "x",
+    }
+    # and a spec update does not touch it
+    await w.apply_node_topology(name, {"net": {}})
+    assert emu.get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, name)["status"] == out["status"]
+
+
+async def test_node_topology_status_conflicts_give_up_without_an_event(emu: Emulator, api: Any) -> None:
+    name = f"node-{uuid.uuid4().hex[:6]}"
+    w = writer(api, retries=3)
+    await w.apply_node_topology(name, {"net": {}})
+    emu.faults.add("update", "nodetopologies/status", code=409)
+    with pytest.raises(WriteConflict):
+        await w.update_node_topology_status(name, {"observedAt": "2027-01-15T08:00:00Z"})
+    assert not [r for r in emu.journal.records() if r.resource == "events"]  # the agents may not post Events
+
+
 async def test_patch_node_labels(emu: Emulator, api: Any) -> None:
     name = f"node-{uuid.uuid4().hex[:6]}"
     emu.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"old": "x"}}})
@@ -342,6 +386,7 @@ async def test_declared_api_calls_are_exactly_the_ones_used(emu: Emulator, api: 
     await w.post_event(involved, "Normal", "Test", "once")  # aggregated: a patch
     await w.apply_node_topology(node, {"net": {}})
     await w.apply_node_topology(node, {"net": {"ib": []}})
+    await w.update_node_topology_status(node, {"observedAt": "2027-01-15T08:00:00Z", "agent": "roce/a"})
     await w.patch_node_labels(node, {"zone": "z"})
     lease = await w.create_lease(ns, "l", {"holderIdentity": "me"})
     await w.get_lease(ns, "l")
