@@ -56,8 +56,11 @@ class Scheduler:
         self.memory = SchedulerMemory()
 
     def swap_policy(self, policy: Policy) -> None:
-        """Replace the policy between cycles (a reload); the memory is kept."""
+        """Replace the policy between cycles (a reload). The memory (back-offs, stuck-cycle
+        counters, releases, the last fix) is kept; the next cycle looks at every quota again, as
+        the first one does, rather than only at those changed since a cycle of the old policy."""
         self.policy = policy
+        self.memory.last_generation = -1
 
     def run_once(self, snap: Snapshot) -> CycleResult:
         mem = self.memory
@@ -69,9 +72,10 @@ class Scheduler:
         if mem.last_generation >= 0 and snap.quota_touched:
             since = mem.last_generation
             snap.changed_quotas = [q for q, g in snap.quota_touched.items() if g > since]
-        ssn = Session(snap, self.policy)
+        policy = self.policy  # read once: the whole cycle runs one policy
+        ssn = Session(snap, policy)
         timings: dict[str, float] = {}
-        for action in self.policy.actions:
+        for action in policy.actions:
             t0 = time.perf_counter()
             action.execute(ssn)
             timings[action.NAME] = time.perf_counter() - t0

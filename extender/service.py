@@ -4,8 +4,10 @@
 (nodes, pods, quotas, nodetopologies, podgroups, queues, jobqueues, namespaces), the scheduler
 and the binder loop (run only while this replica holds the binder Lease), and the HTTP apps —
 extender (plain HTTP on loopback, for the kube-scheduler container of the same pod), webhook
-(HTTPS, for kube-apiserver) and ops (/healthz /readyz /metrics /diagnose). ``sky-scheduler serve``
-runs it until SIGTERM; the simulator and the sandbox run it against the emulator; tests do too.
+(HTTPS, for kube-apiserver) and ops (/healthz /readyz /metrics /diagnose /policy); with
+``--policy FILE``, the policy watcher (``extender.policy_reload``), which applies an edited policy
+file through :meth:`Runtime.swap_policy`. ``sky-scheduler serve`` runs it until SIGTERM; the
+simulator and the sandbox run it against the emulator; tests do too.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import contextlib
 import gc
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +27,14 @@ from extender.api import ops as ops_api
 from extender.binder.loop import BinderLoop
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import ConvertOptions, pod_job_key, task_index
-from extender.conf import default_policy, load_policy_file
+from extender.conf import (
+    PolicyUnreadable,
+    default_policy_text,
+    load_policy_bytes,
+    load_policy_text,
+    policy_sha256,
+    read_policy_file,
+)
 from extender.framework.policy import Policy
 from extender.heap import HeapKeeper
 from extender.kube import client as kube_client
@@ -32,6 +42,7 @@ from extender.kube.informer import Informer, Resource
 from extender.kube.leader import LeaderElector
 from extender.kube.writer import KubeWriter
 from extender.metrics import Metrics
+from extender.policy_reload import PolicyStatus, PolicyWatcher
 from extender.scheduler import Scheduler
 from extender.servers import AppServer
 from extender.settings import ServeSettings
@@ -94,12 +105,13 @@ class Runtime:
         webhook: bool | None = None,
     ) -> None:
         """``webhook``: serve the webhook (default: when ``--webhook-port`` is not 0); True with
-        port 0 binds an ephemeral port (local clusters, tests)."""
+        port 0 binds an ephemeral port (local clusters, tests). ``policy``: use this policy
+        rather than ``settings.policy`` (the file is still watched: a change of it applies)."""
         self.settings = settings
         self.webhook = bool(settings.webhook_port) if webhook is None else webhook
         self._api = api
         self._own_api = api is None
-        self.policy = policy or (load_policy_file(settings.policy) if settings.policy else default_policy())
+        self.policy, self.policy_status = self._initial_policy(settings, policy)
         opts = ConvertOptions(
             gpu_spec_labels=tuple(k.strip() for k in settings.gpu_spec_labels.split(",") if k.strip()),
             spot_resource=settings.spot_resource,
@@ -113,7 +125,10 @@ class Runtime:
         self.cache = ClusterCache(opts, **cache_kw)
         self.namespaces = NamespaceLabelStore()
         self.metrics = Metrics()
+        st = self.policy_status
+        self.metrics.set_policy(st.sha256, st.source, st.loaded_at)
         self.scheduler = Scheduler(self.policy)
+        self.policy_watcher: PolicyWatcher | None = None
         self.informers: list[Informer] = []
         self.writer: KubeWriter | None = None
         self.elector: LeaderElector | None = None
@@ -124,6 +139,38 @@ class Runtime:
         self._tasks: list[asyncio.Task[Any]] = []
         self._stop = asyncio.Event()
         self.heap = HeapKeeper(settings.gc_refreeze_seconds)
+
+    @staticmethod
+    def _initial_policy(settings: ServeSettings, given: Policy | None) -> tuple[Policy, PolicyStatus]:
+        now = time.time()
+        if given is not None:
+            return given, PolicyStatus(source=given.source, sha256="", loaded_at=now)
+        if settings.policy:
+            # the loader of every reload, on bytes whose hash is the watcher's baseline
+            data = read_policy_file(settings.policy)
+            policy = load_policy_bytes(data, settings.policy)
+            return policy, PolicyStatus(source=settings.policy, sha256=policy_sha256(data), loaded_at=now)
+        text = default_policy_text()
+        policy = load_policy_text(text, "default_policy.yaml")
+        return policy, PolicyStatus(source="built-in", sha256=policy_sha256(text.encode()), loaded_at=now)
+
+    def swap_policy(self, policy: Policy) -> None:
+        """Make ``policy`` the one of every component, from its next cycle or request on.
+
+        Atomic without a lock: this runs on the event loop, and what reads the policy runs
+        synchronously between two awaits — a binder cycle's decisions (snapshot → run_once →
+        plan, before its first write), an extender verb's decision (``ServiceState.session``
+        through the reply, or a bind's decision before its first API call), a webhook review
+        (``webhooks.app.handle``), a /diagnose — so none of them sees two policies. The binder
+        loop holds no policy of its own (it runs ``self.scheduler``); the extender's reused
+        session is dropped because it was opened with the old one (``ServiceState.session``
+        compares the policy too)."""
+        self.policy = policy
+        self.scheduler.swap_policy(policy)
+        if self.state is not None:
+            self.state.policy = policy
+        if self.webhook_state is not None:
+            self.webhook_state.policy = policy
 
     # --- state ---------------------------------------------------------------------------------
     def synced(self) -> bool:
@@ -184,13 +231,35 @@ class Runtime:
             is_leader=self.is_leader,
             scheduler_name=s.scheduler_name,
             max_body_bytes=s.max_body_bytes,
+            policy_status=self.policy_status,
         )
         if run_loop:
             self._tasks.append(asyncio.create_task(self.loop.run(self._stop), name="binder loop"))
         if s.gc_refreeze_seconds > 0:
             self._tasks.append(asyncio.create_task(self._keep_heap(), name="heap keeper"))
+        if s.policy and s.policy_reload_seconds > 0:
+            self.policy_watcher = self._policy_watcher()
+            self._tasks.append(asyncio.create_task(self.policy_watcher.run(self._stop), name="policy reload"))
         if serve:
             await self.start_servers()
+
+    def _policy_watcher(self) -> PolicyWatcher:
+        path = self.settings.policy
+        baseline = None
+        if not self.policy_status.sha256:  # a policy given as an object: the file as it is now is its baseline
+            try:
+                baseline = policy_sha256(read_policy_file(path))
+            except PolicyUnreadable:
+                baseline = ""
+        return PolicyWatcher(
+            path,
+            period=self.settings.policy_reload_seconds,
+            status=self.policy_status,
+            current=lambda: self.policy,
+            apply=self.swap_policy,
+            metrics=self.metrics,
+            baseline=baseline,
+        )
 
     def _pod_seen(self, pod: dict[str, Any]) -> None:
         """A new pod claiming a quota: the webhook stops holding room for it."""

@@ -38,6 +38,10 @@ class ServeSettings:
         default=wellknown.SCHEDULER_NAME, metadata={"help": "pods with this spec.schedulerName are ours"}
     )
     policy: str = field(default="", metadata={"help": "scheduling policy YAML (default: the built-in policy)"})
+    policy_reload_seconds: float = field(
+        default=10.0,
+        metadata={"help": "seconds between looks at the --policy file; a changed, valid file is applied (0: never)"},
+    )
     # extender: plain HTTP on loopback, called by the kube-scheduler container of the same pod
     extender_address: str = field(default="127.0.0.1", metadata={"help": "extender listen address"})
     extender_port: int = field(default=8888, metadata={"help": "extender port (filter/prioritize/bind/preempt)"})
@@ -127,6 +131,8 @@ def _validate(s: ServeSettings) -> None:
         problems.append("--binder-period must be > 0")
     if s.gc_refreeze_seconds < 0:
         problems.append("--gc-refreeze-seconds must be >= 0")
+    if not s.policy_reload_seconds >= 0:  # NaN too
+        problems.append("--policy-reload-seconds must be >= 0")
     if not 0 < s.renew_deadline < s.lease_duration:
         problems.append("--renew-deadline must be > 0 and < --lease-duration")
     if s.retry_period <= 0 or s.retry_period >= s.renew_deadline:

@@ -1,6 +1,8 @@
 """What the service's HTTP apps share: one cache, one policy, the binder's verdicts, the writer.
 
 Built by the service (``extender.service``) or by tests; the apps read it per request.
+``policy`` may be replaced between requests (a reload, ``Runtime.swap_policy``): a request
+reads it once, through :meth:`ServiceState.session`, and decides without an await.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from extender.cache.cache import ClusterCache
 from extender.framework.policy import Policy
 from extender.framework.session import JobVerdict, Session, Snapshot
 from extender.metrics import Metrics
+from extender.policy_reload import PolicyStatus
 
 __all__ = ["ServiceState"]
 
@@ -41,6 +44,7 @@ class ServiceState:
     recent_binds: TTLCache[str, str] = field(init=False)  # pod uid → node, for idempotent retries
     binds_in_flight: dict[str, tuple[str, asyncio.Future[str]]] = field(default_factory=dict)
     session_reuse_seconds: float = 1.0
+    policy_status: PolicyStatus | None = None  # where the policy came from, reload errors (GET /policy)
     _snap: Snapshot | None = field(default=None, init=False, repr=False)
     _ssn: Session | None = field(default=None, init=False, repr=False)
 
@@ -62,13 +66,15 @@ class ServiceState:
         """A session for one extender request (read-only: the verbs never run a Statement).
 
         Opening one binds every plugin's stages (~0.1 ms with the default policy); the last one is
-        reused while the cache has not changed (same ``generation``: every plugin's per-session
-        memo is still true), nothing wrote into it, and it is younger than
-        ``session_reuse_seconds`` (its ``now`` stays that fresh)."""
+        reused while it runs the current policy (a reload makes the next request open a new one),
+        the cache has not changed (same ``generation``: every plugin's per-session memo is still
+        true), nothing wrote into it, and it is younger than ``session_reuse_seconds`` (its
+        ``now`` stays that fresh)."""
         snap = self.snapshot()
         ssn = self._ssn
         if (
             ssn is not None
+            and ssn.policy is self.policy
             and ssn.snap.generation == snap.generation
             and 0.0 <= snap.now - ssn.now <= self.session_reuse_seconds
             and not ssn.intents

@@ -1,5 +1,5 @@
 """Operations endpoints: ``/diagnose/job/{ns}/{name}``, ``/diagnose/pod/{ns}/{name}``,
-``/metrics``, ``/healthz``, ``/readyz``; the OpenAPI document at ``/openapi.json``."""
+``/policy``, ``/metrics``, ``/healthz``, ``/readyz``; the OpenAPI document at ``/openapi.json``."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from extender.diagnose import diagnose_job, diagnose_pod
 from extender.framework.session import Session
 from extender.metrics import CONTENT_TYPE_LATEST
 from extender.model.task import job_key
+from extender.policy_reload import PolicyStatus
 from extender.state import ServiceState
 
 __all__ = ["create_app"]
@@ -56,6 +57,13 @@ def create_app(state: ServiceState) -> FastAPI:
         if task is None:
             return _json({"error": f"pod {namespace}/{name} is not one of sky-scheduler's pods"}, 404)
         return _json(diagnose_pod(ssn, task, state.verdicts()))
+
+    @app.get("/policy", summary="The scheduling policy in effect, its source and hash, the last reload error")
+    async def policy_route() -> Response:
+        # answered while starting too: the policy does not depend on the cache
+        policy = state.policy
+        status = state.policy_status or PolicyStatus(source=policy.source, sha256="", loaded_at=0.0)
+        return _json(status.to_json(policy))
 
     @app.get("/metrics", summary="Prometheus metrics")
     async def metrics() -> Response:

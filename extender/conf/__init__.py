@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from importlib import resources
 from pathlib import Path
 
@@ -9,7 +10,22 @@ from extender.actions import ACTIONS
 from extender.framework.policy import Policy, PolicyError, load_policy
 from extender.plugins import PLUGINS
 
-__all__ = ["PolicyError", "default_policy", "default_policy_text", "load_policy_file", "load_policy_text"]
+__all__ = [
+    "PolicyError",
+    "PolicyUnreadable",
+    "default_policy",
+    "default_policy_text",
+    "load_policy_bytes",
+    "load_policy_file",
+    "load_policy_text",
+    "policy_sha256",
+    "read_policy_file",
+]
+
+
+class PolicyUnreadable(PolicyError):
+    """The policy file cannot be read (missing, a directory, no permission): its content is not
+    at fault. A :class:`PolicyError`, so that ``serve`` refuses to start on it like on a bad file."""
 
 
 def default_policy_text() -> str:
@@ -24,10 +40,29 @@ def default_policy() -> Policy:
     return load_policy_text(default_policy_text(), "default_policy.yaml")
 
 
-def load_policy_file(path: str | Path) -> Policy:
+def policy_sha256(data: bytes) -> str:
+    """What identifies a policy file's content (hex SHA-256 of its bytes)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_policy_file(path: str | Path) -> bytes:
+    """The file's bytes; :class:`PolicyUnreadable` (naming the file and why) when it cannot be read."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_bytes()
     except OSError as exc:
-        raise PolicyError(f"{p}: cannot read the policy file: {exc.strerror or exc}") from None
-    return load_policy_text(text, str(p))
+        raise PolicyUnreadable(f"{p}: cannot read the policy file: {exc.strerror or exc}") from None
+
+
+def load_policy_bytes(data: bytes, source: str = "<policy>") -> Policy:
+    """The policy in ``data`` (UTF-8 YAML); :class:`PolicyError` saying where and why if invalid.
+    The one loader of policy files: at start (:func:`load_policy_file`) and on every reload."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{source}: not UTF-8 text (byte {exc.start})") from None
+    return load_policy_text(text, source)
+
+
+def load_policy_file(path: str | Path) -> Policy:
+    return load_policy_bytes(read_policy_file(path), str(Path(path)))

@@ -47,6 +47,8 @@ def local_settings(tls: TLSFiles | None = None, **changes: Any) -> ServeSettings
         # one process that holds many clusters in its life (tests, the simulator): freezing its
         # heap would keep every earlier cluster's cycles until the next settle
         "gc_refreeze_seconds": 0.0,
+        # policy_reload_seconds keeps its default: it acts only with a ``policy`` file, which
+        # nothing here sets (the simulator passes policy objects); a sandbox given one reloads it
     }
     if tls is not None:
         values.update(tls_cert_file=str(tls.cert_file), tls_key_file=str(tls.key_file))

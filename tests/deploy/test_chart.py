@@ -447,6 +447,18 @@ def test_serve_policy_file_is_the_mounted_policy_and_loads() -> None:
     assert one(objs, "ConfigMap", "sky-scheduler-policy")["data"]["policy.yaml"] == custom
 
 
+@pytest.mark.parametrize(
+    ("values", "seconds"), [({}, 10.0), ({"policyReloadSeconds": 0}, 0.0), ({"policyReloadSeconds": 2.5}, 2.5)]
+)
+def test_policy_reload_period_reaches_serve(values: dict[str, Any], seconds: float) -> None:
+    """The mounted policy ConfigMap is re-read every policyReloadSeconds (0: never)."""
+    from extender.settings import settings_from_args
+
+    ns = _serve_args(render({"scheduler": {"serve": values}}))
+    ns.lease_namespace, ns.identity = NAMESPACE, "sky-scheduler-0"
+    assert settings_from_args(ns, env={}).policy_reload_seconds == seconds
+
+
 def _discover_parser() -> argparse.ArgumentParser:
     from discovery.cli import add_arguments
 

@@ -52,6 +52,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("serve-log-level", {"scheduler": {"serve": {"logLevel": "verbose"}}}, "logLevel"),
     ("binder-period-zero", {"scheduler": {"serve": {"binderPeriod": 0}}}, "binderPeriod"),
     ("gc-refreeze-negative", {"scheduler": {"serve": {"gcRefreezeSeconds": -1}}}, "gcRefreezeSeconds"),
+    ("policy-reload-negative", {"scheduler": {"serve": {"policyReloadSeconds": -1}}}, "policyReloadSeconds"),
+    ("policy-reload-not-number", {"scheduler": {"serve": {"policyReloadSeconds": "10s"}}}, "policyReloadSeconds"),
     ("max-body-too-small", {"scheduler": {"serve": {"maxBodyBytes": 10}}}, "maxBodyBytes"),
     ("spot-resource", {"scheduler": {"serve": {"spotResource": "spot gpu"}}}, "spotResource"),
     ("anti-affinity-mode", {"scheduler": {"podAntiAffinity": "strict"}}, "podAntiAffinity"),

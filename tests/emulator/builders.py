@@ -3,19 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from typing import Any
-
-import anyio
-
-
-async def eventually(predicate: Callable[[], bool], within: float = 5.0) -> None:
-    """Wait until ``predicate()`` holds (fails the test after ``within`` seconds)."""
-    with anyio.fail_after(within):
-        while True:
-            if predicate():
-                return
-            await anyio.sleep(0.01)
 
 
 def unique(prefix: str) -> str:

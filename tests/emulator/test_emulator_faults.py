@@ -13,7 +13,8 @@ from kubernetes_asyncio import client, watch
 from extender.emulator import Emulator
 from extender.kube.client import request
 from extender.kube.errors import KubeTimeout
-from tests.emulator.builders import eventually, pod
+from tests.emulator.builders import pod
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 

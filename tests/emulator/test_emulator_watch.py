@@ -13,7 +13,8 @@ from kubernetes_asyncio import client, watch
 
 from extender.emulator import Emulator
 from extender.kube import client as kube_client
-from tests.emulator.builders import eventually, pod, unique, widget_crd
+from tests.emulator.builders import pod, unique, widget_crd
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 

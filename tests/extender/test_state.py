@@ -4,7 +4,7 @@ while they are exactly what a fresh one would be."""
 from __future__ import annotations
 
 from extender.cache.cache import ClusterCache
-from extender.conf import default_policy
+from extender.conf import default_policy, default_policy_text, load_policy_text
 from extender.state import ServiceState
 from tests import builders as b
 
@@ -55,6 +55,20 @@ def test_session_is_reused_only_while_it_is_what_a_fresh_one_would_be() -> None:
     stmt.allocate_quota_to_node("q0", "n1")
     assert state.session() is not s3
     stmt.discard()
+
+
+def test_a_swapped_policy_is_not_served_from_the_reused_session() -> None:
+    """A policy reload (``Runtime.swap_policy``) replaces ``state.policy`` between requests: the
+    next request opens a session with the new policy although the cache has not changed."""
+    state, _, clock = _state()
+    old = state.policy
+    first = state.session()
+    assert state.session() is first and first.policy is old
+    new = load_policy_text(default_policy_text().replace("unschedulable_cycles: 30", "unschedulable_cycles: 7"))
+    state.policy = new  # same cache generation, same instant: only the policy differs
+    second = state.session()
+    assert second is not first and second.policy is new and second.now == clock.now
+    assert state.session() is second
 
 
 def test_a_status_only_nodetopology_write_changes_nothing_the_scheduler_reads() -> None:

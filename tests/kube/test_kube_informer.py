@@ -15,6 +15,7 @@ from extender import wellknown
 from extender.emulator import Emulator
 from extender.kube import client as kube_client
 from extender.kube.informer import Backoff, Informer, Resource, object_key
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -64,14 +65,6 @@ def truth(emu: Emulator, api_version: str, resource: str, namespace: str | None 
         object_key(o): o["metadata"]["resourceVersion"]
         for o in emu.list(api_version, resource, namespace=namespace, **kw)
     }
-
-
-async def eventually(predicate: Callable[[], bool], within: float = 10.0) -> None:
-    with anyio.fail_after(within):
-        while True:
-            if predicate():
-                return
-            await anyio.sleep(0.01)
 
 
 @asynccontextmanager

@@ -4,7 +4,7 @@ release on stop."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -15,18 +15,11 @@ from extender.emulator import Emulator
 from extender.kube import client as kube_client
 from extender.kube.leader import LeaderElector
 from extender.kube.writer import KubeWriter
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
 FAST = {"lease_duration": 1.0, "renew_deadline": 0.5, "retry_period": 0.05}
-
-
-async def eventually(predicate: Callable[[], bool], within: float = 10.0) -> None:
-    with anyio.fail_after(within):
-        while True:
-            if predicate():
-                return
-            await anyio.sleep(0.005)
 
 
 class Sampler:

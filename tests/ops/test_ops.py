@@ -5,11 +5,9 @@ LeaderElector), the OpenAPI document, and the answers of every endpoint before t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import orjson
 import pytest
@@ -24,18 +22,11 @@ from extender.service import Runtime
 from extender.simulate.cluster import crd_directory, strip_server_fields
 from tests import builders as b
 from tests.extender.harness import harness, settings, worker
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
 
 Obj = dict[str, Any]
-
-
-async def eventually(predicate: Callable[[], bool], within: float = 20.0) -> None:
-    with anyio.fail_after(within):
-        while True:
-            if predicate():
-                return
-            await anyio.sleep(0.01)
 
 
 def _families(text: str) -> dict[str, list[Sample]]:
@@ -143,6 +134,7 @@ async def test_healthz_readyz_and_openapi(tmp_path: Path) -> None:
         assert {
             "/diagnose/job/{namespace}/{name}",
             "/diagnose/pod/{namespace}/{name}",
+            "/policy",
             "/metrics",
             "/healthz",
             "/readyz",
@@ -166,6 +158,8 @@ async def test_every_endpoint_before_the_cache_syncs(tmp_path: Path) -> None:
                 r = await c.get(f"{ops}/readyz")
                 assert (r.status_code, r.json()) == (503, {"ready": False, "cacheSynced": False, "binderLeader": True})
                 assert (await c.get(f"{ops}/healthz")).status_code == 200  # alive all the same
+                r = await c.get(f"{ops}/policy")  # the policy does not wait for the cache
+                assert (r.status_code, r.json()["source"]) == (200, "built-in")
                 for path in ("/diagnose/job/default/train", "/diagnose/pod/default/train-worker-0"):
                     r = await c.get(f"{ops}{path}")
                     assert r.status_code == 503
@@ -221,7 +215,7 @@ async def test_readyz_reports_the_binder_lease_of_a_real_leader_elector(tmp_path
     async with harness(tmp_path, existing=[_lease("replica-b", ns, name)], **s) as h:
         elector = h.rt.elector
         assert elector is not None
-        await eventually(lambda: elector.leader == "replica-b")
+        await eventually(lambda: elector.leader == "replica-b", within=20.0)
         r = await h.ops("/readyz")
         assert (r.status_code, r.json()) == (200, {"ready": True, "cacheSynced": True, "binderLeader": False})
         metrics = _families((await h.ops("/metrics")).text)
@@ -230,7 +224,7 @@ async def test_readyz_reports_the_binder_lease_of_a_real_leader_elector(tmp_path
         lease = h.emulator.get("coordination.k8s.io/v1", "leases", name, ns)
         lease["spec"]["holderIdentity"] = ""
         h.emulator.update(lease)
-        await eventually(lambda: elector.is_leader)
+        await eventually(lambda: elector.is_leader, within=20.0)
         r = await h.ops("/readyz")
         assert r.json() == {"ready": True, "cacheSynced": True, "binderLeader": True}
         held = h.emulator.get("coordination.k8s.io/v1", "leases", name, ns)
@@ -253,7 +247,7 @@ async def test_not_leading_replica_serves_the_extender_but_runs_no_cycle(tmp_pat
     async with harness(tmp_path, existing=[lease], **s) as h:
         elector = h.rt.elector
         assert elector is not None
-        await eventually(lambda: elector.leader == "replica-b")
+        await eventually(lambda: elector.leader == "replica-b", within=20.0)
         h.apply(b.seed_cluster() + b.training_job("train", 4))
         await h.cl.settle()
         loop = h.rt.loop
