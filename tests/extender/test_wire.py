@@ -193,6 +193,8 @@ async def test_prioritize_is_a_bare_array_with_every_candidate(client: tuple[htt
         (b"[1, 2]", "expected a JSON object"),
         (b'{"NodeNames": ["a"]}', "has no Pod"),
         (b'{"Pod": {"metadata": {}}, "NodeNames": "a"}', "NodeNames must be a list"),
+        (b'{"Pod": {"metadata": {}}, "NodeNames": ["a", 7]}', "NodeNames must be a list of strings"),
+        (b'{"Pod": {"metadata": {}}, "NodeNames": ["a", null]}', "NodeNames must be a list of strings"),
     ],
 )
 async def test_malformed_filter_gets_a_clear_error_not_a_500(
