@@ -57,14 +57,6 @@ def admissible(ssn: Session, job: JobInfo) -> bool:
     return True
 
 
-def job_quotas(ssn: Session, job: JobInfo) -> list[QuotaInfo]:
-    """The quotas a job's alive tasks claim, in rank order (smallest task index first)."""
-    names = {t.quota for t in job.alive_tasks() if t.quota}
-    out = [q for q in (ssn.quota(n) for n in names) if q is not None]
-    out.sort(key=lambda q: (ssn.quota_index(q) is None, ssn.quota_index(q) or 0, q.name))
-    return out
-
-
 def bind_job_quotas(
     ssn: Session,
     job: JobInfo,
@@ -128,17 +120,19 @@ class Action:
         self.pin_static(ssn)
         stop_after = adaptive_stop_after(len(ssn.snap.node_order), self.args.percentage_of_nodes_to_score)
         jobs = []
+        unbound: dict[str, list[QuotaInfo]] = {}
         for job in ssn.pending_jobs():
             if job.topology:
                 continue
-            quotas = [q for q in job_quotas(ssn, job) if not q.node_name]
+            quotas = [q for q in ssn.job_quotas(job) if not q.node_name]
             if quotas:
                 jobs.append(job)
+                unbound[job.key] = quotas
         for job in ordered_jobs(ssn, jobs):
             if not admissible(ssn, job):
                 continue
-            quotas = [q for q in job_quotas(ssn, job) if not q.node_name]
-            bind_job_quotas(ssn, job, quotas, None, rank_ordered=False, stop_after=stop_after)
+            # bind_job_quotas re-reads each quota: one an earlier job bound meanwhile is skipped
+            bind_job_quotas(ssn, job, unbound[job.key], None, rank_ordered=False, stop_after=stop_after)
 
     def pin_static(self, ssn: Session) -> None:
         for quota in list(ssn.quotas()):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-from extender.actions.allocate_quota import admissible, bind_job_quotas, job_quotas
+from extender.actions.allocate_quota import admissible, bind_job_quotas
 from extender.framework.ordering import ordered_jobs
 from extender.framework.plugin import NoArgs
 from extender.framework.session import FitStage, Session
@@ -44,7 +44,7 @@ class Action:
         for job in ssn.pending_jobs():
             if not job.topology:
                 continue
-            quotas = [q for q in job_quotas(ssn, job) if not q.node_name]
+            quotas = [q for q in ssn.job_quotas(job) if not q.node_name]
             if not quotas:
                 continue
             if not can_allocate_zone(job):

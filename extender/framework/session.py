@@ -259,6 +259,13 @@ class Session:
             if t is not None:
                 yield t
 
+    def job_quotas(self, job: JobInfo) -> list[QuotaInfo]:
+        """The quotas a job's alive tasks claim, in rank order (smallest task index first)."""
+        names = {t.quota for t in job.alive_tasks() if t.quota}
+        out = [q for q in map(self.quota, names) if q is not None]
+        out.sort(key=lambda q: (self.quota_index(q) is None, self.quota_index(q) or 0, q.name))
+        return out
+
     def quota_index(self, quota: QuotaInfo) -> int | None:
         """The rank of a quota within its job: the smallest task index among its claimants."""
         if quota.name in self._quota_index:

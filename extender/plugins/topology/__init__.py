@@ -152,8 +152,9 @@ class Plugin:
                 members.append((node.index, node.name))
             for job in ssn.jobs():
                 if job.affinity_key:
-                    for q in _bound_quotas(ssn, job):
-                        st.affinity[job.affinity_key][st.zone_of.get(q.node_name, ("", ""))] += 1
+                    for q in ssn.job_quotas(job):
+                        if q.node_name:
+                            st.affinity[job.affinity_key][st.zone_of.get(q.node_name, ("", ""))] += 1
 
         def shape_id(quota: QuotaInfo) -> int | None:
             try:
@@ -248,7 +249,7 @@ class Plugin:
         def job_quotas(job: JobInfo) -> list[QuotaInfo]:
             names = st.job_quotas.get(job.key)
             if names is None:
-                names = st.job_quotas[job.key] = [q.name for q in _job_quotas(ssn, job)]
+                names = st.job_quotas[job.key] = [q.name for q in ssn.job_quotas(job)]
             return [q for q in (ssn.quota(n) for n in names) if q is not None]
 
         def bound_info(job: JobInfo) -> dict[str, tuple[int | None, int, str]]:
@@ -573,14 +574,3 @@ def _job_of_quota(ssn: Session, quota: QuotaInfo) -> JobInfo | None:
     for claim in quota.claims.values():
         return ssn.job(claim.job)
     return None
-
-
-def _job_quotas(ssn: Session, job: JobInfo) -> list[QuotaInfo]:
-    names = {t.quota for t in job.alive_tasks() if t.quota}
-    out = [q for q in (ssn.quota(n) for n in names) if q is not None]
-    out.sort(key=lambda q: (ssn.quota_index(q) is None, ssn.quota_index(q) or 0, q.name))
-    return out
-
-
-def _bound_quotas(ssn: Session, job: JobInfo) -> list[QuotaInfo]:
-    return [q for q in _job_quotas(ssn, job) if q.node_name]
