@@ -32,11 +32,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from extender import wellknown
+from extender import heap, wellknown
 from extender.binder.plan import plan_writes
 from extender.cache.cache import ClusterCache
 from extender.conf import default_policy
-from extender.heap import HeapKeeper
 from extender.model.quota import QuotaPhase
 from extender.scheduler import Scheduler
 from tests import builders as b
@@ -118,13 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     full: list[float] = []
     plan_s: list[float] = []
     result = None
-    heap = HeapKeeper()
     settle_s = heap.settle()  # what the service does once its cache has synced
     deferred: list[float] = []
     for _ in range(args.repeat):
         sched = Scheduler(policy)
         # as BinderLoop.run_cycle runs it: no automatic full collection inside the cycle
-        with HeapKeeper.paused():
+        with heap.paused():
             t = time.perf_counter()
             result = sched.run_once(cache.snapshot())
             full.append(time.perf_counter() - t)

@@ -6,13 +6,13 @@ quotas one costs 0.15–0.25 s — and it starts whenever the young generations 
 middle of a binder cycle, or of an extender request whose p99 budget is 2 ms. Two measures, both
 standard for long-running CPython services:
 
-* :meth:`HeapKeeper.settle` — collect, then ``gc.freeze()``: everything alive moves to the
+* :func:`settle` — collect, then ``gc.freeze()``: everything alive moves to the
   permanent generation, which collections skip. Reference counting still frees frozen objects
   the moment they are dropped (a replaced pod document, a deleted node); only garbage *cycles*
   among frozen objects wait — until the next settle, which unfreezes first so that nothing leaks
-  for longer than ``refreeze_seconds``. The service settles after the cache's first sync and
-  then every ``refreeze_seconds``, so that the heap grown since (new pods) leaves the walk too.
-* :meth:`HeapKeeper.paused` — no automatic collection inside a synchronous section (one binder
+  for longer than ``--gc-refreeze-seconds``. The service settles after the cache's first sync and
+  then every ``--gc-refreeze-seconds``, so that the heap grown since (new pods) leaves the walk too.
+* :func:`paused` — no automatic collection inside a synchronous section (one binder
   cycle: snapshot → actions → write plan). Its garbage is mostly freed by reference counting as
   the cycle goes; the cycles it leaves (a session and its plugins' closures) are collected by the
   next young-generation collection after the section, which walks only young objects.
@@ -23,43 +23,28 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 
-__all__ = ["HeapKeeper"]
+__all__ = ["paused", "settle"]
 
 
-@dataclass(slots=True)
-class HeapKeeper:
-    refreeze_seconds: float = 600.0
-    clock: Callable[[], float] = time.monotonic
-    last_settle: float | None = field(default=None, init=False)
-    settles: int = field(default=0, init=False)
-    last_settle_seconds: float = field(default=0.0, init=False)
+def settle() -> float:
+    """Collect everything (frozen objects included), then freeze the survivors. Returns the
+    seconds it took (a full collection: call it where a pause is harmless)."""
+    t0 = time.perf_counter()
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    return time.perf_counter() - t0
 
-    def settle(self) -> float:
-        """Collect everything (frozen objects included), then freeze the survivors. Returns the
-        seconds it took (a full collection: call it where a pause is harmless)."""
-        t0 = time.perf_counter()
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
-        self.last_settle = self.clock()
-        self.settles += 1
-        self.last_settle_seconds = time.perf_counter() - t0
-        return self.last_settle_seconds
 
-    def due(self) -> bool:
-        return self.last_settle is None or self.clock() - self.last_settle >= self.refreeze_seconds
-
-    @staticmethod
-    @contextlib.contextmanager
-    def paused() -> Iterator[None]:
-        """No automatic collection inside (nesting and an already disabled collector are fine)."""
-        was = gc.isenabled()
-        gc.disable()
-        try:
-            yield
-        finally:
-            if was:
-                gc.enable()
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """No automatic collection inside (nesting and an already disabled collector are fine)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

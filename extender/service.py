@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from extender import wellknown
+from extender import heap, wellknown
 from extender.api import extender as extender_api
 from extender.api import ops as ops_api
 from extender.binder.loop import BinderLoop
@@ -36,7 +36,6 @@ from extender.conf import (
     read_policy_file,
 )
 from extender.framework.policy import Policy
-from extender.heap import HeapKeeper
 from extender.kube import client as kube_client
 from extender.kube.informer import Informer, Resource
 from extender.kube.leader import LeaderElector
@@ -138,7 +137,6 @@ class Runtime:
         self.webhook_state: WebhookState | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stop = asyncio.Event()
-        self.heap = HeapKeeper(settings.gc_refreeze_seconds)
 
     @staticmethod
     def _initial_policy(settings: ServeSettings, given: Policy | None) -> tuple[Policy, PolicyStatus]:
@@ -280,10 +278,10 @@ class Runtime:
         (see ``extender.heap``): full collections then skip the cache's long-lived objects."""
         await asyncio.gather(*(i.synced.wait() for i in self.informers))
         while not self._stop.is_set():
-            took = self.heap.settle()
+            took = heap.settle()
             log.info("heap settled in %.3f s (gc.freeze: %d objects now skipped)", took, gc.get_freeze_count())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=self.heap.refreeze_seconds)
+                await asyncio.wait_for(self._stop.wait(), timeout=self.settings.gc_refreeze_seconds)
 
     async def wait_synced(self, timeout: float = 30.0) -> None:
         await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers)), timeout)

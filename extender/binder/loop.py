@@ -24,13 +24,12 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from extender import wellknown
+from extender import heap, wellknown
 from extender.actions import fix_quota_binding, release_quota
 from extender.binder.plan import OWNED_STATUS_FIELDS, PodPatch, QuotaStatusWrite, plan_writes
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
 from extender.framework.session import JobVerdict
-from extender.heap import HeapKeeper
 from extender.metrics import Metrics
 from extender.model.quota import QuotaPhase
 from extender.scheduler import CycleResult, Scheduler
@@ -118,7 +117,7 @@ class BinderLoop:
         t0 = time.perf_counter()
         cache = self.cache
         cache.expire_assumed()
-        with HeapKeeper.paused():  # no full collection in the middle of the synchronous part
+        with heap.paused():  # no full collection in the middle of the synchronous part
             result = self.scheduler.run_once(cache.snapshot())
             plan = plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas())
         report = CycleReport(ran=True, result=result)

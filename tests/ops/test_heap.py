@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from extender.heap import HeapKeeper
+from extender import heap
 
 
 class _Node:
@@ -34,34 +34,31 @@ def _cycle() -> weakref.ref[_Node]:
 
 
 def test_settle_freezes_survivors_and_the_next_settle_collects_frozen_cycles() -> None:
-    keeper = HeapKeeper()
     a, b = _Node(), _Node()
     a.other, b.other = b, a
     ref = weakref.ref(a)
-    keeper.settle()
+    assert heap.settle() >= 0.0
     assert gc.get_freeze_count() > 0
-    assert keeper.settles == 1 and keeper.last_settle is not None
     del a, b  # now garbage, but frozen: a normal collection leaves it alone
     gc.collect()
     assert ref() is not None
-    keeper.settle()  # unfreezes first: the cycle goes
+    heap.settle()  # unfreezes first: the cycle goes
     assert ref() is None
 
 
 def test_dropped_frozen_objects_without_cycles_are_freed_at_once() -> None:
-    keeper = HeapKeeper()
     obj = _Node()
     ref = weakref.ref(obj)
-    keeper.settle()
+    heap.settle()
     del obj
     assert ref() is None  # reference counting does not care about freezing
 
 
 def test_paused_blocks_automatic_collection_and_restores_the_previous_state() -> None:
     gc.enable()
-    with HeapKeeper.paused():
+    with heap.paused():
         assert not gc.isenabled()
-        with HeapKeeper.paused():
+        with heap.paused():
             assert not gc.isenabled()
         assert not gc.isenabled()  # the inner pause restored "disabled"
         ref = _cycle()
@@ -70,25 +67,13 @@ def test_paused_blocks_automatic_collection_and_restores_the_previous_state() ->
     gc.collect()
     assert ref() is None
     gc.disable()
-    with HeapKeeper.paused():
+    with heap.paused():
         pass
     assert not gc.isenabled()  # a collector the caller disabled stays disabled
 
 
 def test_paused_restores_the_collector_when_the_section_raises() -> None:
     gc.enable()
-    with pytest.raises(RuntimeError), HeapKeeper.paused():
+    with pytest.raises(RuntimeError), heap.paused():
         raise RuntimeError("boom")
     assert gc.isenabled()
-
-
-def test_due_follows_the_refreeze_interval() -> None:
-    now = [100.0]
-    keeper = HeapKeeper(refreeze_seconds=60.0, clock=lambda: now[0])
-    assert keeper.due()
-    keeper.settle()
-    assert not keeper.due()
-    now[0] += 59.0
-    assert not keeper.due()
-    now[0] += 1.0
-    assert keeper.due()
