@@ -22,7 +22,7 @@ from pydantic import Field
 
 from extender.actions.placement import place_quota
 from extender.framework.ordering import ordered_jobs
-from extender.framework.pipeline import adaptive_stop_after
+from extender.framework.pipeline import Rejectable, adaptive_stop_after
 from extender.framework.plugin import ArgsModel
 from extender.framework.session import FitStage, Session
 from extender.framework.status import Reason, Status
@@ -89,6 +89,9 @@ def bind_job_quotas(
         if current is None or current.node_name:
             continue
         result = place_quota(ssn, current, nodes, rank_ordered=rank_ordered, stop_after=stop_after)
+        source: object = names
+        if result.failures and isinstance(source, Rejectable):  # it learns what did not fit
+            source.rejected(result.failures)
         if result.choice is None:
             ssn.verdict(job.key, FitStage.NODE_PREDICATES, result.status, per_node=result.failures, quota=quota.name)
             placement_failed = True

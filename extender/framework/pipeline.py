@@ -15,12 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from extender.framework.stages import BoundBundle
 from extender.framework.status import SUCCESS, Reason, Status, aggregate
 
-__all__ = ["Placement", "adaptive_stop_after", "place"]
+__all__ = ["Placement", "Rejectable", "adaptive_stop_after", "place"]
+
+
+@runtime_checkable
+class Rejectable(Protocol):
+    """A candidate source that wants to hear which of its candidates the pipeline rejected (their
+    ``select``/``predicate`` failed, or the re-check before binding did) — e.g. to skip them for
+    the next item of the same shape. Told after each placement from its candidates."""
+
+    def rejected(self, names: Iterable[str]) -> None: ...
 
 
 class _Named(Protocol):

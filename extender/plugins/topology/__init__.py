@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -81,11 +81,19 @@ class _State:
     stale: dict[int, set[str]] = field(default_factory=dict)  # shape → nodes whose fit may have changed
     stale_in: dict[int, dict[ZoneId, set[str]]] = field(default_factory=dict)  # the same, by zone
     quota_shape: dict[str, int | None] = field(default_factory=dict)  # quota → its shape id (until its claims change)
-    zone_cap: dict[ZoneId, dict[int, int]] = field(default_factory=dict)  # zone → shape → nodes that fit
+    zone_pos: dict[str, int] = field(default_factory=dict)  # node → its position in its zone's list
+    # zone → shape → [n, fit]: the zone's first n nodes were looked at for the shape, and fit of
+    # them are memoized as fitting. Planning needs only min(capacity, gang size), so a zone is
+    # scanned only as far as that takes.
+    zone_cap: dict[ZoneId, dict[int, list[int]]] = field(default_factory=dict)
+    # shape → zone → how many of the scanned nodes are stale but memoized as fitting (a bind made
+    # them stale: they may fit no more), so that fit minus this is a lower bound without a look
+    stale_fit: dict[int, dict[ZoneId, int]] = field(default_factory=dict)
     zone_room: dict[ZoneId, dict[tuple[str, ...], int]] = field(default_factory=dict)
-    # zone → (shape, resource names) → (capacity, room): what planning reads per zone and gang,
-    # dropped for a zone at any bind or release on one of its nodes
-    zone_views: dict[ZoneId, dict[tuple[int, tuple[str, ...]], tuple[int, int]]] = field(default_factory=dict)
+    # zone → (shape, resource names) → (capacity c, room, c is exact): what planning read for the
+    # zone, dropped at any bind or release on one of its nodes; c is a lower bound of the zone's
+    # capacity, exact when it says so, so it answers any gang of at most c quotas
+    zone_views: dict[ZoneId, dict[tuple[int, tuple[str, ...]], tuple[int, int, bool]]] = field(default_factory=dict)
     affinity: defaultdict[str, Counter[ZoneId]] = field(default_factory=lambda: defaultdict(Counter))
     failures: dict[str, Status] = field(default_factory=dict)  # job → why no zone fits
     job_quotas: dict[str, list[str]] = field(default_factory=dict)  # job → its quota names, rank order
@@ -149,6 +157,7 @@ class Plugin:
                 if members is None:
                     members = st.zone_nodes[zid] = []
                     st.spec_zones.setdefault(zid[0], []).append(zid)
+                st.zone_pos[node.name] = len(members)
                 members.append((node.index, node.name))
             for job in ssn.jobs():
                 if job.affinity_key:
@@ -180,27 +189,44 @@ class Plugin:
                 st.node_fit[sid] = {}
                 st.stale[sid] = set()
                 st.stale_in[sid] = {}
+                st.stale_fit[sid] = {}
             return sid
 
         def evaluate(quota: QuotaInfo, node: NodeInfo) -> bool:
             return ssn.qn.select(quota, node).ok and ssn.qn.predicate(quota, node).ok
 
+        def scanned(sid: int, zid: ZoneId, name: str) -> list[int] | None:
+            """The zone's [scanned, fit] counts for the shape if they cover the node, else None."""
+            per_zone = st.zone_cap.get(zid)
+            counts = per_zone.get(sid) if per_zone is not None else None
+            return counts if counts is not None and st.zone_pos[name] < counts[0] else None
+
         def refresh(sid: int, name: str) -> bool:
-            """Re-evaluate a stale node for a shape, keeping the zone counts consistent."""
-            st.stale[sid].discard(name)
-            zid = st.zone_of.get(name)
-            if zid is not None:
-                in_zone = st.stale_in[sid].get(zid)
-                if in_zone is not None:
-                    in_zone.discard(name)
+            """Re-evaluate a node for a shape."""
             node = ssn.node(name)
             new = node is not None and evaluate(st.shape_rep[sid], node)
+            record(sid, name, new)
+            return new
+
+        def record(sid: int, name: str, new: bool) -> None:
+            """What the node's predicates now say for the shape, keeping the zone counts consistent."""
+            stale = st.stale[sid]
+            was_stale = name in stale
+            stale.discard(name)
+            zid = st.zone_of.get(name)
             old = st.node_fit[sid].get(name)
             st.node_fit[sid][name] = new
-            per_zone = st.zone_cap.get(zid) if zid is not None else None
-            if per_zone is not None and sid in per_zone and old is not None and old != new:
-                per_zone[sid] += 1 if new else -1
-            return new
+            if zid is not None:
+                if was_stale:
+                    in_zone = st.stale_in[sid].get(zid)
+                    if in_zone is not None:
+                        in_zone.discard(name)
+                counts = scanned(sid, zid, name)
+                if counts is not None:
+                    if was_stale and old:
+                        st.stale_fit[sid][zid] -= 1
+                    if old is not None and old != new:
+                        counts[1] += 1 if new else -1
 
         def fits(quota: QuotaInfo, node: NodeInfo, sid: int | None) -> bool:
             if sid is None:
@@ -212,7 +238,7 @@ class Plugin:
                 hit = st.node_fit[sid][node.name] = evaluate(quota, node)
             return hit
 
-        def zone_candidates(job: JobInfo, quota: QuotaInfo) -> Iterator[str] | Status | None:
+        def zone_candidates(job: JobInfo, quota: QuotaInfo) -> Iterable[str] | Status | None:
             """The plan's nodes in the order to try them, lazily: inside the quota's rank range
             first (ascending node index), then — unless the job demands strict order — the rest."""
             if not job.topology:
@@ -230,21 +256,24 @@ class Plugin:
                 st.plans[job.key] = plan
             low, high = neighbour_range(job, quota)
             taken = {b[2] for b in bound_info(job).values()}
-            # nodes already known not to take a quota of this shape are skipped: they would fail
-            # the same predicates again
+            # nodes known not to take a quota of this shape are skipped: they would fail the same
+            # predicates again (one a bind touched since is looked at again first)
             sid = shape_id(quota)
-            if sid is not None:
-                known, stale = st.node_fit[sid], st.stale[sid]
+            if sid is None:
+                return _ordered(plan.indexed, low, high, taken.__contains__, job.strict_order)
+            known, stale = st.node_fit[sid], st.stale[sid]
 
-                def skip(name: str) -> bool:
-                    return name in taken or (known.get(name) is False and name not in stale)
+            def skip(name: str) -> bool:
+                # a node a bind or release touched since it was memoized is offered as it is:
+                # the pipeline looks at it anyway, and tells us when it does not fit (rejected)
+                return name in taken or (known.get(name) is False and name not in stale)
 
-            else:
+            def rejected(names: Iterable[str]) -> None:
+                for name in names:
+                    if name in st.zone_of:
+                        record(sid, name, False)
 
-                def skip(name: str) -> bool:
-                    return name in taken
-
-            return _ordered(plan.indexed, low, high, skip, job.strict_order)
+            return _Candidates(_ordered(plan.indexed, low, high, skip, job.strict_order), rejected)
 
         def job_quotas(job: JobInfo) -> list[QuotaInfo]:
             names = st.job_quotas.get(job.key)
@@ -321,22 +350,36 @@ class Plugin:
             st.failures[job.key] = Status.unschedulable(Reason.NO_ZONE_FITS, f"no zone holds {_describe_gang(pending)}")
             return None
 
-        def zone_capacity(zid: ZoneId, pending: Sequence[QuotaInfo], head: QuotaInfo, sid: int | None) -> int:
+        def zone_capacity(
+            zid: ZoneId, pending: Sequence[QuotaInfo], head: QuotaInfo, sid: int | None, need: int
+        ) -> int:
+            """How many of the gang's quotas the zone can take now, one per node: exact when below
+            ``need``, else any number ≥ ``need`` (all that planning reads is min(capacity, need))."""
             if sid is not None:
-                per_zone = st.zone_cap.setdefault(zid, {})
-                if sid in per_zone:  # bring the count up to date with the nodes that changed
-                    in_zone = st.stale_in[sid].get(zid)
-                    if in_zone:
-                        for name in list(in_zone):
-                            refresh(sid, name)
-                    return per_zone[sid]
-                cap = 0
-                for _, name in st.zone_nodes[zid]:
+                per_zone = st.zone_cap.get(zid)
+                if per_zone is None:
+                    per_zone = st.zone_cap[zid] = {}
+                counts = per_zone.get(sid)
+                if counts is None:
+                    counts = per_zone[sid] = [0, 0]
+                # Enough scanned nodes memoized as fitting that no bind touched since: the touched
+                # ones need no second look. Else scan further first (what a scan learns holds until
+                # a bind on that node), and look at the touched ones again only when the whole
+                # zone is scanned.
+                stale_fit = st.stale_fit[sid]
+                members = st.zone_nodes[zid]
+                while counts[1] - stale_fit.get(zid, 0) < need and counts[0] < len(members):
+                    name = members[counts[0]][1]
                     n = ssn.node(name)
-                    if n is not None and fits(head, n, sid):
-                        cap += 1
-                per_zone[sid] = cap
-                return cap
+                    ok = n is not None and fits(head, n, sid)  # before counting: not yet scanned
+                    counts[0] += 1
+                    if ok:
+                        counts[1] += 1
+                if counts[1] - stale_fit.get(zid, 0) < need:
+                    in_zone = st.stale_in[sid].get(zid)
+                    for name in list(in_zone or ()):  # exact now (refresh adjusts the counts)
+                        refresh(sid, name)
+                return counts[1]
             # Heterogeneous gang: place greedily in index order, one quota per node.
             i = 0
             for _, name in st.zone_nodes[zid]:
@@ -375,19 +418,20 @@ class Plugin:
             for zid in zones:
                 if zid in exclude:
                     continue
-                members = st.zone_nodes[zid]
                 known = st.zone_views.get(zid) if sid is not None else None
                 hit = known.get((sid, names)) if known is not None and sid is not None else None
-                if hit is None:
-                    cap, room = zone_capacity(zid, pending, head, sid), zone_room(zid, names)
-                    if sid is not None:
-                        st.zone_views.setdefault(zid, {})[(sid, names)] = (cap, room)
+                if hit is not None and (hit[2] or hit[0] >= need):
+                    cap, room = min(hit[0], need), hit[1]
                 else:
-                    cap, room = hit
+                    found = zone_capacity(zid, pending, head, sid, need)
+                    cap, room = min(found, need), zone_room(zid, names)
+                    if sid is not None:
+                        st.zone_views.setdefault(zid, {})[(sid, names)] = (cap, room, found < need)
                 if cap <= 0:
                     continue
+                members = st.zone_nodes[zid]
                 affinity = tracked[zid] if tracked else 0
-                views.append(ZoneView(zid, len(members), min(cap, need), room, members[0][0], affinity))
+                views.append(ZoneView(zid, len(members), cap, room, members[0][0], affinity))
             chosen = plan_by_spec(views, need)
             if chosen is None:
                 return None
@@ -505,10 +549,13 @@ class Plugin:
             could_fit = ev.undo if ev.kind is EventKind.BIND_QUOTA else not ev.undo
             for sid, memo in st.node_fit.items():
                 fit = memo.get(ev.node)
-                if fit is not None and fit != could_fit:
+                if fit is not None and fit != could_fit and ev.node not in st.stale[sid]:
                     st.stale[sid].add(ev.node)
                     if zid is not None:
                         st.stale_in[sid].setdefault(zid, set()).add(ev.node)
+                        if fit and scanned(sid, zid, ev.node) is not None:
+                            stale_fit = st.stale_fit[sid]
+                            stale_fit[zid] = stale_fit.get(zid, 0) + 1
             quota = ssn.quota(ev.quota)
             if zid is not None and quota is not None and zid in st.zone_room:
                 taken = (ev.kind is EventKind.BIND_QUOTA) != ev.undo
@@ -545,6 +592,21 @@ class Plugin:
             "qn.best_n": best_n,
             "events": on_event,
         }
+
+
+class _Candidates:
+    """A quota's candidate nodes, lazily in the order to try them, that learns from the pipeline
+    which of them did not fit (:class:`extender.framework.pipeline.Rejectable`): a quota of the
+    same shape would fail there too until a bind or release on the node."""
+
+    __slots__ = ("_names", "rejected")
+
+    def __init__(self, names: Iterator[str], rejected: Callable[[Iterable[str]], None]) -> None:
+        self._names = names
+        self.rejected = rejected
+
+    def __iter__(self) -> Iterator[str]:
+        return self._names
 
 
 def _ordered(

@@ -1,0 +1,141 @@
+"""The topology plugin's memo of which nodes take a quota of a given shape, seen from outside.
+
+allocate_zone offers each quota the nodes of its job's zones in rank order, skipping nodes known
+not to take a quota of that shape. A node a bind touched since it was memoized is offered as it
+is; when the pipeline rejects it, the plugin learns that (``Rejectable``) instead of looking at
+the node again itself. These tests pin what the memo may and may not do:
+
+* a node the pipeline rejected is not offered to a quota of the same shape again — and is not
+  even looked at for it (no predicate call);
+* a rejection says nothing about another shape: a smaller quota still gets the node;
+* a release on the node makes it a candidate again;
+* planning sees the rejection: the zone's capacity for the shape drops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from extender.actions.allocate_quota import bind_job_quotas
+from extender.actions.allocate_zone import Action as AllocateZone
+from extender.cache.cache import ClusterCache
+from extender.conf import default_policy
+from extender.framework.session import Session
+from extender.framework.status import Reason, Status
+from tests import builders as b
+
+NOW = 1_800_000_000.0
+POLICY = default_policy()
+
+
+def session() -> Session:
+    objs = [
+        *b.seed_cluster(leaves=1, per_leaf=4),
+        b.quota("filler", gpu=4, hca=None),  # bound by hand onto n0 below: 4 of its 8 GPUs
+        *b.training_job("big-a", 2, gpu=8),
+        *b.training_job("big-b", 1, gpu=8),
+        *b.training_job("big-c", 2, gpu=8),
+        *b.training_job("small", 1, gpu=2),
+    ]
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    assert not cache.conversion_errors
+    return Session(cache.snapshot(NOW), POLICY)
+
+
+def candidates(ssn: Session, job: str, quota: str) -> list[str]:
+    j, q = ssn.job(f"default/{job}"), ssn.quota(quota)
+    assert j is not None and q is not None
+    zone = ssn.stages.zone_candidates(j, q)
+    assert zone is not None and not isinstance(zone, Status)
+    return list(zone)
+
+
+def count_predicates(ssn: Session) -> dict[str, int]:
+    """Count QN predicate calls per node from now on (the bundle resolves its stages lazily)."""
+    seen: dict[str, int] = {}
+    inner: Callable[..., Status] = ssn.qn.predicate
+
+    def counting(quota: Any, node: Any) -> Status:
+        seen[node.name] = seen.get(node.name, 0) + 1
+        return inner(quota, node)
+
+    ssn.qn.predicate = counting  # type: ignore[method-assign]
+    return seen
+
+
+def place_job(ssn: Session, job: str) -> bool:
+    j = ssn.job(f"default/{job}")
+    assert j is not None
+    quotas = [q for q in ssn.job_quotas(j) if not q.node_name]
+    return bind_job_quotas(
+        ssn, j, quotas, AllocateZone._candidates(ssn, j, quotas), rank_ordered=ssn.qn.rank_ordered, stop_after=None
+    )
+
+
+def test_a_node_the_pipeline_rejected_is_not_offered_again_to_the_same_shape() -> None:
+    ssn = session()
+    assert candidates(ssn, "big-a", "q-big-a-0")[:2] == ["n0", "n1"]  # planned: n0 memoized as fitting
+    stmt = ssn.statement()
+    stmt.allocate_quota_to_node("filler", "n0")  # n0 keeps 4 GPUs: too few for an 8-GPU quota now
+    stmt.commit()
+    assert candidates(ssn, "big-a", "q-big-a-0")[0] == "n0"  # touched since: offered as it is
+
+    assert place_job(ssn, "big-a")
+    placed = {q: ssn.quota(q).node_name for q in ("q-big-a-0", "q-big-a-1")}  # type: ignore[union-attr]
+    assert placed == {"q-big-a-0": "n1", "q-big-a-1": "n2"}
+
+    seen = count_predicates(ssn)
+    offered = candidates(ssn, "big-b", "q-big-b-0")
+    assert "n0" not in offered  # rejected for this shape: skipped …
+    assert seen.get("n0", 0) == 0  # … without being looked at again
+    # n1: touched by big-a's bind, offered as it is; n2 (also full) was looked at by planning,
+    # which had to scan on for a fitting node once n0 was out, and is known not to fit
+    assert offered == ["n1", "n3"]
+    assert place_job(ssn, "big-b")
+    assert ssn.quota("q-big-b-0").node_name == "n3"  # type: ignore[union-attr]
+    assert candidates(ssn, "small", "q-small-0") == ["n0", "n1", "n2", "n3"]  # another shape
+
+
+def test_a_rejection_for_one_shape_leaves_other_shapes_alone() -> None:
+    ssn = session()
+    candidates(ssn, "small", "q-small-0")  # memoize n0 for the 2-GPU shape too
+    stmt = ssn.statement()
+    stmt.allocate_quota_to_node("filler", "n0")
+    stmt.commit()
+    assert place_job(ssn, "big-a")  # rejects n0 for the 8-GPU shape
+    assert candidates(ssn, "small", "q-small-0")[0] == "n0"  # 4 GPUs left: room for 2
+    assert place_job(ssn, "small")
+    assert ssn.quota("q-small-0").node_name == "n0"  # type: ignore[union-attr]
+
+
+def test_a_release_makes_a_rejected_node_a_candidate_again() -> None:
+    ssn = session()
+    candidates(ssn, "big-a", "q-big-a-0")
+    stmt = ssn.statement()
+    stmt.allocate_quota_to_node("filler", "n0")
+    stmt.commit()
+    assert place_job(ssn, "big-a")
+    assert "n0" not in candidates(ssn, "big-b", "q-big-b-0")
+    stmt = ssn.statement()
+    stmt.release_quota("filler", "test")
+    stmt.commit()
+    assert candidates(ssn, "big-b", "q-big-b-0")[0] == "n0"
+    assert place_job(ssn, "big-b")
+    assert ssn.quota("q-big-b-0").node_name == "n0"  # type: ignore[union-attr]
+
+
+def test_planning_counts_a_rejected_node_out_of_the_zone() -> None:
+    """After the rejection only n3 is left for 8-GPU quotas: a two-worker job no longer fits the
+    leaf, and says so, instead of being planned into it and failing node by node."""
+    ssn = session()
+    candidates(ssn, "big-a", "q-big-a-0")
+    stmt = ssn.statement()
+    stmt.allocate_quota_to_node("filler", "n0")
+    stmt.commit()
+    assert place_job(ssn, "big-a")  # n1, n2
+    assert not place_job(ssn, "big-c")
+    verdict = ssn.verdicts["default/big-c"]
+    assert verdict.status.reason is Reason.NO_ZONE_FITS, verdict
+    assert "no zone holds 2×8 GPU" in verdict.status.message()
