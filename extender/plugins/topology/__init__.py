@@ -94,6 +94,11 @@ class _State:
     # zone, dropped at any bind or release on one of its nodes; c is a lower bound of the zone's
     # capacity, exact when it says so, so it answers any gang of at most c quotas
     zone_views: dict[ZoneId, dict[tuple[int, tuple[str, ...]], tuple[int, int, bool]]] = field(default_factory=dict)
+    # (spec, shape, resource names, gang size) → (zone → its view for such gangs, zones to look at
+    # again): kept for gangs without zone affinity; a bind or release dirties its zone in each
+    class_views: dict[tuple[str, int, tuple[str, ...], int], tuple[dict[ZoneId, ZoneView], set[ZoneId]]] = field(
+        default_factory=dict
+    )
     affinity: defaultdict[str, Counter[ZoneId]] = field(default_factory=lambda: defaultdict(Counter))
     failures: dict[str, Status] = field(default_factory=dict)  # job → why no zone fits
     job_quotas: dict[str, list[str]] = field(default_factory=dict)  # job → its quota names, rank order
@@ -411,13 +416,11 @@ class Plugin:
             exclude: frozenset[ZoneId] = frozenset(),
         ) -> _Plan | None:
             spec = head.spec if spec is None else spec
-            views: list[ZoneView] = []
             tracked = st.affinity.get(job.affinity_key) if job.affinity_key else None
             names = tuple(sorted(head.request.q))
             zones = st.spec_zones.get(spec, ()) if spec else st.zone_nodes
-            for zid in zones:
-                if zid in exclude:
-                    continue
+
+            def view(zid: ZoneId) -> ZoneView | None:
                 known = st.zone_views.get(zid) if sid is not None else None
                 hit = known.get((sid, names)) if known is not None and sid is not None else None
                 if hit is not None and (hit[2] or hit[0] >= need):
@@ -428,10 +431,29 @@ class Plugin:
                     if sid is not None:
                         st.zone_views.setdefault(zid, {})[(sid, names)] = (cap, room, found < need)
                 if cap <= 0:
-                    continue
+                    return None
                 members = st.zone_nodes[zid]
-                affinity = tracked[zid] if tracked else 0
-                views.append(ZoneView(zid, len(members), cap, room, members[0][0], affinity))
+                return ZoneView(zid, len(members), cap, room, members[0][0], tracked[zid] if tracked else 0)
+
+            views: Iterable[ZoneView]
+            if sid is not None and not exclude and not tracked:
+                # the gangs of one class (shape, size) see the same views: kept, and made again
+                # only for the zones a bind or release touched since
+                key = (spec, sid, names, need)
+                known_views = st.class_views.get(key)
+                if known_views is None:
+                    known_views = st.class_views[key] = ({}, set(zones))
+                by_zone, dirty = known_views
+                for zid in dirty:
+                    v = view(zid)
+                    if v is None:
+                        by_zone.pop(zid, None)
+                    else:
+                        by_zone[zid] = v
+                dirty.clear()
+                views = by_zone.values()
+            else:
+                views = [v for v in map(view, zones) if v is not None and v.id not in exclude]
             chosen = plan_by_spec(views, need)
             if chosen is None:
                 return None
@@ -543,6 +565,8 @@ class Plugin:
             zid = st.zone_of.get(ev.node)
             if zid is not None:
                 st.zone_views.pop(zid, None)
+                for _, dirty in st.class_views.values():
+                    dirty.add(zid)
             # A bind only takes room (and adds a quota that others' anti-affinity may reject):
             # a node that did not fit a shape still does not. A release only gives room back: a
             # node that fitted still does. Only the other memo entries need a second look.

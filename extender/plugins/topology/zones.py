@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = ["ZoneView", "best_in_range", "continuity_block", "continuity_score", "plan_zones"]
@@ -63,7 +63,7 @@ def plan_zones(zones: Sequence[ZoneView], need: int) -> list[ZoneView] | None:
     return chosen
 
 
-def plan_by_spec(zones: Sequence[ZoneView], need: int) -> list[ZoneView] | None:
+def plan_by_spec(zones: Iterable[ZoneView], need: int) -> list[ZoneView] | None:
     """Plan within each GPU spec separately and keep the best plan: fewest zones, then best fit.
 
     A gang never mixes GPU models, so the zones of one plan always share a spec.
