@@ -134,6 +134,9 @@ class Session:
         self._by_index: dict[int, str] | None = None
         self._claim_order: dict[str, tuple[str, ...]] = {}  # quota → claimant uids in index order
         self._quota_index: dict[str, int | None] = {}
+        # job → the names of the quotas its alive tasks claim, rank order (dropped when one of its
+        # tasks changes in a statement, or the claims of one of those quotas change)
+        self._job_quota_names: dict[str, tuple[str, ...]] = {}
 
         # Plugins are opened, and stages bound, on first use: an extender request that only
         # re-checks one node opens the few plugins its stages name, not the whole policy.
@@ -252,8 +255,12 @@ class Session:
         """The tasks claiming ``quota``, in task-index order."""
         order = self._claim_order.get(quota.name)
         if order is None:
-            claims = sorted(quota.claims.values(), key=lambda c: (c.index is None, c.index or 0, c.name))
-            order = self._claim_order[quota.name] = tuple(c.uid for c in claims)
+            if len(quota.claims) <= 1:
+                order = tuple(quota.claims)  # keyed by task uid
+            else:
+                claims = sorted(quota.claims.values(), key=lambda c: (c.index is None, c.index or 0, c.name))
+                order = tuple(c.uid for c in claims)
+            self._claim_order[quota.name] = order
         for uid in order:
             t = self.task(uid)
             if t is not None:
@@ -261,10 +268,17 @@ class Session:
 
     def job_quotas(self, job: JobInfo) -> list[QuotaInfo]:
         """The quotas a job's alive tasks claim, in rank order (smallest task index first)."""
-        names = {t.quota for t in job.alive_tasks() if t.quota}
-        out = [q for q in map(self.quota, names) if q is not None]
-        out.sort(key=lambda q: (self.quota_index(q) is None, self.quota_index(q) or 0, q.name))
-        return out
+        return [q for q in map(self.quota, self.job_quota_names(job)) if q is not None]
+
+    def job_quota_names(self, job: JobInfo) -> tuple[str, ...]:
+        """The names of :meth:`job_quotas`, as the session's copy of the job has them now."""
+        names = self._job_quota_names.get(job.key)
+        if names is None:
+            current = self.job(job.key) or job
+            found = [q for q in map(self.quota, {t.quota for t in current.alive_tasks() if t.quota}) if q is not None]
+            found.sort(key=lambda q: (self.quota_index(q) is None, self.quota_index(q) or 0, q.name))
+            names = self._job_quota_names[job.key] = tuple(q.name for q in found)
+        return names
 
     def quota_index(self, quota: QuotaInfo) -> int | None:
         """The rank of a quota within its job: the smallest task index among its claimants."""
@@ -280,6 +294,9 @@ class Session:
     def _claims_changed(self, quota: str) -> None:
         self._claim_order.pop(quota, None)
         self._quota_index.pop(quota, None)
+        q = self.quota(quota)
+        for c in q.claims.values() if q is not None else ():
+            self._job_quota_names.pop(c.job, None)  # the quota's rank within them may have moved
 
     def zone_nodes(self, spec: str, zone: str) -> Sequence[str]:
         return self.snap.zones.get((spec, zone), ())
@@ -319,6 +336,7 @@ class Session:
         task = self._mut_job(key).tasks.get(uid)
         if task is None:
             raise StatementError(f"task {uid} is not in job {key}")
+        self._job_quota_names.pop(key, None)  # its claim or its liveness is about to change
         return task
 
     def _fire(self, event: Event) -> None:

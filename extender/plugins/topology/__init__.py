@@ -101,7 +101,6 @@ class _State:
     )
     affinity: defaultdict[str, Counter[ZoneId]] = field(default_factory=lambda: defaultdict(Counter))
     failures: dict[str, Status] = field(default_factory=dict)  # job → why no zone fits
-    job_quotas: dict[str, list[str]] = field(default_factory=dict)  # job → its quota names, rank order
     # job → its bound quotas: name → (quota index, node index, node name); kept up to date by
     # the statement's events (rank ranges and "taken" nodes are read from it for every quota)
     bound: dict[str, dict[str, tuple[int | None, int, str]]] = field(default_factory=dict)
@@ -280,17 +279,11 @@ class Plugin:
 
             return _Candidates(_ordered(plan.indexed, low, high, skip, job.strict_order), rejected)
 
-        def job_quotas(job: JobInfo) -> list[QuotaInfo]:
-            names = st.job_quotas.get(job.key)
-            if names is None:
-                names = st.job_quotas[job.key] = [q.name for q in ssn.job_quotas(job)]
-            return [q for q in (ssn.quota(n) for n in names) if q is not None]
-
         def bound_info(job: JobInfo) -> dict[str, tuple[int | None, int, str]]:
             info = st.bound.get(job.key)
             if info is None:
                 info = st.bound[job.key] = {}
-                for q in job_quotas(job):
+                for q in ssn.job_quotas(job):
                     node = ssn.node(q.node_name) if q.node_name else None
                     if node is not None:
                         info[q.name] = (ssn.quota_index(q), node.index, node.name)
@@ -300,7 +293,7 @@ class Plugin:
             return [q for q in map(ssn.quota, bound_info(job)) if q is not None]
 
         def unbound_quotas(job: JobInfo) -> list[QuotaInfo]:
-            return [q for q in job_quotas(job) if not q.node_name]
+            return [q for q in ssn.job_quotas(job) if not q.node_name]
 
         def sibling_plan(job: JobInfo, siblings: list[QuotaInfo]) -> _Plan:
             """The zones of the bound siblings — widened by the fewest further zones of the same
@@ -558,7 +551,6 @@ class Plugin:
                 if task is not None:
                     st.quota_shape.pop(ev.quota, None)  # its claimants are part of its shape
                     st.bound.pop(task.job, None)
-                    st.job_quotas.pop(task.job, None)
                 return
             if not ready or ev.kind not in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
                 return
@@ -598,7 +590,7 @@ class Plugin:
             node = ssn.node(ev.node) if added else None
             if bound is None:
                 pass
-            elif ev.quota not in st.job_quotas.get(job.key, ()):
+            elif ev.quota not in ssn.job_quota_names(job):
                 del st.bound[job.key]  # not one of the quotas it was built from: rebuild
             elif not added:
                 bound.pop(ev.quota, None)
