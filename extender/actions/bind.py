@@ -84,6 +84,15 @@ class Rest:
 
     message: str
     skip: str = ""
+    at: int | None = None  # where ``skip`` first is in the candidates (−1: not there; None: not looked)
+
+
+def position(candidates: Sequence[str], name: str) -> int:
+    """Index of the first ``name`` in ``candidates``, −1 if absent (one scan, in C for a list)."""
+    try:
+        return candidates.index(name)
+    except ValueError:
+        return -1
 
 
 def expand(out: FilterOutcome, rest: Rest | None, candidates: Sequence[str]) -> FilterOutcome:
@@ -130,7 +139,8 @@ def decide_pod(
     out.quota = quota.name
     home = quota.node_name
     elsewhere = Status.unresolvable(Reason.QUOTA_BOUND_ELSEWHERE, f"quota {quota.name} is bound to {home}")
-    if home in candidates:
+    at = position(candidates, home)
+    if at >= 0:
         node = ssn.node(home)
         if node is None:
             out.unresolvable[home] = Status.unresolvable(Reason.NODE_NOT_FOUND, home).message()
@@ -140,7 +150,7 @@ def decide_pod(
             out.put(home, _tn_without_quota_check(ssn, task, node))
         else:
             out.put(home, ssn.tn.predicate(task, node))
-    return out, Rest(elsewhere.message(), skip=home)
+    return out, Rest(elsewhere.message(), skip=home, at=at)
 
 
 def filter_inline(ssn: Session, task: TaskInfo, quota: QuotaInfo, candidates: Sequence[str]) -> FilterOutcome:

@@ -124,23 +124,22 @@ def _unresolvable_parts(
     if rest is None:
         return [own]
     others = names
+    i = -1
     if rest.skip:
-        try:
-            i = names.index(rest.skip)
-        except ValueError:
-            pass
-        else:
+        i = rest.at if rest.at is not None else bind_action.position(names, rest.skip)
+        if i >= 0:
             others = names[:i] + names[i + 1 :]
-            try:  # listed twice (only the part after the first can hold it: one pass in all)
-                names.index(rest.skip, i + 1)
-            except ValueError:
-                pass
-            else:
-                others = [n for n in others if n != rest.skip]
     if not others:
         return [own]
+    array = orjson.dumps(others)
+    if i >= 0 and orjson.dumps(rest.skip) in array:
+        # listed more than once (or a name with an escaped quote looks so): drop every copy
+        others = [n for n in others if n != rest.skip]
+        if not others:
+            return [own]
+        array = orjson.dumps(others)
     message = orjson.dumps(rest.message)
-    bulk = orjson.dumps(others).replace(b'","', b'":' + message + b',"')  # ["a":M,"b"]
+    bulk = array.replace(b'","', b'":' + message + b',"')  # ["a":M,"b"]
     # '["a":M,"b"]' → '{"a":M,"b":M' + the own entries + '}'
     tail = b"}" if own == b"{}" else b"," + own[1:]
     return [b"{", memoryview(bulk)[1:-1], b":", message, tail]  # the view: no copy of the bulk
@@ -272,9 +271,10 @@ class Verbs:
             return FilterOutcome(), bind_action.Rest(reason.message())
         if task.node and task.status in ON_NODE:
             # already placed (or a bind is in flight): only its node
-            passed = [task.node] if task.node in names else []
+            at = bind_action.position(names, task.node)
+            passed = [task.node] if at >= 0 else []
             reason = Status.unresolvable(Reason.WAITING_FOR_BIND, f"pod is being bound to {task.node}")
-            return FilterOutcome(passed=passed), bind_action.Rest(reason.message(), skip=task.node)
+            return FilterOutcome(passed=passed), bind_action.Rest(reason.message(), skip=task.node, at=at)
         return bind_action.decide_pod(ssn, task, names, state.verdicts())
 
     async def filter(self, body: bytes) -> bytes:

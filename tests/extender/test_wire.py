@@ -353,6 +353,8 @@ async def test_a_node_list_without_names_is_a_clear_error(client: tuple[httpx.As
     [
         ['a","b', "x\\", "gpu-n01", 'q\\","z', 'ü"', ""],  # quotes, commas, backslashes, unicode
         ["gpu-n01", "gpu-n02", "gpu-n01"],  # the quota's node listed twice
+        ["gpu-n02", "gpu-n01", "gpu-n01", "gpu-n01"],  # … three times, side by side
+        ['x"gpu-n01', "gpu-n01", 'gpu-n01"'],  # names whose JSON contains the node's
         ["gpu-n03", "gpu-n04"],  # the quota's node not a candidate
         ["gpu-n01"],  # only the quota's node
         [],
