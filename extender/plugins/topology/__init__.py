@@ -101,6 +101,10 @@ class _State:
     )
     affinity: defaultdict[str, Counter[ZoneId]] = field(default_factory=lambda: defaultdict(Counter))
     failures: dict[str, Status] = field(default_factory=dict)  # job → why no zone fits
+    # (shape, zone) → p: the zone's first p nodes are all known not to take a quota of the shape
+    # (memoized False, untouched since): a walk over the zone starts at p. Lowered by any bind or
+    # release that touches one of them.
+    closed: dict[tuple[int, ZoneId], int] = field(default_factory=dict)
     # job → its bound quotas: name → (quota index, node index, node name); kept up to date by
     # the statement's events (rank ranges and "taken" nodes are read from it for every quota)
     bound: dict[str, dict[str, tuple[int | None, int, str]]] = field(default_factory=dict)
@@ -264,7 +268,7 @@ class Plugin:
             # predicates again (one a bind touched since is looked at again first)
             sid = shape_id(quota)
             if sid is None:
-                return _ordered(plan.indexed, low, high, taken.__contains__, job.strict_order)
+                return _ordered(plan.indexed, low, high, taken.__contains__, strict=job.strict_order)
             known, stale = st.node_fit[sid], st.stale[sid]
 
             def skip(name: str) -> bool:
@@ -277,7 +281,20 @@ class Plugin:
                     if name in st.zone_of:
                         record(sid, name, False)
 
-            return _Candidates(_ordered(plan.indexed, low, high, skip, job.strict_order), rejected)
+            closed = closed_prefix(sid, plan.zones[0]) if len(plan.zones) == 1 else 0
+            names = _ordered(plan.indexed, low, high, skip, strict=job.strict_order, closed=closed)
+            return _Candidates(names, rejected)
+
+        def closed_prefix(sid: int, zid: ZoneId) -> int:
+            """How many of the zone's first nodes are known not to take the shape (see _State.closed)."""
+            key = (sid, zid)
+            p = st.closed.get(key, 0)
+            members = st.zone_nodes[zid]
+            known, stale = st.node_fit[sid], st.stale[sid]
+            while p < len(members) and known.get(members[p][1]) is False and members[p][1] not in stale:
+                p += 1
+            st.closed[key] = p
+            return p
 
         def bound_info(job: JobInfo) -> dict[str, tuple[int | None, int, str]]:
             info = st.bound.get(job.key)
@@ -569,6 +586,9 @@ class Plugin:
                     st.stale[sid].add(ev.node)
                     if zid is not None:
                         st.stale_in[sid].setdefault(zid, set()).add(ev.node)
+                        p = st.closed.get((sid, zid))
+                        if p is not None and st.zone_pos[ev.node] < p:
+                            st.closed[(sid, zid)] = st.zone_pos[ev.node]
                         if fit and scanned(sid, zid, ev.node) is not None:
                             stale_fit = st.stale_fit[sid]
                             stale_fit[zid] = stale_fit.get(zid, 0) + 1
@@ -630,22 +650,21 @@ def _ordered(
     low: int | None,
     high: int | None,
     skip: Callable[[str], bool],
+    *,
     strict: bool,
+    closed: int = 0,
 ) -> Iterator[str]:
-    """Nodes with ``low < index < high`` ascending, then (unless ``strict``) the others ascending."""
+    """Nodes with ``low < index < high`` ascending, then (unless ``strict``) the others ascending;
+    the first ``closed`` positions are known to be skipped and are not looked at."""
+    n = len(indexed)
     start = 0 if low is None else bisect.bisect_right(indexed, (low, "\U0010ffff"))
-    stop = len(indexed) if high is None else bisect.bisect_left(indexed, (high, ""))
-    for _, name in indexed[start:stop]:
-        if not skip(name):
-            yield name
-    if strict:
-        return
-    for _, name in indexed[:start]:
-        if not skip(name):
-            yield name
-    for _, name in indexed[max(start, stop) :]:
-        if not skip(name):
-            yield name
+    stop = n if high is None else bisect.bisect_left(indexed, (high, ""))
+    segments = ((start, stop),) if strict else ((start, stop), (0, start), (max(start, stop), n))
+    for a, b in segments:
+        for pos in range(max(a, closed), b):
+            name = indexed[pos][1]
+            if not skip(name):
+                yield name
 
 
 def _job_of_quota(ssn: Session, quota: QuotaInfo) -> JobInfo | None:
