@@ -64,20 +64,28 @@ async def test_single_candidate_acquires_renews_and_releases(emu: Emulator) -> N
     lease = f"l-{uuid.uuid4().hex[:6]}"
     started: list[str] = []
     stopped: list[str] = []
+    # a lease of 4 s with a 3 s renew deadline: a loaded CI machine that stalls this event loop
+    # for half a second must not make the only candidate step down (started == ["a", "a"])
     async with candidate(
-        emu, "a", lease, on_started_leading=lambda: started.append("a"), on_stopped_leading=lambda: stopped.append("a")
+        emu,
+        "a",
+        lease,
+        lease_duration=4.0,
+        renew_deadline=3.0,
+        on_started_leading=lambda: started.append("a"),
+        on_stopped_leading=lambda: stopped.append("a"),
     ) as a:
         with anyio.fail_after(5):
             await a.leading.wait()
         spec = lease_spec(emu, lease)
         assert spec["holderIdentity"] == "a" and spec["leaseTransitions"] == 0
-        assert spec["leaseDurationSeconds"] == 1
+        assert spec["leaseDurationSeconds"] == 4
         first_renew = spec["renewTime"]
         await eventually(lambda: lease_spec(emu, lease)["renewTime"] != first_renew)  # it renews
         assert lease_spec(emu, lease)["acquireTime"] == spec["acquireTime"]
     assert not a.is_leader and started == ["a"] and stopped == ["a"]
     released = lease_spec(emu, lease)
-    assert released["holderIdentity"] == "" and released["leaseDurationSeconds"] == 1
+    assert released["holderIdentity"] == "" and released["leaseDurationSeconds"] == 1  # released: expire now
 
 
 async def test_two_candidates_one_leader_takeover_and_release(emu: Emulator) -> None:
@@ -160,4 +168,4 @@ async def test_release_after_a_renewal_the_stop_cut_short_still_releases(emu: Em
                   namespace="kube-system")  # fmt: skip
     assert not a.is_leader
     released = lease_spec(emu, lease)
-    assert released["holderIdentity"] == "" and released["leaseDurationSeconds"] == 1
+    assert released["holderIdentity"] == "" and released["leaseDurationSeconds"] == 1  # released: expire now
