@@ -51,10 +51,14 @@ class Plugin:
                 return
             ready = True
             for job in ssn.jobs():
+                used: Resource | None = None
                 for t in job.alive_tasks():
                     if t.quota or t.node:
-                        job_used[job.key].iadd(t.request)
-                        queue_used[job.queue].iadd(t.request)
+                        if used is None:
+                            used = job_used[job.key]
+                        used.iadd(t.request)
+                if used is not None:
+                    queue_used[job.queue].iadd(used)
 
         def queue_order(queue: QueueInfo) -> tuple[Any, ...]:
             ensure()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -115,17 +115,20 @@ def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
     if quota.quota_affinity or quota.quota_anti_affinity or quota.static_bind_node:
         return None
     claimants = tuple(
-        (t.tolerations, tuple(sorted(t.node_selector.items())), t.node_affinity, t.mount_points)
-        for t in ssn.claimants(quota)
+        (t.tolerations, _items(t.node_selector), t.node_affinity, t.mount_points) for t in ssn.claimants(quota)
     )
     return (
-        tuple(sorted(quota.request.q.items())),
-        tuple(sorted(quota.node_selector.items())),
+        _items(quota.request.q),
+        _items(quota.node_selector),
         quota.tolerations,
         quota.node_affinity,
-        tuple(sorted(quota.labels.items())),
+        _items(quota.labels),
         claimants,
     )
+
+
+def _items(d: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(d.items())) if d else ()
 
 
 def _describe_gang(quotas: Sequence[QuotaInfo]) -> str:
