@@ -84,7 +84,9 @@ class Rest:
 
     message: str
     skip: str = ""
-    at: int | None = None  # where ``skip`` first is in the candidates (−1: not there; None: not looked)
+    # where ``skip`` first is in the candidate list this was decided from (−1: not in it; None: not
+    # looked up) — saves the serialiser a scan of thousands of names
+    at: int | None = None
 
 
 def position(candidates: Sequence[str], name: str) -> int:

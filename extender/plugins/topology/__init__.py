@@ -466,7 +466,7 @@ class Plugin:
                 dirty.clear()
                 views = by_zone.values()
             else:
-                views = [v for v in map(view, zones) if v is not None and v.id not in exclude]
+                views = [v for v in map(view, (z for z in zones if z not in exclude)) if v is not None]
             chosen = plan_by_spec(views, need)
             if chosen is None:
                 return None
