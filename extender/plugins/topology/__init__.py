@@ -17,6 +17,21 @@ off). For such a job:
   indices ascend with its task indices; every topology job commits only within one GPU spec.
 
 Non-topology jobs are left alone (every stage abstains).
+
+Within a session the plugin remembers, per quota *shape* (request and every constraint that
+filters identically on all nodes; quotas with quota affinity or a static node have none), which
+nodes take such a quota. A bind or release on a node marks it *stale* where it could have changed
+the answer; nothing else can. With that memo:
+
+* candidates skip nodes known not to fit; a stale node is offered as it is, and the pipeline's
+  rejections come back (``framework.pipeline.Rejectable``) instead of the plugin re-checking it;
+* planning reads only ``min(zone capacity, gang size)``, so a zone is scanned only that far, and
+  stale nodes are looked at again only when the fresh ones do not suffice;
+* zone views are kept per gang class and rebuilt only for the zones a bind or release touched;
+* a walk over a zone starts past its prefix of nodes known not to fit.
+
+These are shortcuts only: ``tests/core/test_topology_memo.py`` schedules random clusters with and
+without the memo and requires identical bindings.
 """
 
 from __future__ import annotations
