@@ -74,6 +74,17 @@ def reserved(h: Hop1, quota: str) -> list[dict[str, Any]]:
     return out
 
 
+async def lose_worker(h: Hop1, i: int) -> tuple[dict[str, str], str]:
+    """Place the job, delete worker ``i``'s pod and run a cycle: its quota holds one reservation.
+    Returns (pod → quota, worker ``i``'s quota)."""
+    placed = await place_job(h)
+    quota = placed[f"train-worker-{i}"]
+    h.emulator.delete("v1", "pods", f"train-worker-{i}", "default")
+    await h.cycle()
+    assert len(reserved(h, quota)) == 1
+    return placed, quota
+
+
 async def test_deleted_worker_comes_back_to_the_same_quota_and_node() -> None:
     async with hop1_cluster(objs=cluster_objs()) as h:
         placed = await place_job(h)
@@ -166,11 +177,7 @@ async def test_preempted_evicted_or_failed_worker_leaves_a_reservation(how: str,
 
 async def test_reservation_expires_after_the_ttl_and_the_quota_is_free_again() -> None:
     async with hop1_cluster(objs=cluster_objs()) as h:
-        placed = await place_job(h)
-        q2 = placed["train-worker-2"]
-        h.emulator.delete("v1", "pods", "train-worker-2", "default")
-        await h.cycle()
-        assert len(reserved(h, q2)) == 1
+        placed, q2 = await lose_worker(h, 2)
 
         h.clock.advance(TTL - 10)  # not yet
         await h.cycle()
@@ -198,11 +205,7 @@ async def test_reservation_expires_after_the_ttl_and_the_quota_is_free_again() -
 
 async def test_inherit_resource_from_names_the_deleted_pod() -> None:
     async with hop1_cluster(objs=cluster_objs()) as h:
-        placed = await place_job(h)
-        q2 = placed["train-worker-2"]
-        h.emulator.delete("v1", "pods", "train-worker-2", "default")
-        await h.cycle()
-        assert len(reserved(h, q2)) == 1
+        _, q2 = await lose_worker(h, 2)
         # without the annotation a pod of another job is kept out ...
         await h.admit(stranger("stranger"))
         assert QUOTA not in annos(h.pod("stranger"))
@@ -249,11 +252,7 @@ async def test_the_webhook_gives_the_quota_of_a_pod_that_just_succeeded() -> Non
 
 async def test_deleting_the_podgroup_drops_the_jobs_reservations() -> None:
     async with hop1_cluster(objs=cluster_objs()) as h:
-        placed = await place_job(h)
-        q0 = placed["train-worker-0"]
-        h.emulator.delete("v1", "pods", "train-worker-0", "default")
-        await h.cycle()
-        assert len(reserved(h, q0)) == 1
+        _, q0 = await lose_worker(h, 0)
         h.emulator.delete("scheduling.infini-ai.com/v1alpha1", "podgroups", "train", "default")
         await h.cycle()
         status = h.quota(q0)["status"]

@@ -201,15 +201,19 @@ def _lease(holder: str, namespace: str, name: str) -> Obj:
     }
 
 
+# serve settings of a replica that elects a binder leader, on a fast clock
+ELECTION: dict[str, Any] = {
+    "leader_elect": True,
+    "identity": "replica-a",
+    "lease_namespace": "kube-system",
+    "lease_duration": 2.0,
+    "renew_deadline": 1.0,
+    "retry_period": 0.05,
+}
+
+
 async def test_readyz_reports_the_binder_lease_of_a_real_leader_elector(tmp_path: Path) -> None:
-    s: dict[str, Any] = {
-        "leader_elect": True,
-        "identity": "replica-a",
-        "lease_namespace": "kube-system",
-        "lease_duration": 2.0,
-        "renew_deadline": 1.0,
-        "retry_period": 0.05,
-    }
+    s: dict[str, Any] = dict(ELECTION)
     ns, name = "kube-system", wellknown.DEFAULT_BINDER_LEASE
     # another replica holds the binder Lease (renewed just now, for an hour)
     async with harness(tmp_path, existing=[_lease("replica-b", ns, name)], **s) as h:
@@ -234,15 +238,7 @@ async def test_readyz_reports_the_binder_lease_of_a_real_leader_elector(tmp_path
 
 
 async def test_not_leading_replica_serves_the_extender_but_runs_no_cycle(tmp_path: Path) -> None:
-    s: dict[str, Any] = {
-        "leader_elect": True,
-        "identity": "replica-a",
-        "lease_namespace": "kube-system",
-        "lease_duration": 2.0,
-        "renew_deadline": 1.0,
-        "retry_period": 0.05,
-        "binder_period": 0.05,
-    }
+    s: dict[str, Any] = {**ELECTION, "binder_period": 0.05}
     lease = _lease("replica-b", "kube-system", wellknown.DEFAULT_BINDER_LEASE)
     async with harness(tmp_path, existing=[lease], **s) as h:
         elector = h.rt.elector
