@@ -105,10 +105,6 @@ class _State:
     # them stale: they may fit no more), so that fit minus this is a lower bound without a look
     stale_fit: dict[int, dict[ZoneId, int]] = field(default_factory=dict)
     zone_room: dict[ZoneId, dict[tuple[str, ...], int]] = field(default_factory=dict)
-    # zone → (shape, resource names) → (capacity c, room, c is exact): what planning read for the
-    # zone, dropped at any bind or release on one of its nodes; c is a lower bound of the zone's
-    # capacity, exact when it says so, so it answers any gang of at most c quotas
-    zone_views: dict[ZoneId, dict[tuple[int, tuple[str, ...]], tuple[int, int, bool]]] = field(default_factory=dict)
     # (spec, shape, resource names, gang size) → (zone → its view for such gangs, zones to look at
     # again): kept for gangs without zone affinity; a bind or release dirties its zone in each
     class_views: dict[tuple[str, int, tuple[str, ...], int], tuple[dict[ZoneId, ZoneView], set[ZoneId]]] = field(
@@ -283,7 +279,7 @@ class Plugin:
             low, high = neighbour_range(job, quota)
             taken = {b[2] for b in bound_info(job).values()}
             # nodes known not to take a quota of this shape are skipped: they would fail the same
-            # predicates again (one a bind touched since is looked at again first)
+            # predicates again
             sid = shape_id(quota)
             if sid is None:
                 return _ordered(plan.indexed, low, high, taken.__contains__, strict=job.strict_order)
@@ -449,19 +445,12 @@ class Plugin:
             zones = st.spec_zones.get(spec, ()) if spec else st.zone_nodes
 
             def view(zid: ZoneId) -> ZoneView | None:
-                known = st.zone_views.get(zid) if sid is not None else None
-                hit = known.get((sid, names)) if known is not None and sid is not None else None
-                if hit is not None and (hit[2] or hit[0] >= need):
-                    cap, room = min(hit[0], need), hit[1]
-                else:
-                    found = zone_capacity(zid, pending, head, sid, need)
-                    cap, room = min(found, need), zone_room(zid, names)
-                    if sid is not None:
-                        st.zone_views.setdefault(zid, {})[(sid, names)] = (cap, room, found < need)
+                cap = min(zone_capacity(zid, pending, head, sid, need), need)
                 if cap <= 0:
                     return None
                 members = st.zone_nodes[zid]
-                return ZoneView(zid, len(members), cap, room, members[0][0], tracked[zid] if tracked else 0)
+                affinity = tracked[zid] if tracked else 0
+                return ZoneView(zid, len(members), cap, zone_room(zid, names), members[0][0], affinity)
 
             views: Iterable[ZoneView]
             if sid is not None and not exclude and not tracked:
@@ -591,7 +580,6 @@ class Plugin:
                 return
             zid = st.zone_of.get(ev.node)
             if zid is not None:
-                st.zone_views.pop(zid, None)
                 for _, dirty in st.class_views.values():
                     dirty.add(zid)
             # A bind only takes room (and adds a quota that others' anti-affinity may reject):
