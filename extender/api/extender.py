@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -355,16 +355,8 @@ class Verbs:
             pdb[node] = int(_field(victims or {}, "NumPDBViolations") or 0)
         if self._not_ours(pod):
             # extenders are shared by every profile: another scheduler's preemption goes through
-            # unchanged (as UIDs, the only form of the reply; never a node without victims)
-            return orjson.dumps(
-                {
-                    "NodeNameToMetaVictims": {
-                        node: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": pdb.get(node, 0)}
-                        for node, uids in proposed.items()
-                        if uids
-                    }
-                }
-            )
+            # unchanged (as UIDs, the only form of the reply)
+            return _meta_victims(proposed, pdb)
         if not state.synced():
             return orjson.dumps({"NodeNameToMetaVictims": {}})
         ssn = state.session()
@@ -374,12 +366,17 @@ class Verbs:
         outcome = reclaim_action.reclaim(ssn, task, proposed)
         for node, why in outcome.dropped.items():
             log.debug("preempt %s on %s: dropped: %s", task.key, node, why)
-        reply = {
-            node: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": pdb.get(node, 0)}
-            for node, uids in outcome.victims.items()
-            if uids
-        }
-        return orjson.dumps({"NodeNameToMetaVictims": reply})
+        return _meta_victims(outcome.victims, pdb)
+
+
+def _meta_victims(victims: Mapping[str, Sequence[str]], pdb: Mapping[str, int]) -> bytes:
+    """``ExtenderPreemptionResult``: victims by UID per node — never a node without victims."""
+    reply = {
+        node: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": pdb.get(node, 0)}
+        for node, uids in victims.items()
+        if uids
+    }
+    return orjson.dumps({"NodeNameToMetaVictims": reply})
 
 
 class ExtenderApp(FastAPI):
