@@ -84,7 +84,7 @@ def bind_job_quotas(
         if names is None:
             nodes = ssn.nodes()
         else:  # lazily, in the order given (the topology plugin orders its candidates)
-            nodes = (n for n in (ssn.node(x) for x in names) if n is not None)
+            nodes = filter(None, map(ssn.node, names))
         current = ssn.quota(quota.name)
         if current is None or current.node_name:
             continue

@@ -52,6 +52,7 @@ from extender.model.job import JobInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.resources import format_quantity
+from extender.model.task import TaskInfo
 from extender.plugins.topology.zones import (
     ZoneView,
     best_in_range,
@@ -125,9 +126,13 @@ def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
     """A key under which quotas filter identically on every node, or None (do not memoize)."""
     if quota.quota_affinity or quota.quota_anti_affinity or quota.static_bind_node:
         return None
-    claimants = tuple(
-        (t.tolerations, _items(t.node_selector), t.node_affinity, t.mount_points) for t in ssn.claimants(quota)
-    )
+    claimants: tuple[object, ...]
+    if len(quota.claims) == 1:  # the common case: one pod per quota, no ordering to do
+        (uid,) = quota.claims
+        t = ssn.task(uid)
+        claimants = () if t is None else (_task_key(t),)
+    else:
+        claimants = tuple(map(_task_key, ssn.claimants(quota)))
     return (
         _items(quota.request.q),
         _items(quota.node_selector),
@@ -136,6 +141,10 @@ def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
         _items(quota.labels),
         claimants,
     )
+
+
+def _task_key(t: TaskInfo) -> tuple[object, ...]:
+    return (t.tolerations, _items(t.node_selector), t.node_affinity, t.mount_points)
 
 
 def _items(d: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -263,11 +272,11 @@ class Plugin:
         def zone_candidates(job: JobInfo, quota: QuotaInfo) -> Iterable[str] | Status | None:
             """The plan's nodes in the order to try them, lazily: inside the quota's rank range
             first (ascending node index), then — unless the job demands strict order — the rest."""
-            if not job.topology:
-                return None
-            ensure()
-            plan = st.plans.get(job.key)
+            plan = st.plans.get(job.key)  # only topology jobs have one
             if plan is None:
+                if not job.topology:
+                    return None
+                ensure()
                 siblings = bound_quotas(job)
                 if siblings:
                     plan = sibling_plan(job, siblings)
@@ -570,59 +579,68 @@ class Plugin:
             return SUCCESS
 
         def on_event(ev: Event) -> None:
-            if ev.kind in (EventKind.CLAIM, EventKind.UNCLAIM):
+            kind = ev.kind
+            if kind is EventKind.CLAIM or kind is EventKind.UNCLAIM:
                 task = ssn.task(ev.task)
                 if task is not None:
                     st.quota_shape.pop(ev.quota, None)  # its claimants are part of its shape
                     st.bound.pop(task.job, None)
                 return
-            if not ready or ev.kind not in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
+            if not ready or (kind is not EventKind.BIND_QUOTA and kind is not EventKind.RELEASE_QUOTA):
                 return
-            zid = st.zone_of.get(ev.node)
+            name = ev.node
+            added = (kind is EventKind.BIND_QUOTA) != ev.undo  # the quota is now on the node
+            zid = st.zone_of.get(name)
             if zid is not None:
                 for _, dirty in st.class_views.values():
                     dirty.add(zid)
             # A bind only takes room (and adds a quota that others' anti-affinity may reject):
             # a node that did not fit a shape still does not. A release only gives room back: a
             # node that fitted still does. Only the other memo entries need a second look.
-            could_fit = ev.undo if ev.kind is EventKind.BIND_QUOTA else not ev.undo
+            could_fit = not added
             for sid, memo in st.node_fit.items():
-                fit = memo.get(ev.node)
-                if fit is not None and fit != could_fit and ev.node not in st.stale[sid]:
-                    st.stale[sid].add(ev.node)
-                    if zid is not None:
-                        st.stale_in[sid].setdefault(zid, set()).add(ev.node)
-                        p = st.closed.get((sid, zid))
-                        if p is not None and st.zone_pos[ev.node] < p:
-                            st.closed[(sid, zid)] = st.zone_pos[ev.node]
-                        if fit and scanned(sid, zid, ev.node) is not None:
-                            stale_fit = st.stale_fit[sid]
-                            stale_fit[zid] = stale_fit.get(zid, 0) + 1
+                fit = memo.get(name)
+                if fit is None or fit == could_fit:
+                    continue
+                stale = st.stale[sid]
+                if name in stale:
+                    continue
+                stale.add(name)
+                if zid is not None:
+                    st.stale_in[sid].setdefault(zid, set()).add(name)
+                    p = st.closed.get((sid, zid))
+                    if p is not None and st.zone_pos[name] < p:
+                        st.closed[(sid, zid)] = st.zone_pos[name]
+                    if fit and scanned(sid, zid, name) is not None:
+                        stale_fit = st.stale_fit[sid]
+                        stale_fit[zid] = stale_fit.get(zid, 0) + 1
             quota = ssn.quota(ev.quota)
-            if zid is not None and quota is not None and zid in st.zone_room:
-                taken = (ev.kind is EventKind.BIND_QUOTA) != ev.undo
-                rooms = st.zone_room[zid]
-                q = quota.request.q
-                for names in list(rooms):
-                    delta = 0
-                    for r in names:
-                        delta += q.get(r, 0)
-                    rooms[names] += -delta if taken else delta
-            job = _job_of_quota(ssn, quota) if quota is not None else None
-            if job is None or quota is None:
+            if quota is None:
                 return
-            added = (ev.kind is EventKind.BIND_QUOTA) != ev.undo
+            if zid is not None:
+                rooms = st.zone_room.get(zid)
+                if rooms:
+                    q = quota.request.q
+                    for names in list(rooms):
+                        delta = 0
+                        for r in names:
+                            delta += q.get(r, 0)
+                        rooms[names] += -delta if added else delta
+            job = _job_of_quota(ssn, quota)
+            if job is None:
+                return
             bound = st.bound.get(job.key)
-            node = ssn.node(ev.node) if added else None
             if bound is None:
                 pass
             elif ev.quota not in ssn.job_quota_names(job):
                 del st.bound[job.key]  # not one of the quotas it was built from: rebuild
             elif not added:
                 bound.pop(ev.quota, None)
-            elif node is not None:
-                bound[ev.quota] = (ssn.quota_index(quota), node.index, node.name)
-            if ev.undo and ev.kind is EventKind.BIND_QUOTA:
+            else:
+                node = ssn.node(name)
+                if node is not None:
+                    bound[ev.quota] = (ssn.quota_index(quota), node.index, node.name)
+            if ev.undo and kind is EventKind.BIND_QUOTA:
                 st.plans.pop(job.key, None)  # discarded: plan again next time
             if job.affinity_key and zid is not None:
                 st.affinity[job.affinity_key][zid] += 1 if added else -1
