@@ -2,9 +2,11 @@
 
 allocate_zone offers each quota the nodes of its job's zones in rank order, skipping nodes known
 not to take a quota of that shape. A node a bind touched since it was memoized is offered as it
-is; when the pipeline rejects it, the plugin learns that (``Rejectable``) instead of looking at
-the node again itself. These tests pin what the memo may and may not do:
+is — unless its quota ledger has no room left for the request (the bind would be refused); when
+the pipeline rejects it, the plugin learns that (``Rejectable``) instead of looking at the node
+again itself. These tests pin what the memo may and may not do:
 
+* a touched node without room for the request is not offered, and not looked at;
 * a node the pipeline rejected is not offered to a quota of the same shape again — and is not
   even looked at for it (no predicate call);
 * a rejection says nothing about another shape: a smaller quota still gets the node;
@@ -41,10 +43,14 @@ def session() -> Session:
     objs = [
         *b.seed_cluster(leaves=1, per_leaf=4),
         b.quota("filler", gpu=4, hca=None),  # bound by hand onto n0 below: 4 of its 8 GPUs
+        # bound by hand onto n0 below: 1 GPU, and the pipeline refuses the small jobs' quotas there
+        b.quota("loner", gpu=1, hca=None, affinity={"quotaAntiAffinity": [{"quotaNames": ["q-small-0", "q-twin-0"]}]}),
         *b.training_job("big-a", 2, gpu=8),
         *b.training_job("big-b", 1, gpu=8),
         *b.training_job("big-c", 2, gpu=8),
         *b.training_job("small", 1, gpu=2),
+        *b.training_job("twin", 1, gpu=2),
+        *b.training_job("tiny", 1, gpu=1),
     ]
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)
@@ -82,56 +88,65 @@ def place_job(ssn: Session, job: str) -> bool:
     )
 
 
-def test_a_node_the_pipeline_rejected_is_not_offered_again_to_the_same_shape() -> None:
+def bind_by_hand(ssn: Session, quota: str, node: str) -> None:
+    stmt = ssn.statement()
+    stmt.allocate_quota_to_node(quota, node)
+    stmt.commit()
+
+
+def test_a_touched_node_without_room_for_the_request_is_not_offered() -> None:
     ssn = session()
     assert candidates(ssn, "big-a", "q-big-a-0")[:2] == ["n0", "n1"]  # planned: n0 memoized as fitting
-    stmt = ssn.statement()
-    stmt.allocate_quota_to_node("filler", "n0")  # n0 keeps 4 GPUs: too few for an 8-GPU quota now
-    stmt.commit()
-    assert candidates(ssn, "big-a", "q-big-a-0")[0] == "n0"  # touched since: offered as it is
-
+    bind_by_hand(ssn, "filler", "n0")  # n0 keeps 4 GPUs: too few for an 8-GPU quota now
+    seen = count_predicates(ssn)
+    assert candidates(ssn, "big-a", "q-big-a-0")[0] == "n1"
+    assert seen.get("n0", 0) == 0  # the ledger says so: no predicate call
     assert place_job(ssn, "big-a")
     placed = {q: ssn.quota(q).node_name for q in ("q-big-a-0", "q-big-a-1")}  # type: ignore[union-attr]
     assert placed == {"q-big-a-0": "n1", "q-big-a-1": "n2"}
+    assert candidates(ssn, "small", "q-small-0")[0] == "n0"  # another shape: 4 GPUs are room for 2
+
+
+def test_a_node_the_pipeline_rejected_is_not_offered_again_to_the_same_shape() -> None:
+    ssn = session()
+    assert candidates(ssn, "small", "q-small-0") == ["n0", "n1", "n2", "n3"]  # n0 memoized as fitting
+    bind_by_hand(ssn, "loner", "n0")  # 7 GPUs left, but the loner's anti-affinity refuses small jobs
+    assert candidates(ssn, "small", "q-small-0")[0] == "n0"  # touched, with room: offered as it is
+
+    assert place_job(ssn, "small")  # the pipeline rejects n0 (quota anti-affinity)
+    assert ssn.quota("q-small-0").node_name == "n1"  # type: ignore[union-attr]
 
     seen = count_predicates(ssn)
-    offered = candidates(ssn, "big-b", "q-big-b-0")
+    offered = candidates(ssn, "twin", "q-twin-0")  # the same shape
     assert "n0" not in offered  # rejected for this shape: skipped …
     assert seen.get("n0", 0) == 0  # … without being looked at again
-    # n1: touched by big-a's bind, offered as it is; n2 (also full) was looked at by planning,
-    # which had to scan on for a fitting node once n0 was out, and is known not to fit
-    assert offered == ["n1", "n3"]
-    assert place_job(ssn, "big-b")
-    assert ssn.quota("q-big-b-0").node_name == "n3"  # type: ignore[union-attr]
-    assert candidates(ssn, "small", "q-small-0") == ["n0", "n1", "n2", "n3"]  # another shape
+    assert offered == ["n1", "n2", "n3"]  # n1: touched by small's bind, with room, offered as it is
+    assert place_job(ssn, "twin")
+    assert ssn.quota("q-twin-0").node_name == "n1"  # type: ignore[union-attr]
 
 
 def test_a_rejection_for_one_shape_leaves_other_shapes_alone() -> None:
     ssn = session()
-    candidates(ssn, "small", "q-small-0")  # memoize n0 for the 2-GPU shape too
-    stmt = ssn.statement()
-    stmt.allocate_quota_to_node("filler", "n0")
-    stmt.commit()
-    assert place_job(ssn, "big-a")  # rejects n0 for the 8-GPU shape
-    assert candidates(ssn, "small", "q-small-0")[0] == "n0"  # 4 GPUs left: room for 2
-    assert place_job(ssn, "small")
-    assert ssn.quota("q-small-0").node_name == "n0"  # type: ignore[union-attr]
+    candidates(ssn, "tiny", "q-tiny-0")  # memoize n0 for the 1-GPU shape too
+    bind_by_hand(ssn, "loner", "n0")
+    assert place_job(ssn, "small")  # rejects n0 for the 2-GPU shape
+    assert candidates(ssn, "tiny", "q-tiny-0")[0] == "n0"  # the loner does not refuse tiny
+    assert place_job(ssn, "tiny")
+    assert ssn.quota("q-tiny-0").node_name == "n0"  # type: ignore[union-attr]
 
 
 def test_a_release_makes_a_rejected_node_a_candidate_again() -> None:
     ssn = session()
-    candidates(ssn, "big-a", "q-big-a-0")
+    candidates(ssn, "small", "q-small-0")
+    bind_by_hand(ssn, "loner", "n0")
+    assert place_job(ssn, "small")
+    assert "n0" not in candidates(ssn, "twin", "q-twin-0")
     stmt = ssn.statement()
-    stmt.allocate_quota_to_node("filler", "n0")
+    stmt.release_quota("loner", "test")
     stmt.commit()
-    assert place_job(ssn, "big-a")
-    assert "n0" not in candidates(ssn, "big-b", "q-big-b-0")
-    stmt = ssn.statement()
-    stmt.release_quota("filler", "test")
-    stmt.commit()
-    assert candidates(ssn, "big-b", "q-big-b-0")[0] == "n0"
-    assert place_job(ssn, "big-b")
-    assert ssn.quota("q-big-b-0").node_name == "n0"  # type: ignore[union-attr]
+    assert candidates(ssn, "twin", "q-twin-0")[0] == "n0"
+    assert place_job(ssn, "twin")
+    assert ssn.quota("q-twin-0").node_name == "n0"  # type: ignore[union-attr]
 
 
 def test_planning_counts_a_rejected_node_out_of_the_zone() -> None:

@@ -24,7 +24,9 @@ nodes take such a quota. A bind or release on a node marks it *stale* where it c
 the answer; nothing else can. With that memo:
 
 * candidates skip nodes known not to fit; a stale node is offered as it is, and the pipeline's
-  rejections come back (``framework.pipeline.Rejectable``) instead of the plugin re-checking it;
+  rejections come back (``framework.pipeline.Rejectable``) instead of the plugin re-checking it —
+  except that a stale node whose quota ledger has no room left for the request is skipped (and
+  memoized) at once: ``NodeInfo.add_quota`` would refuse the bind whatever the predicates say;
 * planning reads only ``min(zone capacity, gang size)``, so a zone is scanned only that far, and
   stale nodes are looked at again only when the fresh ones do not suffice;
 * zone views are kept per gang class and rebuilt only for the zones a bind or release touched;
@@ -293,11 +295,22 @@ class Plugin:
             if sid is None:
                 return _ordered(plan.indexed, low, high, taken.__contains__, strict=job.strict_order)
             known, stale = st.node_fit[sid], st.stale[sid]
+            fits_room = quota.request.less_equal_with_resource_names  # the ledger's own rule
 
             def skip(name: str) -> bool:
-                # a node a bind or release touched since it was memoized is offered as it is:
-                # the pipeline looks at it anyway, and tells us when it does not fit (rejected)
-                return name in taken or (known.get(name) is False and name not in stale)
+                if name in taken:
+                    return True
+                if name not in stale:
+                    return known.get(name) is False
+                # A node a bind or release touched since it was memoized is offered as it is (the
+                # pipeline looks at it anyway, and tells us when it does not fit: rejected) —
+                # unless its quota ledger has no room left for the request: the bind would be
+                # refused whatever the predicates say (NodeInfo.add_quota), so it does not fit.
+                node = ssn.node(name)
+                if node is not None and not fits_room(node.quota_idle):
+                    record(sid, name, False)
+                    return True
+                return False
 
             def rejected(names: Iterable[str]) -> None:
                 for name in names:
