@@ -119,7 +119,7 @@ class NodeInfo:
         """
         if name in self.quota_allocated:
             raise LedgerError(f"node {self.name}: quota {name} is already bound here")
-        if not force:
+        if not force and not request.less_equal_with_resource_names(self.quota_idle):  # shortfalls' rule
             short = self.quota_fits(request)
             if short:
                 raise LedgerError(

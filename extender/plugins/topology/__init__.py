@@ -226,6 +226,9 @@ class Plugin:
             return sid
 
         def evaluate(quota: QuotaInfo, node: NodeInfo) -> bool:
+            # the ledger's rule first: where it has no room, the bind would be refused anyway
+            if not quota.request.less_equal_with_resource_names(node.quota_idle) and not node.has_quota(quota.name):
+                return False
             return ssn.qn.select(quota, node).ok and ssn.qn.predicate(quota, node).ok
 
         def scanned(sid: int, zid: ZoneId, name: str) -> list[int] | None:
