@@ -275,9 +275,13 @@ class Session:
         names = self._job_quota_names.get(job.key)
         if names is None:
             current = self.job(job.key) or job
-            found = [q for q in map(self.quota, {t.quota for t in current.alive_tasks() if t.quota}) if q is not None]
-            found.sort(key=lambda q: (self.quota_index(q) is None, self.quota_index(q) or 0, q.name))
-            names = self._job_quota_names[job.key] = tuple(q.name for q in found)
+            ranked = []
+            for q in map(self.quota, {t.quota for t in current.alive_tasks() if t.quota}):
+                if q is not None:
+                    idx = self.quota_index(q)
+                    ranked.append((idx is None, idx or 0, q.name))
+            ranked.sort()
+            names = self._job_quota_names[job.key] = tuple(r[2] for r in ranked)
         return names
 
     def quota_index(self, quota: QuotaInfo) -> int | None:
