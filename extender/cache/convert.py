@@ -254,7 +254,7 @@ def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
     node_selector = _str_map(spec.get("nodeSelector"))
     spot = request.get(opts.spot_resource) > 0
     mounts = annotations.get(wellknown.ANNO_REQUIRED_MOUNT_POINTS, "")
-    return TaskInfo(
+    task = TaskInfo(
         uid=uid,
         namespace=ns,
         name=name,
@@ -283,6 +283,8 @@ def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
         scheduler_name=str(spec.get("schedulerName") or ""),
         resource_version=str(meta.get("resourceVersion") or ""),
     )
+    task.placement_key()  # built here, as the informer delivers the pod: not in a cycle
+    return task
 
 
 # --- quotas ----------------------------------------------------------------------------------
@@ -347,7 +349,7 @@ def quota_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> QuotaInfo:
                 request=_resources(obj, r.get("request"), "status.reservedTasks.request"),
             )
         )
-    return QuotaInfo(
+    quota = QuotaInfo(
         name=name,
         queue=str(spec.get("queueName") or opts.default_queue),
         request=request,
@@ -372,6 +374,8 @@ def quota_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> QuotaInfo:
         reason=str(status.get("reason") or ""),
         message=str(status.get("message") or ""),
     )
+    quota.placement_key()  # built here, as the informer delivers the quota: not in a cycle
+    return quota
 
 
 # --- PodGroups, queues, job queues ----------------------------------------------------------

@@ -151,6 +151,22 @@ class QuotaInfo:
     reserved: tuple[ReservedTask, ...] = ()
     reason: str = ""
     message: str = ""
+    # what node filters read of the spec, built on first use (the spec never changes once built)
+    _placement_key: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
+
+    def placement_key(self) -> tuple[object, ...]:
+        """A hashable key of what node filters read of this quota's spec: request, node selector,
+        tolerations, node affinity, labels (quota affinity is not part of it)."""
+        key = self._placement_key
+        if key is None:
+            key = self._placement_key = (
+                _items(self.request.q),
+                _items(self.node_selector),
+                self.tolerations,
+                self.node_affinity,
+                _items(self.labels),
+            )
+        return key
 
     # --- capacity ----------------------------------------------------------------------------
     @property
@@ -216,7 +232,10 @@ class QuotaInfo:
 
     def over_claimed(self) -> list[Shortfall]:
         """Invariant 3 check: how Σ claims exceeds request + shadow (empty when it holds)."""
-        return self.allocated.shortfalls(self.capacity)
+        cap = self.request if not self.shadow.q else self.capacity
+        if self.allocated.less_equal_with_resource_names(cap):  # the rule of shortfalls, no list
+            return []
+        return self.allocated.shortfalls(cap)
 
     # --- reservations ------------------------------------------------------------------------
     def reservation_for(self, task: TaskInfo, now: float) -> ReservedTask | None:
@@ -258,6 +277,7 @@ class QuotaInfo:
         q.claims = dict(self.claims)
         q.allocated = self.allocated.clone()
         q.reserved = self.reserved
+        q._placement_key = self._placement_key
         q.reason = self.reason
         q.message = self.message
         return q
@@ -272,3 +292,7 @@ class QuotaInfo:
             self.reserved,
             self.static_bind_status,
         )
+
+
+def _items(d: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
+    return tuple(sorted(d.items())) if d else ()

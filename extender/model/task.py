@@ -100,6 +100,8 @@ class TaskInfo:
     scheduler_name: str = ""
     resource_version: str = ""
     preemptible: bool = False  # a spot pod that reclaim may evict
+    # what node filters read of the pod, built on first use (those fields never change once built)
+    _placement_key: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
 
     def transition(self, to: TaskStatus) -> None:
         if to is self.status:
@@ -141,7 +143,22 @@ class TaskInfo:
             scheduler_name=self.scheduler_name,
             resource_version=self.resource_version,
             preemptible=self.preemptible,
+            _placement_key=self._placement_key,
         )
 
     def is_alive(self) -> bool:
         return self.status in ALIVE
+
+    def placement_key(self) -> tuple[object, ...]:
+        """A hashable key of what node filters read of this pod: tolerations, node selector, node
+        affinity, mount points. Pods with equal keys pass or fail the same nodes."""
+        key = self._placement_key
+        if key is None:
+            sel = self.node_selector
+            key = self._placement_key = (
+                self.tolerations,
+                tuple(sorted(sel.items())) if sel else (),
+                self.node_affinity,
+                self.mount_points,
+            )
+        return key

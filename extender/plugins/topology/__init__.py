@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -54,7 +54,6 @@ from extender.model.job import JobInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.resources import format_quantity
-from extender.model.task import TaskInfo
 from extender.plugins.topology.zones import (
     ZoneView,
     best_in_range,
@@ -132,25 +131,10 @@ def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
     if len(quota.claims) == 1:  # the common case: one pod per quota, no ordering to do
         (uid,) = quota.claims
         t = ssn.task(uid)
-        claimants = () if t is None else (_task_key(t),)
+        claimants = () if t is None else (t.placement_key(),)
     else:
-        claimants = tuple(map(_task_key, ssn.claimants(quota)))
-    return (
-        _items(quota.request.q),
-        _items(quota.node_selector),
-        quota.tolerations,
-        quota.node_affinity,
-        _items(quota.labels),
-        claimants,
-    )
-
-
-def _task_key(t: TaskInfo) -> tuple[object, ...]:
-    return (t.tolerations, _items(t.node_selector), t.node_affinity, t.mount_points)
-
-
-def _items(d: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted(d.items())) if d else ()
+        claimants = tuple(t.placement_key() for t in ssn.claimants(quota))
+    return (quota.placement_key(), claimants)
 
 
 def _describe_gang(quotas: Sequence[QuotaInfo]) -> str:
