@@ -4,7 +4,9 @@ A plugin is constructed once per policy version with its typed ``Args``. At each
 :meth:`Plugin.open` derives whatever per-session state it needs from the session (never from I/O,
 a clock or randomness: ``ssn.now`` is the clock) and returns its stage functions keyed by stage id
 (``"qn.predicate"``), plus optionally ``"events"`` → a handler of statement events. It must return
-exactly the stage ids it declares in ``STAGES``.
+exactly the stage ids it declares in ``STAGES``. A plugin whose handler follows only some kinds of
+event says which in a class attribute ``EVENT_KINDS`` (a set of ``EventKind``) and is called for
+those only — like kube-scheduler's ``EventsToRegister``; without it, the handler sees every event.
 
 An action is constructed once per policy version too; ``execute(ssn)`` runs it over a session.
 """

@@ -34,6 +34,7 @@ class Plugin:
     NAME: Final = NAME
     Args = Args
     STAGES: Final = frozenset({"job.order", "job.queue_order", "events"})
+    EVENT_KINDS: Final = frozenset({EventKind.CLAIM, EventKind.UNCLAIM})  # the statement events its handler follows
 
     def __init__(self, args: NoArgs) -> None:
         self.args = args

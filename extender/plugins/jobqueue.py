@@ -29,6 +29,9 @@ class Plugin:
     NAME: Final = NAME
     Args = Args
     STAGES: Final = frozenset({"job.enqueueable", "job.order", "events"})
+    EVENT_KINDS: Final = frozenset(
+        {EventKind.CLAIM, EventKind.UNCLAIM, EventKind.ALLOCATE}
+    )  # the statement events its handler follows
 
     def __init__(self, args: NoArgs) -> None:
         self.args = args

@@ -25,7 +25,7 @@ Args = NoArgs
 _BLOCKING: Final = frozenset({"NoSchedule", "NoExecute"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made once per quota on the hot path, never changed
 class _Constraints:
     tolerations: tuple[tuple[Toleration, ...], ...]  # each set must tolerate every blocking taint
     selectors: tuple[Mapping[str, str], ...]
@@ -64,6 +64,7 @@ class Plugin:
     NAME: Final = NAME
     Args = Args
     STAGES: Final = frozenset({"qn.predicate", "tn.predicate", "events"})
+    EVENT_KINDS: Final = frozenset({EventKind.CLAIM, EventKind.UNCLAIM})  # the statement events its handler follows
 
     def __init__(self, args: NoArgs) -> None:
         self.args = args

@@ -46,6 +46,7 @@ class Plugin:
     NAME: Final = NAME
     Args = StorageArgs
     STAGES: Final = frozenset({"tq.predicate", "qn.predicate", "tn.predicate", "events"})
+    EVENT_KINDS: Final = frozenset({EventKind.CLAIM, EventKind.UNCLAIM})  # the statement events its handler follows
 
     def __init__(self, args: StorageArgs) -> None:
         self.args = args
@@ -63,7 +64,8 @@ class Plugin:
         def mount_points(quota: QuotaInfo) -> tuple[str, ...]:
             mps = needs.get(quota.name)
             if mps is None:
-                mps = needs[quota.name] = tuple(sorted({mp for t in ssn.claimants(quota) for mp in t.mount_points}))
+                wanted = {mp for t in ssn.claimants(quota) if t.mount_points for mp in t.mount_points}
+                mps = needs[quota.name] = tuple(sorted(wanted)) if wanted else ()
             return mps
 
         def on_event(ev: Event) -> None:

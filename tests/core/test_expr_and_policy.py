@@ -20,6 +20,7 @@ from extender.actions import ACTIONS
 from extender.conf import default_policy, default_policy_text, load_policy_file, load_policy_text
 from extender.framework.expr import ALL_OPERATORS, Call, ExprError, Kind, Ref, check, compile_expr, parse, plugins_of
 from extender.framework.policy import PolicyError
+from extender.framework.session import EventKind
 from extender.framework.stages import STAGES
 from extender.framework.status import SKIP, SUCCESS, Code, Reason, Status
 from extender.plugins import PLUGINS
@@ -407,6 +408,10 @@ def test_plugin_registry_key_is_the_module_basename(name: str, cls: Any) -> None
     assert (pkg / f"{name}.py").is_file() or (pkg / name / "__init__.py").is_file()
     assert name == cls.NAME
     assert set(STAGES) | {"events"} >= cls.STAGES
+    kinds = getattr(cls, "EVENT_KINDS", None)  # optional: the statement events its handler follows
+    if kinds is not None:
+        assert "events" in cls.STAGES
+        assert kinds and kinds <= set(EventKind)
 
 
 @pytest.mark.parametrize(("name", "cls"), sorted(ACTIONS.items()))

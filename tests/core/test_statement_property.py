@@ -20,6 +20,7 @@ raise are fine). Checked:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,7 @@ from extender import wellknown
 from extender.cache.cache import ClusterCache
 from extender.conf import default_policy
 from extender.framework.intents import BindQuota, BindTask, ClaimQuota, EvictTask, Intent, ReleaseClaim, ReleaseQuota
-from extender.framework.session import Session, Statement, StatementError
+from extender.framework.session import Event, EventKind, Session, Statement, StatementError
 from extender.model.node import LedgerError
 from extender.model.quota import ClaimError
 from extender.model.resources import Resource
@@ -400,3 +401,51 @@ def test_evict_then_discard_restores_the_running_pod() -> None:
     assert n0.task_status(uid) is TaskStatus.RELEASING
     stmt.discard()
     assert session_state(ssn) == start
+
+
+class _Recording:
+    """Wraps a real plugin: the same stages, plus a record of the events its handler is given.
+    ``kinds`` becomes its EVENT_KINDS (None: it declares none, so it follows every event)."""
+
+    def __init__(self, real: Any, kinds: frozenset[EventKind] | None) -> None:
+        self.real = real
+        self.NAME, self.STAGES = real.NAME, real.STAGES
+        if kinds is not None:
+            self.EVENT_KINDS = kinds
+        self.seen: list[tuple[EventKind, bool]] = []
+
+    def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
+        fns = dict(self.real.open(ssn))
+        inner = fns["events"]
+
+        def follow(ev: Event) -> None:
+            self.seen.append((ev.kind, ev.undo))
+            inner(ev)
+
+        fns["events"] = follow
+        return fns
+
+
+def test_a_handler_is_given_the_event_kinds_its_plugin_declares_and_only_those() -> None:
+    claims = frozenset({EventKind.CLAIM, EventKind.UNCLAIM})
+    drf = _Recording(POLICY.plugins["drf"], claims)
+    jobqueue = _Recording(POLICY.plugins["jobqueue"], None)
+    policy = dataclasses.replace(POLICY, plugins={**POLICY.plugins, "drf": drf, "jobqueue": jobqueue})
+    cache, _ = seed_session()
+    ssn = Session(cache.snapshot(NOW), policy)
+    uid = uid_of(cache, "solo")
+    stmt = ssn.statement()
+    stmt.allocate_task_to_quota(uid, "qa")
+    stmt.allocate_quota_to_node("qa", "n1")
+    stmt.allocate(uid, "n1")
+    stmt.discard()
+    K = EventKind
+    assert drf.seen == [(K.CLAIM, False), (K.CLAIM, True)]
+    assert jobqueue.seen == [
+        (K.CLAIM, False),
+        (K.BIND_QUOTA, False),
+        (K.ALLOCATE, False),
+        (K.ALLOCATE, True),
+        (K.BIND_QUOTA, True),
+        (K.CLAIM, True),
+    ]

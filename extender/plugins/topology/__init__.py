@@ -151,6 +151,9 @@ class Plugin:
     NAME: Final = NAME
     Args = TopologyArgs
     STAGES: Final = frozenset({"job.zone_candidates", "job.quota_allocate", "qn.node_order", "qn.best_n", "events"})
+    EVENT_KINDS: Final = frozenset(
+        {EventKind.CLAIM, EventKind.UNCLAIM, EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA}
+    )  # the statement events its handler follows
     RANK_ORDERED_BEST_N: Final = True
 
     def __init__(self, args: TopologyArgs) -> None:
