@@ -13,6 +13,7 @@ import enum
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 __all__ = ["SKIP", "SUCCESS", "Code", "Failure", "Reason", "Status", "aggregate", "summarize"]
 
@@ -25,6 +26,11 @@ class Code(enum.IntEnum):
     UNSCHEDULABLE = 2
     UNSCHEDULABLE_AND_UNRESOLVABLE = 3
     ERROR = 4
+
+
+# Hot paths read enum members through module names: on Python 3.11 ``Code.SKIP`` goes through
+# EnumType.__getattr__'s slot on every access (several times slower than a global).
+_SKIP: Final = Code.SKIP
 
 
 class Reason(enum.Enum):
@@ -113,7 +119,7 @@ class Status:
     # --- reading -----------------------------------------------------------------------------
     @property
     def ok(self) -> bool:
-        return self.code <= Code.SKIP
+        return self.code <= _SKIP
 
     @property
     def reason(self) -> Reason | None:
