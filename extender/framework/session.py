@@ -133,6 +133,7 @@ class Session:
         self.notes: dict[str, Any] = {}  # per-action outputs for the caller (metrics, back-off)
         self._by_index: dict[int, str] | None = None
         self._claim_order: dict[str, tuple[str, ...]] = {}  # quota → claimant uids in index order
+        self._claimant_keys: dict[str, tuple[tuple[object, ...], ...]] = {}  # quota → their placement keys
         self._quota_index: dict[str, int | None] = {}
         # job → the names of the quotas its alive tasks claim, rank order (dropped when one of its
         # tasks changes in a statement, or the claims of one of those quotas change)
@@ -268,6 +269,20 @@ class Session:
             if t is not None:
                 yield t
 
+    def claimant_keys(self, quota: QuotaInfo) -> tuple[tuple[object, ...], ...]:
+        """The placement keys (:meth:`TaskInfo.placement_key`) of the quota's claimants, in
+        task-index order: what node filters read of its pods. Kept until its claims change."""
+        keys = self._claimant_keys.get(quota.name)
+        if keys is None:
+            if len(quota.claims) == 1:  # the common case: no order to establish
+                (uid,) = quota.claims
+                t = self.task(uid)
+                keys = () if t is None else (t.placement_key(),)
+            else:
+                keys = tuple(t.placement_key() for t in self.claimants(quota))
+            self._claimant_keys[quota.name] = keys
+        return keys
+
     def job_quotas(self, job: JobInfo) -> list[QuotaInfo]:
         """The quotas a job's alive tasks claim, in rank order (smallest task index first)."""
         return [q for q in map(self.quota, self.job_quota_names(job)) if q is not None]
@@ -299,6 +314,7 @@ class Session:
 
     def _claims_changed(self, quota: str) -> None:
         self._claim_order.pop(quota, None)
+        self._claimant_keys.pop(quota, None)
         self._quota_index.pop(quota, None)
         q = self.quota(quota)
         for c in q.claims.values() if q is not None else ():

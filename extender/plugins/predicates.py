@@ -71,9 +71,15 @@ class Plugin:
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
         cache: dict[str, _Constraints] = {}
+        # quotas whose spec and claimants read alike (placement keys) share their constraints
+        by_key: dict[tuple[object, ...], _Constraints] = {}
 
         def constraints(quota: QuotaInfo) -> _Constraints:
             c = cache.get(quota.name)
+            if c is not None:
+                return c
+            key = (quota.placement_key(), ssn.claimant_keys(quota))
+            c = by_key.get(key)
             if c is None:
                 tols: list[tuple[Toleration, ...]] = [quota.tolerations]
                 sels: list[Mapping[str, str]] = []
@@ -85,7 +91,8 @@ class Plugin:
                         sels.append(t.node_selector)
                     if t.node_affinity is not None:
                         affs.append(t.node_affinity)
-                c = cache[quota.name] = _Constraints(tuple(dict.fromkeys(tols)), tuple(sels), tuple(affs))
+                c = by_key[key] = _Constraints(tuple(dict.fromkeys(tols)), tuple(sels), tuple(affs))
+            cache[quota.name] = c
             return c
 
         def on_event(ev: Event) -> None:

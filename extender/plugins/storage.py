@@ -54,6 +54,7 @@ class Plugin:
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
         tol = self.args.heartbeat_tolerance_seconds
         needs: dict[str, tuple[str, ...]] = {}
+        by_keys: dict[tuple[tuple[object, ...], ...], tuple[str, ...]] = {}
 
         def check(node: NodeInfo, mps: Iterable[str]) -> Status:
             missing = not_ready(node, mps, tol)
@@ -64,8 +65,12 @@ class Plugin:
         def mount_points(quota: QuotaInfo) -> tuple[str, ...]:
             mps = needs.get(quota.name)
             if mps is None:
-                wanted = {mp for t in ssn.claimants(quota) if t.mount_points for mp in t.mount_points}
-                mps = needs[quota.name] = tuple(sorted(wanted)) if wanted else ()
+                keys = ssn.claimant_keys(quota)  # claimants that read alike need alike
+                mps = by_keys.get(keys)
+                if mps is None:
+                    wanted = {mp for t in ssn.claimants(quota) for mp in t.mount_points}
+                    mps = by_keys[keys] = tuple(sorted(wanted))
+                needs[quota.name] = mps
             return mps
 
         def on_event(ev: Event) -> None:

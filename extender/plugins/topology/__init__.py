@@ -127,14 +127,7 @@ def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
     """A key under which quotas filter identically on every node, or None (do not memoize)."""
     if quota.quota_affinity or quota.quota_anti_affinity or quota.static_bind_node:
         return None
-    claimants: tuple[object, ...]
-    if len(quota.claims) == 1:  # the common case: one pod per quota, no ordering to do
-        (uid,) = quota.claims
-        t = ssn.task(uid)
-        claimants = () if t is None else (t.placement_key(),)
-    else:
-        claimants = tuple(t.placement_key() for t in ssn.claimants(quota))
-    return (quota.placement_key(), claimants)
+    return (quota.placement_key(), ssn.claimant_keys(quota))
 
 
 def _describe_gang(quotas: Sequence[QuotaInfo]) -> str:
