@@ -54,6 +54,7 @@ from extender.model.job import JobInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.resources import format_quantity
+from extender.plugins.topology.siblings import BoundSiblings
 from extender.plugins.topology.zones import (
     ZoneView,
     best_in_range,
@@ -118,9 +119,9 @@ class _State:
     # (memoized False, untouched since): a walk over the zone starts at p. Lowered by any bind or
     # release that touches one of them.
     closed: dict[tuple[int, ZoneId], int] = field(default_factory=dict)
-    # job → its bound quotas: name → (quota index, node index, node name); kept up to date by
-    # the statement's events (rank ranges and "taken" nodes are read from it for every quota)
-    bound: dict[str, dict[str, tuple[int | None, int, str]]] = field(default_factory=dict)
+    # job → its bound quotas (siblings.py); kept up to date by the statement's binds, dropped on
+    # anything else (rank ranges and "taken" nodes are read from it for every quota)
+    bound: dict[str, BoundSiblings] = field(default_factory=dict)
 
 
 def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
@@ -271,7 +272,7 @@ class Plugin:
                         return st.failures.get(job.key) or Status.unschedulable(Reason.NO_ZONE_FITS, "no zone fits")
                 st.plans[job.key] = plan
             low, high = neighbour_range(job, quota)
-            taken = {b[2] for b in bound_info(job).values()}
+            taken = bound_info(job).taken  # read as candidates are drawn: before this quota binds
             # nodes known not to take a quota of this shape are skipped: they would fail the same
             # predicates again
             sid = shape_id(quota)
@@ -315,18 +316,19 @@ class Plugin:
             st.closed[key] = p
             return p
 
-        def bound_info(job: JobInfo) -> dict[str, tuple[int | None, int, str]]:
+        def bound_info(job: JobInfo) -> BoundSiblings:
             info = st.bound.get(job.key)
             if info is None:
-                info = st.bound[job.key] = {}
-                for q in ssn.job_quotas(job):
+                quotas = ssn.job_quotas(job)
+                info = st.bound[job.key] = BoundSiblings((q.name, ssn.quota_index(q)) for q in quotas)
+                for q in quotas:
                     node = ssn.node(q.node_name) if q.node_name else None
                     if node is not None:
-                        info[q.name] = (ssn.quota_index(q), node.index, node.name)
+                        info.add(q.name, ssn.quota_index(q), node.index, node.name)
             return info
 
         def bound_quotas(job: JobInfo) -> list[QuotaInfo]:
-            return [q for q in map(ssn.quota, bound_info(job)) if q is not None]
+            return [q for q in map(ssn.quota, bound_info(job).quotas) if q is not None]
 
         def unbound_quotas(job: JobInfo) -> list[QuotaInfo]:
             return [q for q in ssn.job_quotas(job) if not q.node_name]
@@ -536,16 +538,7 @@ class Plugin:
             me = ssn.quota_index(quota)
             if me is None:
                 return None, None
-            low: int | None = None
-            high: int | None = None
-            for name, (idx, node_index, _) in bound_info(job).items():
-                if idx is None or name == quota.name:
-                    continue
-                if idx < me and (low is None or node_index > low):
-                    low = node_index
-                if idx > me and (high is None or node_index < high):
-                    high = node_index
-            return low, high
+            return bound_info(job).neighbours(me)
 
         def quota_allocate(job: JobInfo) -> Status:
             if not job.topology:
@@ -626,16 +619,12 @@ class Plugin:
             if job is None:
                 return
             bound = st.bound.get(job.key)
-            if bound is None:
-                pass
-            elif ev.quota not in ssn.job_quota_names(job):
-                del st.bound[job.key]  # not one of the quotas it was built from: rebuild
-            elif not added:
-                bound.pop(ev.quota, None)
-            else:
-                node = ssn.node(name)
-                if node is not None:
-                    bound[ev.quota] = (ssn.quota_index(quota), node.index, node.name)
+            if bound is not None:
+                node = ssn.node(name) if added else None
+                # an unbinding (a discarded gang, a release: rare), or a bind it cannot account
+                # for: build it again when next read
+                if node is None or not bound.add(ev.quota, ssn.quota_index(quota), node.index, node.name):
+                    del st.bound[job.key]
             if ev.undo and kind is EventKind.BIND_QUOTA:
                 st.plans.pop(job.key, None)  # discarded: plan again next time
             if job.affinity_key and zid is not None:
