@@ -68,6 +68,24 @@ def plan_by_spec(zones: Iterable[ZoneView], need: int) -> list[ZoneView] | None:
 
     A gang never mixes GPU models, so the zones of one plan always share a spec.
     """
+    zones = list(zones)
+    if need > 0:
+        # The common case in one pass: some zone holds the whole gang. A one-zone plan beats any
+        # plan of several zones, so the answer is the best spec's best such zone (plan_zones'
+        # order within a spec, the order below across specs).
+        best: dict[str, tuple[tuple[int, int, int, int, ZoneId], ZoneView]] = {}
+        for z in zones:
+            if z.capacity >= need:
+                key = (-z.affinity, z.size, z.room, z.first_index, z.id)
+                held = best.get(z.id[0])
+                if held is None or key < held[0]:
+                    best[z.id[0]] = (key, z)
+        if best:
+            return [min((v[1] for v in best.values()), key=lambda z: (-z.affinity, z.size, z.first_index, z.id[0]))]
+    return _plan_by_spec(zones, need)
+
+
+def _plan_by_spec(zones: Iterable[ZoneView], need: int) -> list[ZoneView] | None:
     by_spec: dict[str, list[ZoneView]] = {}
     for z in zones:
         by_spec.setdefault(z.id[0], []).append(z)
