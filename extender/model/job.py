@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from extender.model.resources import Resource
 from extender.model.selectors import LabelSelector
-from extender.model.task import TaskInfo, TaskStatus
+from extender.model.task import ALIVE, TaskInfo, TaskStatus
 
 __all__ = ["JobInfo", "JobPhase", "JobQueueInfo", "QueueInfo"]
 
@@ -60,8 +59,8 @@ class JobInfo:
     def add_task(self, task: TaskInfo) -> None:
         self.tasks[task.uid] = task
 
-    def alive_tasks(self) -> Iterator[TaskInfo]:
-        return (t for t in self.tasks.values() if t.is_alive())
+    def alive_tasks(self) -> list[TaskInfo]:
+        return [t for t in self.tasks.values() if t.status in ALIVE]
 
     def tasks_in(self, *statuses: TaskStatus) -> list[TaskInfo]:
         wanted = frozenset(statuses)
