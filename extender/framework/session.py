@@ -134,6 +134,7 @@ class Session:
         self._by_index: dict[int, str] | None = None
         self._claim_order: dict[str, tuple[str, ...]] = {}  # quota → claimant uids in index order
         self._claimant_keys: dict[str, tuple[tuple[object, ...], ...]] = {}  # quota → their placement keys
+        self._anti_holders: list[str] | None = None
         self._quota_index: dict[str, int | None] = {}
         # job → the names of the quotas its alive tasks claim, rank order (dropped when one of its
         # tasks changes in a statement, or the claims of one of those quotas change)
@@ -268,6 +269,13 @@ class Session:
             t = self.task(uid)
             if t is not None:
                 yield t
+
+    def anti_affinity_holders(self) -> list[str]:
+        """Quotas that declare quota anti-affinity (few in practice), found once per session: they
+        repel the quotas their terms match, by name or by label, from the nodes they hold."""
+        if self._anti_holders is None:
+            self._anti_holders = [q.name for q in self.quotas() if q.quota_anti_affinity]
+        return self._anti_holders
 
     def claimant_keys(self, quota: QuotaInfo) -> tuple[tuple[object, ...], ...]:
         """The placement keys (:meth:`TaskInfo.placement_key`) of the quota's claimants, in

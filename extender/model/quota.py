@@ -155,16 +155,17 @@ class QuotaInfo:
     _placement_key: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
 
     def placement_key(self) -> tuple[object, ...]:
-        """A hashable key of what node filters read of this quota's spec: request, node selector,
-        tolerations, node affinity, labels (quota affinity is not part of it)."""
+        """A hashable key of what node filters read of this quota's spec: request, node selector
+        (and the GPU model it names), tolerations, node affinity. Not its name and labels: only
+        quota (anti-)affinity reads those, and that is the caller's to consider."""
         key = self._placement_key
         if key is None:
             key = self._placement_key = (
                 _items(self.request.q),
                 _items(self.node_selector),
+                self.spec,
                 self.tolerations,
                 self.node_affinity,
-                _items(self.labels),
             )
         return key
 

@@ -40,15 +40,6 @@ class Plugin:
         self.args = args
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        # Quotas that declare anti-affinity, for the symmetric check (few in practice; on first use).
-        holders: list[str] | None = None
-
-        def anti_holders() -> list[str]:
-            nonlocal holders
-            if holders is None:
-                holders = [q.name for q in ssn.quotas() if q.quota_anti_affinity]
-            return holders
-
         affinity_nodes: dict[str, list[tuple[QuotaAffinityTerm, frozenset[str]]]] = {}
 
         def bound_nodes_of(term: QuotaAffinityTerm, me: str) -> frozenset[str]:
@@ -86,7 +77,7 @@ class Plugin:
                             return Status.unresolvable(
                                 Reason.QUOTA_ANTI_AFFINITY, f"{node.name} holds quota {other_name}"
                             )
-            for holder_name in anti_holders():
+            for holder_name in ssn.anti_affinity_holders():  # the symmetric check
                 if holder_name == quota.name or not node.has_quota(holder_name):
                     continue
                 holder = ssn.quota(holder_name)

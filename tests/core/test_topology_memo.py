@@ -11,7 +11,10 @@ again itself. These tests pin what the memo may and may not do:
   even looked at for it (no predicate call);
 * a rejection says nothing about another shape: a smaller quota still gets the node;
 * a release on the node makes it a candidate again;
-* planning sees the rejection: the zone's capacity for the shape drops.
+* planning sees the rejection: the zone's capacity for the shape drops;
+* a quota that another quota's anti-affinity repels (by name or label) has no shape: its
+  rejection teaches nothing to quotas that only look like it;
+* differential: random clusters (with such anti-affinity) bind the same with and without memo.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from unittest import mock
 
 from hypothesis import given
+from hypothesis import strategies as st
 
 from extender.actions.allocate_quota import bind_job_quotas
 from extender.actions.allocate_zone import Action as AllocateZone
@@ -39,12 +43,18 @@ NOW = 1_800_000_000.0
 POLICY = default_policy()
 
 
-def session() -> Session:
+TAINT = {"key": "maintenance", "value": "true", "effect": "NoSchedule"}
+
+
+def session(*, taint_n0: bool = False) -> Session:
+    cluster = b.seed_cluster(leaves=1, per_leaf=4)
+    if taint_n0:  # n0 repels every quota below: none tolerates the taint
+        cluster[0] = b.node("n0", gpu_model="A100", taints=[TAINT])
     objs = [
-        *b.seed_cluster(leaves=1, per_leaf=4),
+        *cluster,
         b.quota("filler", gpu=4, hca=None),  # bound by hand onto n0 below: 4 of its 8 GPUs
-        # bound by hand onto n0 below: 1 GPU, and the pipeline refuses the small jobs' quotas there
-        b.quota("loner", gpu=1, hca=None, affinity={"quotaAntiAffinity": [{"quotaNames": ["q-small-0", "q-twin-0"]}]}),
+        # bound by hand onto n0 below: 1 GPU, and the pipeline refuses q-small-0 there
+        b.quota("loner", gpu=1, hca=None, affinity={"quotaAntiAffinity": [{"quotaNames": ["q-small-0"]}]}),
         *b.training_job("big-a", 2, gpu=8),
         *b.training_job("big-b", 1, gpu=8),
         *b.training_job("big-c", 2, gpu=8),
@@ -107,46 +117,53 @@ def test_a_touched_node_without_room_for_the_request_is_not_offered() -> None:
     assert candidates(ssn, "small", "q-small-0")[0] == "n0"  # another shape: 4 GPUs are room for 2
 
 
-def test_a_node_the_pipeline_rejected_is_not_offered_again_to_the_same_shape() -> None:
-    ssn = session()
-    assert candidates(ssn, "small", "q-small-0") == ["n0", "n1", "n2", "n3"]  # n0 memoized as fitting
-    bind_by_hand(ssn, "loner", "n0")  # 7 GPUs left, but the loner's anti-affinity refuses small jobs
-    assert candidates(ssn, "small", "q-small-0")[0] == "n0"  # touched, with room: offered as it is
+def release_by_hand(ssn: Session, quota: str) -> None:
+    stmt = ssn.statement()
+    stmt.release_quota(quota, "test")
+    stmt.commit()
 
-    assert place_job(ssn, "small")  # the pipeline rejects n0 (quota anti-affinity)
-    assert ssn.quota("q-small-0").node_name == "n1"  # type: ignore[union-attr]
+
+def test_a_node_the_pipeline_rejected_is_not_offered_again_to_the_same_shape() -> None:
+    ssn = session(taint_n0=True)
+    assert candidates(ssn, "big-a", "q-big-a-0") == ["n1", "n2", "n3"]  # n0 memoized: the taint
+    bind_by_hand(ssn, "filler", "n0")  # (by hand: the taint does not stop a statement)
+    release_by_hand(ssn, "filler")  # room given back: n0 might fit now
+    assert candidates(ssn, "big-a", "q-big-a-0")[0] == "n0"  # touched since: offered as it is
+
+    assert place_job(ssn, "big-a")  # the pipeline rejects n0 (the taint)
+    placed = {q: ssn.quota(q).node_name for q in ("q-big-a-0", "q-big-a-1")}  # type: ignore[union-attr]
+    assert placed == {"q-big-a-0": "n1", "q-big-a-1": "n2"}
 
     seen = count_predicates(ssn)
-    offered = candidates(ssn, "twin", "q-twin-0")  # the same shape
+    offered = candidates(ssn, "big-b", "q-big-b-0")  # the same shape
     assert "n0" not in offered  # rejected for this shape: skipped …
     assert seen.get("n0", 0) == 0  # … without being looked at again
-    assert offered == ["n1", "n2", "n3"]  # n1: touched by small's bind, with room, offered as it is
-    assert place_job(ssn, "twin")
-    assert ssn.quota("q-twin-0").node_name == "n1"  # type: ignore[union-attr]
+    assert offered == ["n3"]  # n1 and n2 are full: no room left for 8 GPUs
+    assert place_job(ssn, "big-b")
+    assert ssn.quota("q-big-b-0").node_name == "n3"  # type: ignore[union-attr]
 
 
 def test_a_rejection_for_one_shape_leaves_other_shapes_alone() -> None:
     ssn = session()
     candidates(ssn, "tiny", "q-tiny-0")  # memoize n0 for the 1-GPU shape too
     bind_by_hand(ssn, "loner", "n0")
-    assert place_job(ssn, "small")  # rejects n0 for the 2-GPU shape
-    assert candidates(ssn, "tiny", "q-tiny-0")[0] == "n0"  # the loner does not refuse tiny
+    assert place_job(ssn, "small")  # n0 is no place for small (the loner repels it)
+    assert ssn.quota("q-small-0").node_name == "n1"  # type: ignore[union-attr]
+    assert candidates(ssn, "tiny", "q-tiny-0")[0] == "n0"  # the loner does not repel tiny
     assert place_job(ssn, "tiny")
     assert ssn.quota("q-tiny-0").node_name == "n0"  # type: ignore[union-attr]
 
 
 def test_a_release_makes_a_rejected_node_a_candidate_again() -> None:
     ssn = session()
-    candidates(ssn, "small", "q-small-0")
-    bind_by_hand(ssn, "loner", "n0")
-    assert place_job(ssn, "small")
-    assert "n0" not in candidates(ssn, "twin", "q-twin-0")
-    stmt = ssn.statement()
-    stmt.release_quota("loner", "test")
-    stmt.commit()
-    assert candidates(ssn, "twin", "q-twin-0")[0] == "n0"
-    assert place_job(ssn, "twin")
-    assert ssn.quota("q-twin-0").node_name == "n0"  # type: ignore[union-attr]
+    candidates(ssn, "big-a", "q-big-a-0")
+    bind_by_hand(ssn, "filler", "n0")  # 4 GPUs left: no room for 8
+    assert place_job(ssn, "big-a")
+    assert "n0" not in candidates(ssn, "big-b", "q-big-b-0")
+    release_by_hand(ssn, "filler")
+    assert candidates(ssn, "big-b", "q-big-b-0")[0] == "n0"
+    assert place_job(ssn, "big-b")
+    assert ssn.quota("q-big-b-0").node_name == "n0"  # type: ignore[union-attr]
 
 
 def test_planning_counts_a_rejected_node_out_of_the_zone() -> None:
@@ -180,13 +197,46 @@ def placements(c: Cluster, *, memo: bool) -> tuple[dict[str, str], dict[str, boo
     return bound, placed
 
 
+@st.composite
+def repelling_clusters(draw: st.DrawFn) -> Cluster:
+    """Clusters of up to six gangs where some busy quotas repel some gang quotas by name."""
+    c = draw(clusters(max_gangs=6))
+    names = [f"q-{g.name}-{i}" for g in c.gangs for i in range(g.workers)]
+    for n in c.nodes:
+        if n.busy and draw(st.booleans()):
+            c.repel[n.name] = draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
+    return c
+
+
 @PROPERTY
-@given(clusters(max_gangs=6))
+@given(repelling_clusters())
 def test_the_memo_never_changes_where_a_quota_goes(c: Cluster) -> None:
     """Skipping nodes known not to fit, learning rejections, scanning zones only as far as the
     gang needs and keeping zone views per gang class are shortcuts: the same cluster scheduled
-    without any of them binds exactly the same quotas to exactly the same nodes."""
+    without any of them binds exactly the same quotas to exactly the same nodes — also where
+    quota anti-affinity repels some quotas of a shape and not others."""
     with_memo = placements(c, memo=True)
     for g in c.gangs:
         g.quotas.clear()  # objects() fills them again
     assert placements(c, memo=False) == with_memo
+
+
+def test_a_quota_another_repels_by_name_does_not_teach_its_shape_to_skip_the_node() -> None:
+    """The loner repels q-small-0 by name only: q-twin-0, of the same request and claimants, is
+    welcome on n0. The rejection of the one must not make the other skip n0."""
+    objs = [
+        *b.seed_cluster(leaves=1, per_leaf=4),
+        b.quota("loner", gpu=1, hca=None, affinity={"quotaAntiAffinity": [{"quotaNames": ["q-small-0"]}]}),
+        *b.training_job("small", 1, gpu=2),
+        *b.training_job("twin", 1, gpu=2),
+    ]
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    ssn = Session(cache.snapshot(NOW), POLICY)
+    candidates(ssn, "small", "q-small-0")
+    bind_by_hand(ssn, "loner", "n0")
+    assert place_job(ssn, "small")
+    assert ssn.quota("q-small-0").node_name == "n1"  # type: ignore[union-attr]  # repelled from n0
+    assert candidates(ssn, "twin", "q-twin-0")[0] == "n0"
+    assert place_job(ssn, "twin")
+    assert ssn.quota("q-twin-0").node_name == "n0"  # type: ignore[union-attr]

@@ -64,6 +64,8 @@ class Gang:
 class Cluster:
     nodes: list[NodeSpec]
     gangs: list[Gang]
+    # busy node → the gang quotas its busy quota repels by name (quota anti-affinity)
+    repel: dict[str, list[str]] = field(default_factory=dict)
 
     def objects(self) -> list[dict[str, Any]]:
         objs: list[dict[str, Any]] = [b.queue("research")]
@@ -73,7 +75,17 @@ class Cluster:
             objs.append(b.topology(n.name, [f"s{n.leaf}"]))
             if n.busy:
                 q = f"busy-{n.name}"
-                objs.append(b.quota(q, gpu=n.busy, hca=None, status={"phase": "QuotaBound", "nodeName": n.name}))
+                repelled = self.repel.get(n.name)
+                affinity = {"quotaAntiAffinity": [{"quotaNames": repelled}]} if repelled else None
+                objs.append(
+                    b.quota(
+                        q,
+                        gpu=n.busy,
+                        hca=None,
+                        affinity=affinity,
+                        status={"phase": "QuotaBound", "nodeName": n.name},
+                    )
+                )
                 objs.append(
                     b.pod(
                         q,

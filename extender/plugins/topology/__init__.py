@@ -125,9 +125,17 @@ class _State:
 
 
 def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
-    """A key under which quotas filter identically on every node, or None (do not memoize)."""
+    """A key under which quotas filter identically on every node, or None (do not memoize).
+
+    Quota affinity reads a quota's name and labels: a quota that has affinity or anti-affinity
+    of its own, or that another's anti-affinity repels, gets none. Other quotas are judged by
+    their spec and their claimants' placement keys only."""
     if quota.quota_affinity or quota.quota_anti_affinity or quota.static_bind_node:
         return None
+    for name in ssn.anti_affinity_holders():
+        holder = ssn.quota(name)
+        if holder is not None and any(t.matches(quota.name, quota.labels) for t in holder.quota_anti_affinity):
+            return None
     return (quota.placement_key(), ssn.claimant_keys(quota))
 
 
