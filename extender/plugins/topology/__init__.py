@@ -64,6 +64,12 @@ from extender.plugins.topology.zones import (
 )
 
 NAME: Final = "topology"
+# event kinds as module names: the handler runs for every bind (Python 3.11 reads enum members
+# through EnumType.__getattr__'s slot, several times slower than a global)
+_CLAIM: Final = EventKind.CLAIM
+_UNCLAIM: Final = EventKind.UNCLAIM
+_BIND_QUOTA: Final = EventKind.BIND_QUOTA
+_RELEASE_QUOTA: Final = EventKind.RELEASE_QUOTA
 
 
 class TopologyArgs(ArgsModel):
@@ -577,16 +583,16 @@ class Plugin:
 
         def on_event(ev: Event) -> None:
             kind = ev.kind
-            if kind is EventKind.CLAIM or kind is EventKind.UNCLAIM:
+            if kind is _CLAIM or kind is _UNCLAIM:
                 task = ssn.task(ev.task)
                 if task is not None:
                     st.quota_shape.pop(ev.quota, None)  # its claimants are part of its shape
                     st.bound.pop(task.job, None)
                 return
-            if not ready or (kind is not EventKind.BIND_QUOTA and kind is not EventKind.RELEASE_QUOTA):
+            if not ready or (kind is not _BIND_QUOTA and kind is not _RELEASE_QUOTA):
                 return
             name = ev.node
-            added = (kind is EventKind.BIND_QUOTA) != ev.undo  # the quota is now on the node
+            added = (kind is _BIND_QUOTA) != ev.undo  # the quota is now on the node
             zid = st.zone_of.get(name)
             if zid is not None:
                 for _, dirty in st.class_views.values():
@@ -603,12 +609,17 @@ class Plugin:
                 if name in stale:
                     continue
                 stale.add(name)
-                if zid is not None:
-                    st.stale_in[sid].setdefault(zid, set()).add(name)
-                    p = st.closed.get((sid, zid))
-                    if p is not None and st.zone_pos[name] < p:
-                        st.closed[(sid, zid)] = st.zone_pos[name]
-                    if fit and scanned(sid, zid, name) is not None:
+                if zid is None:
+                    continue
+                st.stale_in[sid].setdefault(zid, set()).add(name)
+                pos = st.zone_pos[name]
+                p = st.closed.get((sid, zid))
+                if p is not None and pos < p:
+                    st.closed[(sid, zid)] = pos
+                if fit:
+                    per_zone = st.zone_cap.get(zid)
+                    counts = per_zone.get(sid) if per_zone is not None else None
+                    if counts is not None and pos < counts[0]:  # scanned: counted as fitting
                         stale_fit = st.stale_fit[sid]
                         stale_fit[zid] = stale_fit.get(zid, 0) + 1
             quota = ssn.quota(ev.quota)
@@ -618,11 +629,11 @@ class Plugin:
                 rooms = st.zone_room.get(zid)
                 if rooms:
                     q = quota.request.q
-                    for names in list(rooms):
+                    for names, room in rooms.items():  # values change, keys do not
                         delta = 0
                         for r in names:
                             delta += q.get(r, 0)
-                        rooms[names] += -delta if added else delta
+                        rooms[names] = room - delta if added else room + delta
             job = _job_of_quota(ssn, quota)
             if job is None:
                 return
@@ -633,7 +644,7 @@ class Plugin:
                 # for: build it again when next read
                 if node is None or not bound.add(ev.quota, ssn.quota_index(quota), node.index, node.name):
                     del st.bound[job.key]
-            if ev.undo and kind is EventKind.BIND_QUOTA:
+            if ev.undo and kind is _BIND_QUOTA:
                 st.plans.pop(job.key, None)  # discarded: plan again next time
             if job.affinity_key and zid is not None:
                 st.affinity[job.affinity_key][zid] += 1 if added else -1
