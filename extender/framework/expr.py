@@ -37,18 +37,18 @@ Compiled expressions are closures; binding the plugins' per-session functions is
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from extender.framework.status import SUCCESS, Code, Status
+from extender.model.enums import Enum
 
 __all__ = ["Call", "ExprError", "Kind", "Ref", "compile_expr", "parse", "plugins_of"]
 
 
-class Kind(enum.Enum):
+class Kind(Enum):
     STATUS = "status"
     SCORE = "score"
     SCORES = "scores"  # a score per target, from one call over all targets

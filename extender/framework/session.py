@@ -34,6 +34,7 @@ from extender.framework.intents import (
 from extender.framework.policy import Policy
 from extender.framework.stages import BUNDLE_STAGES, BUNDLES, EVENT_HOOK, JOB_STAGES, BoundBundle, BoundStages, neutral
 from extender.framework.status import Status
+from extender.model.enums import Enum
 from extender.model.job import JobInfo, JobQueueInfo, QueueInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo, QuotaPhase
@@ -75,7 +76,7 @@ class Snapshot:
     generation: int = 0  # bumps whenever the cache changes; equal generations = same state
 
 
-class EventKind(enum.Enum):
+class EventKind(Enum):
     CLAIM = "claim"  # task → quota
     UNCLAIM = "unclaim"
     BIND_QUOTA = "bind_quota"  # quota → node

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from extender.model.enums import Enum
+
 __all__ = ["SKIP", "SUCCESS", "Code", "Failure", "Reason", "Status", "aggregate", "summarize"]
 
 
@@ -33,7 +35,7 @@ class Code(enum.IntEnum):
 _SKIP: Final = Code.SKIP
 
 
-class Reason(enum.Enum):
+class Reason(Enum):
     """The one reason vocabulary (seed 六 6.4). Values are the CamelCase words users see."""
 
     # admission and quotas (hop ①)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
+from extender.model.enums import Enum
 from extender.model.resources import Resource
 from extender.model.selectors import LabelSelector
 from extender.model.task import ALIVE, TaskInfo, TaskStatus
@@ -12,7 +12,7 @@ from extender.model.task import ALIVE, TaskInfo, TaskStatus
 __all__ = ["JobInfo", "JobPhase", "JobQueueInfo", "QueueInfo"]
 
 
-class JobPhase(enum.Enum):
+class JobPhase(Enum):
     PENDING = "Pending"
     INQUEUE = "Inqueue"
     RUNNING = "Running"

@@ -12,10 +12,10 @@ preempted or deleted task for a while so that its restarted pod gets the same qu
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from extender.model.enums import Enum
 from extender.model.resources import Resource, Shortfall
 from extender.model.selectors import LabelSelector, NodeAffinity, Toleration
 from extender.model.task import TaskInfo
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-class QuotaPhase(enum.Enum):
+class QuotaPhase(Enum):
     EMPTY = "QuotaEmpty"
     BOUND = "QuotaBound"
 

@@ -15,16 +15,16 @@ cache builds tasks directly in the state the API shows.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
+from extender.model.enums import Enum
 from extender.model.resources import Resource
 from extender.model.selectors import NodeAffinity, Toleration
 
 __all__ = ["IllegalTransition", "TaskInfo", "TaskStatus", "job_key"]
 
 
-class TaskStatus(enum.Enum):
+class TaskStatus(Enum):
     PENDING = "Pending"
     ALLOCATED_TO_QUOTA = "AllocatedToQuota"
     ALLOCATED = "Allocated"
