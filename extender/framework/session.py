@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from extender.framework.intents import (
     BindQuota,
@@ -85,6 +85,11 @@ class EventKind(Enum):
     EVICT = "evict"
 
 
+# what every bind reads: module names (enum member reads are slow on Python 3.11)
+_BIND_QUOTA: Final = EventKind.BIND_QUOTA
+_BOUND: Final = QuotaPhase.BOUND
+
+
 class Event(NamedTuple):  # immutable like a frozen dataclass, and three times as quick to make
     kind: EventKind
     task: str = ""  # task uid
@@ -124,6 +129,8 @@ class Session:
         self.snap = snap
         self.now = snap.now
         self.policy = policy
+        # the snapshot's maps under the overlay (read on every lookup: one attribute, not two)
+        self._base_nodes, self._base_quotas, self._base_jobs = snap.nodes, snap.quotas, snap.jobs
         self._nodes: dict[str, NodeInfo] = {}
         self._quotas: dict[str, QuotaInfo] = {}
         self._jobs: dict[str, JobInfo] = {}
@@ -194,7 +201,7 @@ class Session:
     # --- reading (overlay first, then the snapshot) ------------------------------------------
     def node(self, name: str) -> NodeInfo | None:
         n = self._nodes.get(name)
-        return n if n is not None else self.snap.nodes.get(name)
+        return n if n is not None else self._base_nodes.get(name)
 
     def nodes(self) -> Iterator[NodeInfo]:
         """Every node in rank order (node index ascending)."""
@@ -214,7 +221,7 @@ class Session:
 
     def quota(self, name: str) -> QuotaInfo | None:
         q = self._quotas.get(name)
-        return q if q is not None else self.snap.quotas.get(name)
+        return q if q is not None else self._base_quotas.get(name)
 
     def quotas(self) -> Iterator[QuotaInfo]:
         over = self._quotas
@@ -230,7 +237,7 @@ class Session:
 
     def job(self, key: str) -> JobInfo | None:
         j = self._jobs.get(key)
-        return j if j is not None else self.snap.jobs.get(key)
+        return j if j is not None else self._base_jobs.get(key)
 
     def jobs(self) -> Iterator[JobInfo]:
         over = self._jobs
@@ -253,7 +260,9 @@ class Session:
         key = self.snap.task_job.get(uid)
         if key is None:
             return None
-        job = self.job(key)
+        job = self._jobs.get(key)
+        if job is None:
+            job = self._base_jobs.get(key)
         return None if job is None else job.tasks.get(uid)
 
     def claimants(self, quota: QuotaInfo) -> Iterator[TaskInfo]:
@@ -294,7 +303,15 @@ class Session:
 
     def job_quotas(self, job: JobInfo) -> list[QuotaInfo]:
         """The quotas a job's alive tasks claim, in rank order (smallest task index first)."""
-        return [q for q in map(self.quota, self.job_quota_names(job)) if q is not None]
+        over, base = self._quotas, self._base_quotas
+        out = []
+        for name in self.job_quota_names(job):
+            q = over.get(name)
+            if q is None:
+                q = base.get(name)
+            if q is not None:
+                out.append(q)
+        return out
 
     def job_quota_names(self, job: JobInfo) -> tuple[str, ...]:
         """The names of :meth:`job_quotas`, as the session's copy of the job has them now."""
@@ -475,9 +492,11 @@ class Statement:
         node.add_quota(quota_name, quota.request, force=force)  # raises LedgerError when it does not fit
         prev_phase = quota.phase
         quota.node_name = node_name
-        quota.phase = QuotaPhase.BOUND
-        self.ops.append(_Op(EventKind.BIND_QUOTA, quota=quota_name, node=node_name, prev_phase=prev_phase))
-        ssn._fire(Event(EventKind.BIND_QUOTA, quota=quota_name, node=node_name))
+        quota.phase = _BOUND
+        self.ops.append(_Op(_BIND_QUOTA, "", quota_name, node_name, None, "", prev_phase))
+        event = Event(_BIND_QUOTA, "", quota_name, node_name)
+        for handler in ssn._handlers[_BIND_QUOTA]:
+            handler(event)
 
     def release_quota(self, quota_name: str, reason: str) -> None:
         self._check_open()
