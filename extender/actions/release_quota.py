@@ -25,7 +25,6 @@ from pydantic import Field
 from extender.framework.plugin import ArgsModel
 from extender.framework.session import FitStage, Session
 from extender.framework.status import Reason, Status
-from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 
 NAME: Final = "release_quota"
@@ -50,10 +49,6 @@ class ReleaseNotes:
     released: list[tuple[str, str, str]] = field(default_factory=list)  # (quota, node, reason)
 
 
-def _placed_quotas(job: JobInfo) -> set[str]:
-    return {t.quota for t in job.alive_tasks() if t.quota and t.node}
-
-
 class Action:
     NAME: Final = NAME
     Args = ReleaseQuotaArgs
@@ -70,10 +65,11 @@ class Action:
     def release_stuck_jobs(self, ssn: Session, notes: ReleaseNotes) -> None:
         memory = ssn.snap.stuck_cycles
         for job in ssn.pending_jobs():
-            unplaced = [t for t in job.alive_tasks() if not t.node and not t.spot]
+            alive = job.alive_tasks()
+            unplaced = [t for t in alive if not t.node and not t.spot]
             if not unplaced:
                 continue
-            placed = _placed_quotas(job)
+            placed = {t.quota for t in alive if t.quota and t.node}
             releasable: list[QuotaInfo] = []
             for name in sorted({t.quota for t in unplaced if t.quota} - placed):
                 q = ssn.quota(name)
