@@ -41,9 +41,8 @@ def node_state(node: NodeInfo) -> Status:
 
 
 def _check(c: _Constraints, node: NodeInfo) -> Status:
-    s = node_state(node)
-    if not s.ok:
-        return s
+    if not node.ready or node.unschedulable:
+        return node_state(node)
     if node.taints:
         for tols in c.tolerations:
             taint = untolerated_taint(node.taints, tols, _BLOCKING)
