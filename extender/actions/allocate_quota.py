@@ -138,7 +138,7 @@ class Action:
             bind_job_quotas(ssn, job, unbound[job.key], None, rank_ordered=False, stop_after=stop_after)
 
     def pin_static(self, ssn: Session) -> None:
-        for quota in list(ssn.quotas()):
+        for quota in ssn.quotas():  # a statement below only adds to the overlay: safe to go on
             if quota.node_name or not quota.static_bind_node:
                 continue
             node = ssn.node(quota.static_bind_node)

@@ -402,4 +402,8 @@ def _combine(kind: Kind, op: str, parts: Sequence[Fn]) -> Fn:
 
         return union
     # ORDER: lexicographic key
-    return lambda *a: tuple(p(*a) for p in parts)
+
+    def order(*a: Any) -> tuple[Any, ...]:
+        return tuple([p(*a) for p in parts])
+
+    return order

@@ -197,12 +197,10 @@ class Plugin:
             try:
                 return st.quota_shape[quota.name]
             except KeyError:
-                sid = st.quota_shape[quota.name] = new_shape_id(quota)
-                return sid
-
-        def new_shape_id(quota: QuotaInfo) -> int | None:
+                pass
             key = _shape(ssn, quota)
             if key is None:
+                st.quota_shape[quota.name] = None
                 return None
             sid = st.shape_ids.get(key)
             if sid is None:
@@ -218,6 +216,7 @@ class Plugin:
                 st.stale[sid] = set()
                 st.stale_in[sid] = {}
                 st.stale_fit[sid] = {}
+            st.quota_shape[quota.name] = sid
             return sid
 
         def evaluate(quota: QuotaInfo, node: NodeInfo) -> bool:
@@ -277,11 +276,12 @@ class Plugin:
                 if not job.topology:
                     return None
                 ensure()
-                siblings = bound_quotas(job)
-                if siblings:
-                    plan = sibling_plan(job, siblings)
+                quotas = ssn.job_quotas(job)
+                info = bound_info(job, quotas)
+                if info.quotas:
+                    plan = sibling_plan(job, [q for q in quotas if q.name in info.quotas])
                 else:
-                    plan = make_plan(job)
+                    plan = make_plan(job, [q for q in quotas if not q.node_name])
                     if plan is None:
                         return st.failures.get(job.key) or Status.unschedulable(Reason.NO_ZONE_FITS, "no zone fits")
                 st.plans[job.key] = plan
@@ -330,10 +330,12 @@ class Plugin:
             st.closed[key] = p
             return p
 
-        def bound_info(job: JobInfo) -> BoundSiblings:
+        def bound_info(job: JobInfo, quotas: list[QuotaInfo] | None = None) -> BoundSiblings:
+            """The job's bound quotas (``quotas``: the job's, when the caller has them at hand)."""
             info = st.bound.get(job.key)
             if info is None:
-                quotas = ssn.job_quotas(job)
+                if quotas is None:
+                    quotas = ssn.job_quotas(job)
                 info = st.bound[job.key] = BoundSiblings((q.name, ssn.quota_index(q)) for q in quotas)
                 for q in quotas:
                     node = ssn.node(q.node_name) if q.node_name else None
@@ -377,8 +379,7 @@ class Plugin:
                 return _Plan(zones, st.zone_nodes[zones[0]])
             return _Plan(zones, sorted(x for z in zones for x in st.zone_nodes[z]))
 
-        def make_plan(job: JobInfo) -> _Plan | None:
-            pending = unbound_quotas(job)
+        def make_plan(job: JobInfo, pending: list[QuotaInfo]) -> _Plan | None:
             if not pending:
                 return None
             need = len(pending)
