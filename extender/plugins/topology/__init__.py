@@ -91,6 +91,12 @@ class _Plan:
 
 
 @dataclass(slots=True)
+class _ClassViews:
+    by_zone: dict[ZoneId, ZoneView]
+    seen: int  # how much of _State.zone_log they reflect
+
+
+@dataclass(slots=True)
 class _State:
     """Per-session memory. Everything derived from node state is kept per zone and dropped for
     a zone as soon as a quota is bound to or released from one of its nodes (events)."""
@@ -114,11 +120,12 @@ class _State:
     # them stale: they may fit no more), so that fit minus this is a lower bound without a look
     stale_fit: dict[int, dict[ZoneId, int]] = field(default_factory=dict)
     zone_room: dict[ZoneId, dict[tuple[str, ...], int]] = field(default_factory=dict)
-    # (spec, shape, resource names, gang size) → (zone → its view for such gangs, zones to look at
-    # again): kept for gangs without zone affinity; a bind or release dirties its zone in each
-    class_views: dict[tuple[str, int, tuple[str, ...], int], tuple[dict[ZoneId, ZoneView], set[ZoneId]]] = field(
-        default_factory=dict
-    )
+    # (spec, shape, resource names, gang size) → the zone views of such gangs, kept for gangs
+    # without zone affinity and made again for the zones in zone_log past what they have seen
+    class_views: dict[tuple[str, int, tuple[str, ...], int], _ClassViews] = field(default_factory=dict)
+    zone_log: list[ZoneId] = field(default_factory=list)  # the zone of every bind and release, in order
+    # node → the shapes with a node_fit entry for it (a bind or release looks at those only)
+    node_shapes: dict[str, list[int]] = field(default_factory=dict)
     affinity: defaultdict[str, Counter[ZoneId]] = field(default_factory=lambda: defaultdict(Counter))
     failures: dict[str, Status] = field(default_factory=dict)  # job → why no zone fits
     # (shape, zone) → p: the zone's first p nodes are all known not to take a quota of the shape
@@ -246,6 +253,8 @@ class Plugin:
             zid = st.zone_of.get(name)
             old = st.node_fit[sid].get(name)
             st.node_fit[sid][name] = new
+            if old is None:
+                st.node_shapes.setdefault(name, []).append(sid)
             if zid is not None:
                 if was_stale:
                     in_zone = st.stale_in[sid].get(zid)
@@ -266,6 +275,7 @@ class Plugin:
             hit = st.node_fit[sid].get(node.name)
             if hit is None:
                 hit = st.node_fit[sid][node.name] = evaluate(quota, node)
+                st.node_shapes.setdefault(node.name, []).append(sid)
             return hit
 
         def zone_candidates(job: JobInfo, quota: QuotaInfo) -> Iterable[str] | Status | None:
@@ -479,17 +489,21 @@ class Plugin:
                 # the gangs of one class (shape, size) see the same views: kept, and made again
                 # only for the zones a bind or release touched since
                 key = (spec, sid, names, need)
-                known_views = st.class_views.get(key)
-                if known_views is None:
-                    known_views = st.class_views[key] = ({}, set(zones))
-                by_zone, dirty = known_views
-                for zid in dirty:
+                known = st.class_views.get(key)
+                todo: Iterable[ZoneId]
+                if known is None:
+                    known = st.class_views[key] = _ClassViews({}, 0)
+                    todo = zones
+                else:  # a zone of another GPU model holds nothing for this class
+                    todo = {z for z in st.zone_log[known.seen :] if not spec or z[0] == spec}
+                known.seen = len(st.zone_log)
+                by_zone = known.by_zone
+                for zid in todo:
                     v = view(zid)
                     if v is None:
                         by_zone.pop(zid, None)
                     else:
                         by_zone[zid] = v
-                dirty.clear()
                 views = by_zone.values()
             else:
                 views = [v for v in map(view, (z for z in zones if z not in exclude)) if v is not None]
@@ -596,15 +610,14 @@ class Plugin:
             added = (kind is _BIND_QUOTA) != ev.undo  # the quota is now on the node
             zid = st.zone_of.get(name)
             if zid is not None:
-                for _, dirty in st.class_views.values():
-                    dirty.add(zid)
+                st.zone_log.append(zid)  # the class views of this zone are to be made again
             # A bind only takes room (and adds a quota that others' anti-affinity may reject):
             # a node that did not fit a shape still does not. A release only gives room back: a
             # node that fitted still does. Only the other memo entries need a second look.
             could_fit = not added
-            for sid, memo in st.node_fit.items():
-                fit = memo.get(name)
-                if fit is None or fit == could_fit:
+            for sid in st.node_shapes.get(name, ()):
+                fit = st.node_fit[sid][name]
+                if fit == could_fit:
                     continue
                 stale = st.stale[sid]
                 if name in stale:
