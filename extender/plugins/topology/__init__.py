@@ -353,9 +353,6 @@ class Plugin:
                         info.add(q.name, ssn.quota_index(q), node.index, node.name)
             return info
 
-        def bound_quotas(job: JobInfo) -> list[QuotaInfo]:
-            return [q for q in map(ssn.quota, bound_info(job).quotas) if q is not None]
-
         def unbound_quotas(job: JobInfo) -> list[QuotaInfo]:
             return [q for q in ssn.job_quotas(job) if not q.node_name]
 
@@ -572,25 +569,23 @@ class Plugin:
         def quota_allocate(job: JobInfo) -> Status:
             if not job.topology:
                 return SKIP
-            bound = bound_quotas(job)
-            nodes = [ssn.node(q.node_name) for q in bound]
-            specs = {n.spec for n in nodes if n is not None}
+            bound = bound_info(job).quotas  # quota → (quota index, node index, node name)
+            specs = set()
+            for _, _, name in bound.values():
+                node = ssn.node(name)
+                if node is not None:
+                    specs.add(node.spec)
             if len(specs) > 1:
                 return Status.unresolvable(Reason.SPEC_MISMATCH, "quotas on GPU models " + ", ".join(sorted(specs)))
             if job.strict_order:
-                ranked = sorted(
-                    ((ssn.quota_index(q), ssn.node(q.node_name)) for q in bound),
-                    key=lambda x: (x[0] is None, x[0] or 0),
-                )
+                ranked = sorted(((idx, ni) for idx, ni, _ in bound.values() if idx is not None), key=lambda x: x[0])
                 last = -(1 << 62)
-                for idx, node in ranked:
-                    if idx is None or node is None:
-                        continue
-                    if node.index <= last:
+                for idx, node_index in ranked:
+                    if node_index <= last:
                         return Status.unschedulable(
-                            Reason.TOPOLOGY_ORDER, f"task {idx} would land on node index {node.index} ≤ {last}"
+                            Reason.TOPOLOGY_ORDER, f"task {idx} would land on node index {node_index} ≤ {last}"
                         )
-                    last = node.index
+                    last = node_index
             failure = st.failures.get(job.key)
             if failure is not None and unbound_quotas(job):
                 return failure
