@@ -318,11 +318,15 @@ class Session:
         names = self._job_quota_names.get(job.key)
         if names is None:
             current = self.job(job.key) or job
+            over, base = self._quotas, self._base_quotas
             ranked = []
-            for q in map(self.quota, {t.quota for t in current.alive_tasks() if t.quota}):
+            for name in {t.quota for t in current.alive_tasks() if t.quota}:
+                q = over.get(name)
+                if q is None:
+                    q = base.get(name)
                 if q is not None:
                     idx = self.quota_index(q)
-                    ranked.append((idx is None, idx or 0, q.name))
+                    ranked.append((idx is None, idx or 0, name))
             ranked.sort()
             names = self._job_quota_names[job.key] = tuple(r[2] for r in ranked)
         return names

@@ -346,11 +346,12 @@ class Plugin:
             if info is None:
                 if quotas is None:
                     quotas = ssn.job_quotas(job)
-                info = st.bound[job.key] = BoundSiblings((q.name, ssn.quota_index(q)) for q in quotas)
-                for q in quotas:
+                ranked = [(q.name, ssn.quota_index(q)) for q in quotas]
+                info = st.bound[job.key] = BoundSiblings(ranked)
+                for q, (name, idx) in zip(quotas, ranked, strict=True):
                     node = ssn.node(q.node_name) if q.node_name else None
                     if node is not None:
-                        info.add(q.name, ssn.quota_index(q), node.index, node.name)
+                        info.add(name, idx, node.index, node.name)
             return info
 
         def unbound_quotas(job: JobInfo) -> list[QuotaInfo]:
