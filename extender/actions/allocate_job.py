@@ -29,7 +29,10 @@ from extender.model.task import TaskInfo, TaskStatus
 NAME: Final = "allocate_job"
 Args = NoArgs
 
-_PENDING: Final = TaskStatus.PENDING  # a module name: enum member reads are slow on Python 3.11
+# enum members read per task as module names (enum member reads are slow on Python 3.11)
+_PENDING: Final = TaskStatus.PENDING
+_ALLOCATED_TO_QUOTA: Final = TaskStatus.ALLOCATED_TO_QUOTA
+_UNRESOLVABLE: Final = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 _PLACED: Final = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING})
 
 
@@ -76,6 +79,7 @@ class Action:
     # --- 1. re-validation ------------------------------------------------------------------
     def revalidate(self, ssn: Session) -> None:
         losers: list[tuple[str, str]] = []
+        select, predicate = ssn.tq.select, ssn.tq.predicate
         for quota in _to_revalidate(ssn):
             if not quota.claims:
                 continue
@@ -88,12 +92,12 @@ class Action:
                 losers.extend((uid, why) for uid in self._over_claim_losers(ssn, quota))
             for uid in quota.claims:
                 task = ssn.task(uid)
-                if task is None or task.status is not TaskStatus.ALLOCATED_TO_QUOTA or task.node:
+                if task is None or task.status is not _ALLOCATED_TO_QUOTA or task.node:
                     continue
-                status = ssn.tq.select(task, quota)
+                status = select(task, quota)
                 if status.ok:
-                    status = ssn.tq.predicate(task, quota)
-                if status.code >= Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    status = predicate(task, quota)
+                if status.code >= _UNRESOLVABLE:
                     losers.append((uid, status.message()))
         if not losers:
             return
