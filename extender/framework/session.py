@@ -333,10 +333,8 @@ class Session:
 
     def quota_index(self, quota: QuotaInfo) -> int | None:
         """The rank of a quota within its job: the smallest task index among its claimants."""
-        try:
+        if quota.name in self._quota_index:  # (a raised KeyError would cost more on the misses)
             return self._quota_index[quota.name]
-        except KeyError:
-            pass
         best: int | None = None
         for c in quota.claims.values():
             if c.index is not None and (best is None or c.index < best):

@@ -201,10 +201,9 @@ class Plugin:
                             st.affinity[job.affinity_key][st.zone_of.get(q.node_name, ("", ""))] += 1
 
         def shape_id(quota: QuotaInfo) -> int | None:
-            try:
-                return st.quota_shape[quota.name]
-            except KeyError:
-                pass
+            known = st.quota_shape.get(quota.name, -2)  # -2: not known yet (a miss is common)
+            if known != -2:
+                return known
             key = _shape(ssn, quota)
             if key is None:
                 st.quota_shape[quota.name] = None
