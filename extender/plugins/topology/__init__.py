@@ -178,6 +178,9 @@ class Plugin:
         st = _State()
         ready = False
         args = self.args
+        # the planning algorithms that take part, highest weight first
+        weighted = ((args.namedzone_weight, "namedzone"), (args.continuity_weight, "continuity"))
+        algos = [algo for weight, algo in sorted(weighted, key=lambda x: -x[0]) if weight > 0]
 
         def ensure() -> None:
             """Zones and the zone-affinity tracker, built on first use (non-topology sessions skip it)."""
@@ -393,12 +396,7 @@ class Plugin:
             head = pending[0]
             sid = shape_id(head)
             uniform = sid is not None and all(shape_id(q) == sid for q in pending[1:])
-            algos = sorted(
-                ((args.namedzone_weight, "namedzone"), (args.continuity_weight, "continuity")), key=lambda x: -x[0]
-            )
-            for weight, algo in algos:
-                if weight <= 0:
-                    continue
+            for algo in algos:
                 if algo == "namedzone":
                     plan = plan_namedzone(job, pending, need, head, sid if uniform else None)
                 else:
