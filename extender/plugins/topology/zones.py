@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["ZoneView", "best_in_range", "continuity_block", "continuity_score", "plan_zones"]
 
@@ -32,6 +32,12 @@ class ZoneView:  # not frozen: made once per zone and gang, and frozen dataclass
     room: int  # free units of the requested resources (best-fit tie-break)
     first_index: int  # smallest node index (deterministic tie-break)
     affinity: int = 0  # quotas of the same topology-affinity-key already in the zone
+    # the order of zones that hold a whole gang, within a GPU spec: made with the view (a zone's
+    # view is kept until a bind or release in it, and read for every gang of its class)
+    fit_key: tuple[int, int, int, int, ZoneId] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.fit_key = (-self.affinity, self.size, self.room, self.first_index, self.id)
 
 
 def plan_zones(zones: Sequence[ZoneView], need: int) -> list[ZoneView] | None:
@@ -45,10 +51,8 @@ def plan_zones(zones: Sequence[ZoneView], need: int) -> list[ZoneView] | None:
     best: ZoneView | None = None
     best_key: tuple[int, int, int, int, ZoneId] | None = None
     for z in usable:
-        if z.capacity >= need:
-            key = (-z.affinity, z.size, z.room, z.first_index, z.id)
-            if best_key is None or key < best_key:
-                best, best_key = z, key
+        if z.capacity >= need and (best_key is None or z.fit_key < best_key):
+            best, best_key = z, z.fit_key
     if best is not None:
         return [best]
     if sum(z.capacity for z in usable) < need:
@@ -73,15 +77,15 @@ def plan_by_spec(zones: Iterable[ZoneView], need: int) -> list[ZoneView] | None:
         # The common case in one pass: some zone holds the whole gang. A one-zone plan beats any
         # plan of several zones, so the answer is the best spec's best such zone (plan_zones'
         # order within a spec, the order below across specs).
-        best: dict[str, tuple[tuple[int, int, int, int, ZoneId], ZoneView]] = {}
+        best: dict[str, ZoneView] = {}
         for z in zones:
             if z.capacity >= need:
-                key = (-z.affinity, z.size, z.room, z.first_index, z.id)
-                held = best.get(z.id[0])
-                if held is None or key < held[0]:
-                    best[z.id[0]] = (key, z)
+                spec = z.id[0]
+                held = best.get(spec)
+                if held is None or z.fit_key < held.fit_key:
+                    best[spec] = z
         if best:
-            return [min((v[1] for v in best.values()), key=lambda z: (-z.affinity, z.size, z.first_index, z.id[0]))]
+            return [min(best.values(), key=lambda z: (-z.affinity, z.size, z.first_index, z.id[0]))]
     return _plan_by_spec(zones, need)
 
 
