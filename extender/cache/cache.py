@@ -387,7 +387,7 @@ class ClusterCache:
         job = self.jobs.get(key)
         if job is None:
             return
-        task = job.tasks.pop(uid, None)
+        task = job.remove_task(uid)
         if task is None:
             return
         if task.node:

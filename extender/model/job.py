@@ -42,11 +42,17 @@ class JobInfo:
     phase: JobPhase = JobPhase.PENDING
     resource_version: str = ""
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
+    # needs_rdma, worked out on first read and forgotten when a task is added or removed (the
+    # binder reads it several times per job and cycle): change tasks through add_task/remove_task
+    _rdma: bool | None = field(default=None, repr=False, compare=False)
 
     # --- topology ----------------------------------------------------------------------------
     @property
     def needs_rdma(self) -> bool:
-        return any(t.rdma for t in self.tasks.values())
+        rdma = self._rdma
+        if rdma is None:
+            rdma = self._rdma = any(t.rdma for t in self.tasks.values())
+        return rdma
 
     @property
     def topology(self) -> bool:
@@ -58,6 +64,11 @@ class JobInfo:
     # --- tasks -------------------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
         self.tasks[task.uid] = task
+        self._rdma = None
+
+    def remove_task(self, uid: str) -> TaskInfo | None:
+        self._rdma = None
+        return self.tasks.pop(uid, None)
 
     def alive_tasks(self) -> list[TaskInfo]:
         return [t for t in self.tasks.values() if t.status in ALIVE]
@@ -98,6 +109,7 @@ class JobInfo:
         j.phase = self.phase
         j.resource_version = self.resource_version
         j.tasks = {uid: t.clone() for uid, t in self.tasks.items()}
+        j._rdma = self._rdma
         return j
 
 
