@@ -73,7 +73,6 @@ def place(
     feasible: list[T] = []
     failures: dict[str, Status] = {}
     select, predicate = bundle.select, bundle.predicate
-    limit = 1 if rank_ordered else stop_after
     evaluated = 0
     for target in candidates:
         evaluated += 1
@@ -83,8 +82,10 @@ def place(
         if not s.ok:
             failures[target.name] = s
             continue
+        if rank_ordered:  # candidates come in rank order: the first feasible one is the answer
+            return Placement(target, SUCCESS, failures, [(target, 0.0)], evaluated)
         feasible.append(target)
-        if limit is not None and len(feasible) >= limit:
+        if stop_after is not None and len(feasible) >= stop_after:
             break
     if not feasible:
         if failures:
@@ -92,8 +93,6 @@ def place(
         else:
             status = Status.unresolvable(Reason.NODE_NOT_FOUND, "no candidates")
         return Placement(None, status, failures, evaluated=evaluated)
-    if rank_ordered:  # candidates came in rank order: the first feasible one is the answer
-        return Placement(feasible[0], SUCCESS, failures, [(feasible[0], 0.0)], evaluated)
     if len(feasible) == 1 or not bundle.has_scores:
         ranked = [(t, 0.0) for t in feasible]
     else:
