@@ -18,6 +18,7 @@ from pydantic import Field
 
 from extender.framework.plugin import ArgsModel
 from extender.framework.session import Session
+from extender.model.task import ALIVE
 
 NAME: Final = "fix_quota_binding"
 
@@ -41,14 +42,12 @@ class Action:
             return
         scattered: list[tuple[str, list[str]]] = []
         ssn.notes[NAME] = {"ran": True, "scattered": scattered}
+        # the pods that sit on a node, found once: most claims are of pods that do not
+        placed = {t.uid: t.node for j in ssn.jobs() for t in j.tasks.values() if t.node and t.status in ALIVE}
         for quota in list(ssn.quotas()):
             if not quota.claims:
                 continue
-            nodes = set()
-            for uid in quota.claims:
-                t = ssn.task(uid)
-                if t is not None and t.node and t.is_alive():
-                    nodes.add(t.node)
+            nodes = {placed[uid] for uid in quota.claims if uid in placed}
             if not nodes:
                 continue
             if len(nodes) > 1:

@@ -16,6 +16,7 @@ from extender.framework.plugin import NoArgs
 from extender.framework.session import Event, EventKind, Session
 from extender.model.job import JobInfo, QueueInfo
 from extender.model.resources import Resource
+from extender.model.task import ALIVE
 
 NAME: Final = "drf"
 Args = NoArgs
@@ -52,14 +53,15 @@ class Plugin:
                 return
             ready = True
             for job in ssn.jobs():
-                used: Resource | None = None
-                for t in job.alive_tasks():
-                    if t.quota or t.node:
+                used: dict[str, int] | None = None
+                for t in job.tasks.values():
+                    if (t.quota or t.node) and t.status in ALIVE:
                         if used is None:
-                            used = job_used[job.key]
-                        used.iadd(t.request)
+                            used = job_used[job.key].q
+                        for k, v in t.request.q.items():  # Resource.iadd, inline: once per task
+                            used[k] = used.get(k, 0) + v
                 if used is not None:
-                    queue_used[job.queue].iadd(used)
+                    queue_used[job.queue].iadd(job_used[job.key])
 
         def queue_order(queue: QueueInfo) -> tuple[Any, ...]:
             ensure()
