@@ -39,7 +39,7 @@ from extender.model.job import JobInfo, JobQueueInfo, QueueInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.resources import Resource
-from extender.model.task import TaskInfo, TaskStatus
+from extender.model.task import ALIVE, TaskInfo, TaskStatus
 
 __all__ = ["Event", "EventKind", "FitStage", "Session", "Snapshot", "Statement", "StatementError"]
 
@@ -318,14 +318,14 @@ class Session:
         names = self._job_quota_names.get(job.key)
         if names is None:
             current = self.job(job.key) or job
-            over, base = self._quotas, self._base_quotas
+            over, base, known = self._quotas, self._base_quotas, self._quota_index
             ranked = []
-            for name in {t.quota for t in current.alive_tasks() if t.quota}:
+            for name in {t.quota for t in current.tasks.values() if t.quota and t.status in ALIVE}:
                 q = over.get(name)
                 if q is None:
                     q = base.get(name)
                 if q is not None:
-                    idx = self.quota_index(q)
+                    idx = known[name] if name in known else self.quota_index(q)
                     ranked.append((idx is None, idx or 0, name))
             ranked.sort()
             names = self._job_quota_names[job.key] = tuple(r[2] for r in ranked)
@@ -608,7 +608,9 @@ class Statement:
         out: list[Intent] = []
         for op in self.ops:
             k = op.kind
-            if k is EventKind.CLAIM:
+            if k is _BIND_QUOTA:  # the binder's bulk
+                out.append(BindQuota(op.quota, op.node))
+            elif k is EventKind.CLAIM:
                 t = ssn.task(op.task)
                 assert t is not None
                 out.append(ClaimQuota(t.uid, t.namespace, t.name, op.quota))
@@ -616,8 +618,6 @@ class Statement:
                 t = ssn.task(op.task)
                 assert t is not None
                 out.append(ReleaseClaim(t.uid, t.namespace, t.name, op.quota, op.reason))
-            elif k is EventKind.BIND_QUOTA:
-                out.append(BindQuota(op.quota, op.node))
             elif k is EventKind.RELEASE_QUOTA:
                 out.append(ReleaseQuota(op.quota, op.node, op.reason))
             elif k is EventKind.ALLOCATE:
