@@ -297,8 +297,10 @@ class Plugin:
                     if plan is None:
                         return st.failures.get(job.key) or Status.unschedulable(Reason.NO_ZONE_FITS, "no zone fits")
                 st.plans[job.key] = plan
-            low, high = neighbour_range(job, quota)
-            taken = bound_info(job).taken  # read as candidates are drawn: before this quota binds
+            info = bound_info(job)
+            me = ssn.quota_index(quota)
+            low, high = (None, None) if me is None else info.neighbours(me)
+            taken = info.taken  # read as candidates are drawn: before this quota binds
             # nodes known not to take a quota of this shape are skipped: they would fail the same
             # predicates again
             sid = shape_id(quota)

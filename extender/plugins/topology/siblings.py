@@ -23,6 +23,7 @@ __all__ = ["SMALL", "BoundSiblings"]
 
 
 SMALL = 16  # up to this many bound quotas a plain pass is quicker than the trees
+_ABSENT = object()
 
 
 class BoundSiblings:
@@ -48,10 +49,12 @@ class BoundSiblings:
         """The quota ``name`` is now bound to ``node``. False (nothing changed) when that cannot be
         accounted here — not one of the members, already counted, or another quota index than
         the one it was built with: the caller builds a new one."""
-        if name in self.quotas or name not in self.members or self.members[name] != index:
+        quotas = self.quotas
+        if name in quotas or self.members.get(name, _ABSENT) != index:
             return False
-        self.quotas[name] = (index, node_index, node)
-        self.taken[node] = self.taken.get(node, 0) + 1
+        quotas[name] = (index, node_index, node)
+        taken = self.taken
+        taken[node] = taken.get(node, 0) + 1
         if self._low is not None:
             if index is not None:
                 self._raise(index, node_index)
