@@ -26,6 +26,7 @@ from unittest import mock
 from hypothesis import given
 from hypothesis import strategies as st
 
+from extender import wellknown
 from extender.actions.allocate_quota import bind_job_quotas
 from extender.actions.allocate_zone import Action as AllocateZone
 from extender.cache.cache import ClusterCache
@@ -50,17 +51,18 @@ def session(*, taint_n0: bool = False) -> Session:
     cluster = b.seed_cluster(leaves=1, per_leaf=4)
     if taint_n0:  # n0 repels every quota below: none tolerates the taint
         cluster[0] = b.node("n0", gpu_model="A100", taints=[TAINT])
+    tolerant = b.training_job("tolerant", 1, gpu=2)  # like small, but its quota and pod tolerate the taint
+    for obj in tolerant:
+        if obj["kind"] in ("Pod", wellknown.KIND_QUOTA):
+            obj["spec"]["tolerations"] = [{"key": TAINT["key"], "operator": "Exists"}]
     objs = [
         *cluster,
         b.quota("filler", gpu=4, hca=None),  # bound by hand onto n0 below: 4 of its 8 GPUs
-        # bound by hand onto n0 below: 1 GPU, and the pipeline refuses q-small-0 there
-        b.quota("loner", gpu=1, hca=None, affinity={"quotaAntiAffinity": [{"quotaNames": ["q-small-0"]}]}),
         *b.training_job("big-a", 2, gpu=8),
         *b.training_job("big-b", 1, gpu=8),
         *b.training_job("big-c", 2, gpu=8),
         *b.training_job("small", 1, gpu=2),
-        *b.training_job("twin", 1, gpu=2),
-        *b.training_job("tiny", 1, gpu=1),
+        *tolerant,
     ]
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)
@@ -144,14 +146,16 @@ def test_a_node_the_pipeline_rejected_is_not_offered_again_to_the_same_shape() -
 
 
 def test_a_rejection_for_one_shape_leaves_other_shapes_alone() -> None:
-    ssn = session()
-    candidates(ssn, "tiny", "q-tiny-0")  # memoize n0 for the 1-GPU shape too
-    bind_by_hand(ssn, "loner", "n0")
-    assert place_job(ssn, "small")  # n0 is no place for small (the loner repels it)
+    ssn = session(taint_n0=True)
+    assert "n0" not in candidates(ssn, "small", "q-small-0")  # memoized: the taint
+    assert candidates(ssn, "tolerant", "q-tolerant-0")[0] == "n0"  # memoized: it fits
+    bind_by_hand(ssn, "filler", "n0")
+    release_by_hand(ssn, "filler")  # touched: both shapes look at n0 again
+    assert place_job(ssn, "small")  # the pipeline rejects n0 (the taint), learnt for small's shape
     assert ssn.quota("q-small-0").node_name == "n1"  # type: ignore[union-attr]
-    assert candidates(ssn, "tiny", "q-tiny-0")[0] == "n0"  # the loner does not repel tiny
-    assert place_job(ssn, "tiny")
-    assert ssn.quota("q-tiny-0").node_name == "n0"  # type: ignore[union-attr]
+    assert candidates(ssn, "tolerant", "q-tolerant-0")[0] == "n0"  # not for the other shape
+    assert place_job(ssn, "tolerant")
+    assert ssn.quota("q-tolerant-0").node_name == "n0"  # type: ignore[union-attr]
 
 
 def test_a_release_makes_a_rejected_node_a_candidate_again() -> None:
