@@ -47,9 +47,8 @@ class Action:
             quotas = [q for q in ssn.job_quotas(job) if not q.node_name]
             if not quotas:
                 continue
-            tasks = [t for t in job.alive_tasks() if not t.spot]
-            if not tasks or not all(t.quota for t in tasks):  # can_allocate_zone, topology known
-                missing = sum(1 for t in tasks if not t.quota)
+            if not can_allocate_zone(job):
+                missing = sum(1 for t in job.alive_tasks() if not t.spot and not t.quota)
                 ssn.verdict(
                     job.key,
                     FitStage.QUOTA_ASSIGNMENT,
