@@ -111,6 +111,11 @@ class NodeInfo:
         """Why a quota of ``request`` does not fit ``quota_idle`` (empty list: it fits)."""
         return request.shortfalls(self.quota_idle)
 
+    def takes_quota(self, name: str, request: Resource) -> bool:
+        """The ledger's rule: quota ``name`` is bound here already, or ``request`` fits
+        ``quota_idle`` (what :meth:`add_quota` lets through without ``force``)."""
+        return name in self.quota_allocated or request.less_equal_with_resource_names(self.quota_idle)
+
     def add_quota(self, name: str, request: Resource, *, force: bool = False) -> None:
         """Bind quota ``name`` here: ``quota_idle −= request``.
 

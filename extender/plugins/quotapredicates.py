@@ -120,7 +120,7 @@ class Plugin:
             return SUCCESS
 
         def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
-            if node.has_quota(quota.name) or quota.request.less_equal_with_resource_names(node.quota_idle):
+            if node.takes_quota(quota.name, quota.request):
                 return SUCCESS
             short = quota.request.shortfalls(node.quota_idle)
             if short:

@@ -19,9 +19,10 @@ off). For such a job:
 Non-topology jobs are left alone (every stage abstains).
 
 Within a session the plugin remembers, per quota *shape* (request and every constraint that
-filters identically on all nodes; quotas with quota affinity or a static node have none), which
-nodes take such a quota. A bind or release on a node marks it *stale* where it could have changed
-the answer; nothing else can. With that memo:
+filters identically on all nodes; quotas with quota affinity or a static node, or that another
+quota's anti-affinity repels, have none), which nodes take such a quota. A bind or release on
+a node marks it *stale* where it could have changed the answer; nothing else can. With that
+memo:
 
 * candidates skip nodes known not to fit; a stale node is offered as it is, and the pipeline's
   rejections come back (``framework.pipeline.Rejectable``) instead of the plugin re-checking it —
@@ -229,8 +230,7 @@ class Plugin:
             return sid
 
         def evaluate(quota: QuotaInfo, node: NodeInfo) -> bool:
-            # the ledger's rule first: where it has no room, the bind would be refused anyway
-            if not quota.request.less_equal_with_resource_names(node.quota_idle) and not node.has_quota(quota.name):
+            if not node.takes_quota(quota.name, quota.request):  # the bind would be refused anyway
                 return False
             return ssn.qn.select(quota, node).ok and ssn.qn.predicate(quota, node).ok
 
@@ -298,8 +298,7 @@ class Plugin:
                         return st.failures.get(job.key) or Status.unschedulable(Reason.NO_ZONE_FITS, "no zone fits")
                 st.plans[job.key] = plan
             info = bound_info(job)
-            me = ssn.quota_index(quota)
-            low, high = (None, None) if me is None else info.neighbours(me)
+            low, high = neighbour_range(info, quota)
             taken = info.taken  # read as candidates are drawn: before this quota binds
             # nodes known not to take a quota of this shape are skipped: they would fail the same
             # predicates again
@@ -307,7 +306,6 @@ class Plugin:
             if sid is None:
                 return _ordered(plan.indexed, low, high, taken.__contains__, strict=job.strict_order)
             known, stale = st.node_fit[sid], st.stale[sid]
-            fits_room = quota.request.less_equal_with_resource_names  # the ledger's own rule
 
             def skip(name: str) -> bool:
                 if name in taken:
@@ -319,7 +317,7 @@ class Plugin:
                 # unless its quota ledger has no room left for the request: the bind would be
                 # refused whatever the predicates say (NodeInfo.add_quota), so it does not fit.
                 node = ssn.node(name)
-                if node is not None and not fits_room(node.quota_idle):
+                if node is not None and not node.takes_quota(quota.name, quota.request):
                     record(sid, name, False)
                     return True
                 return False
@@ -554,17 +552,15 @@ class Plugin:
             job = _job_of_quota(ssn, quota)
             if job is None or not job.topology or not ranked:
                 return None
-            low, high = neighbour_range(job, quota)
+            low, high = neighbour_range(bound_info(job), quota)
             by_name = {n.name: n for n, _ in ranked}
             choice = best_in_range([(n.index, n.name) for n, _ in ranked], low, high)
             return by_name.get(choice) if choice is not None else None
 
-        def neighbour_range(job: JobInfo, quota: QuotaInfo) -> tuple[int | None, int | None]:
+        def neighbour_range(info: BoundSiblings, quota: QuotaInfo) -> tuple[int | None, int | None]:
             """(node index of the nearest bound sibling of a smaller task index, … of a larger)."""
             me = ssn.quota_index(quota)
-            if me is None:
-                return None, None
-            return bound_info(job).neighbours(me)
+            return (None, None) if me is None else info.neighbours(me)
 
         def quota_allocate(job: JobInfo) -> Status:
             if not job.topology:
@@ -625,12 +621,9 @@ class Plugin:
                 p = st.closed.get((sid, zid))
                 if p is not None and pos < p:
                     st.closed[(sid, zid)] = pos
-                if fit:
-                    per_zone = st.zone_cap.get(zid)
-                    counts = per_zone.get(sid) if per_zone is not None else None
-                    if counts is not None and pos < counts[0]:  # scanned: counted as fitting
-                        stale_fit = st.stale_fit[sid]
-                        stale_fit[zid] = stale_fit.get(zid, 0) + 1
+                if fit and scanned(sid, zid, name) is not None:  # counted as fitting
+                    stale_fit = st.stale_fit[sid]
+                    stale_fit[zid] = stale_fit.get(zid, 0) + 1
             quota = ssn.quota(ev.quota)
             if quota is None:
                 return
