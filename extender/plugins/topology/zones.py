@@ -49,10 +49,9 @@ def plan_zones(zones: Sequence[ZoneView], need: int) -> list[ZoneView] | None:
         return []
     usable = [z for z in zones if z.capacity > 0]
     best: ZoneView | None = None
-    best_key: tuple[int, int, int, int, ZoneId] | None = None
     for z in usable:
-        if z.capacity >= need and (best_key is None or z.fit_key < best_key):
-            best, best_key = z, z.fit_key
+        if z.capacity >= need and (best is None or z.fit_key < best.fit_key):
+            best = z
     if best is not None:
         return [best]
     if sum(z.capacity for z in usable) < need:
