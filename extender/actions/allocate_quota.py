@@ -138,8 +138,8 @@ class Action:
             bind_job_quotas(ssn, job, unbound[job.key], None, rank_ordered=False, stop_after=stop_after)
 
     def pin_static(self, ssn: Session) -> None:
-        for quota in ssn.quotas():  # a statement below only adds to the overlay: safe to go on
-            if quota.node_name or not quota.static_bind_node:
+        for quota in ssn.static_quotas():  # each statement below binds only the quota at hand
+            if quota.node_name:
                 continue
             node = ssn.node(quota.static_bind_node)
             if node is None:

@@ -43,10 +43,15 @@ class Action:
         scattered: list[tuple[str, list[str]]] = []
         ssn.notes[NAME] = {"ran": True, "scattered": scattered}
         # the pods that sit on a node, found once: most claims are of pods that do not
-        placed = {t.uid: t.node for j in ssn.jobs() for t in j.tasks.values() if t.node and t.status in ALIVE}
-        for quota in list(ssn.quotas()):
-            if not quota.claims:
-                continue
+        placed: dict[str, str] = {}
+        claimed: set[str] = set()  # the quotas those pods claim: the only ones that can have drifted
+        for j in ssn.jobs():
+            for t in j.tasks.values():
+                if t.node and t.status in ALIVE:
+                    placed[t.uid] = t.node
+                    if t.quota:
+                        claimed.add(t.quota)
+        for quota in [q for q in map(ssn.quota, sorted(claimed)) if q is not None]:
             nodes = {placed[uid] for uid in quota.claims if uid in placed}
             if not nodes:
                 continue

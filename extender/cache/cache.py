@@ -86,6 +86,13 @@ def _disruption_reason(obj: Obj) -> str:
     return "Deleted"
 
 
+def _mark(index: set[str], name: str, member: bool) -> None:
+    if member:
+        index.add(name)
+    else:
+        index.discard(name)
+
+
 class CopiedOnRead(Collection[str]):
     """One of the cache's index sets, as a snapshot holds it: copied on the first read.
 
@@ -157,6 +164,8 @@ class ClusterCache:
         self.pending_jobs: set[str] = set()  # jobs with an alive non-spot task not on a node
         self.quota_touched: dict[str, int] = {}  # quota → generation of its last change
         self.release_candidates: set[str] = set()  # bound, non-static quotas without claims or node
+        self.static_quotas: set[str] = set()  # quotas with spec.staticBindNode
+        self.anti_affinity_quotas: set[str] = set()  # quotas that declare quota anti-affinity
         self._quotas_on: defaultdict[str, set[str]] = defaultdict(set)  # node name → quotas bound to it
         self._tasks_on_node: defaultdict[str, set[str]] = defaultdict(set)  # node name → pod uids placed there
         self._node_order: list[str] | None = None
@@ -499,6 +508,8 @@ class ClusterCache:
                 del pending[uid]  # written: the object now carries it
         new.reserved = (*new.reserved, *pending.values())
         self.quotas[name] = new
+        _mark(self.static_quotas, name, bool(new.static_bind_node))
+        _mark(self.anti_affinity_quotas, name, bool(new.quota_anti_affinity))
         self.dirty_quotas.add(name)
         self._touch(name)
         if new.node_name:
@@ -519,6 +530,8 @@ class ClusterCache:
         self._quota_objs.pop(name, None)
         self.quota_touched.pop(name, None)
         self.release_candidates.discard(name)
+        self.static_quotas.discard(name)
+        self.anti_affinity_quotas.discard(name)
         self.pending_reservations.pop(name, None)
         self._reservation_expiry.pop(name, None)
         if q is None:
@@ -755,6 +768,8 @@ class ClusterCache:
             pending_jobs=CopiedOnRead(self.pending_jobs),
             quota_touched=self.quota_touched,
             release_candidates=CopiedOnRead(self.release_candidates),
+            static_quotas=CopiedOnRead(self.static_quotas),
+            anti_affinity_quotas=CopiedOnRead(self.anti_affinity_quotas),
         )
 
     def take_dirty_quotas(self) -> set[str]:

@@ -72,6 +72,8 @@ class Snapshot:
     quota_touched: Mapping[str, int] = field(default_factory=dict)  # quota → generation of last change
     changed_quotas: Collection[str] | None = None  # touched since the previous cycle (set by the scheduler)
     release_candidates: Collection[str] | None = None  # bound, non-static, unclaimed or node gone
+    static_quotas: Collection[str] | None = None  # quotas with spec.staticBindNode
+    anti_affinity_quotas: Collection[str] | None = None  # quotas that declare quota anti-affinity
     cluster_total: Resource = field(default_factory=Resource.empty)  # Σ allocatable of all nodes
     generation: int = 0  # bumps whenever the cache changes; equal generations = same state
 
@@ -281,21 +283,40 @@ class Session:
                 yield t
 
     def anti_affinity_holders(self) -> list[str]:
-        """Quotas that declare quota anti-affinity (few in practice), found once per session: they
-        repel the quotas their terms match, by name or by label, from the nodes they hold."""
+        """Quotas that declare quota anti-affinity (few in practice), by name, found once per
+        session: they repel the quotas their terms match, by name or by label, from the nodes
+        they hold."""
         if self._anti_holders is None:
-            self._anti_holders = [q.name for q in self.quotas() if q.quota_anti_affinity]
+            held = self._with_spec(self.snap.anti_affinity_quotas, lambda q: bool(q.quota_anti_affinity))
+            self._anti_holders = [q.name for q in held]
         return self._anti_holders
+
+    def static_quotas(self) -> list[QuotaInfo]:
+        """Quotas with ``spec.staticBindNode``, by name (the session's current copies)."""
+        return self._with_spec(self.snap.static_quotas, lambda q: bool(q.static_bind_node))
+
+    def _with_spec(self, index: Collection[str] | None, has: Callable[[QuotaInfo], bool]) -> list[QuotaInfo]:
+        """The quotas whose spec ``has`` a trait, by name: read from the cache's index of them
+        when the snapshot carries one (a session never changes a spec), else found by a scan."""
+        if index is None:
+            return sorted((q for q in self.quotas() if has(q)), key=lambda q: q.name)
+        found = (self.quota(name) for name in sorted(index))
+        return [q for q in found if q is not None and has(q)]
 
     def claimant_keys(self, quota: QuotaInfo) -> tuple[tuple[object, ...], ...]:
         """The placement keys (:meth:`TaskInfo.placement_key`) of the quota's claimants, in
         task-index order: what node filters read of its pods. Kept until its claims change."""
         keys = self._claimant_keys.get(quota.name)
         if keys is None:
-            if len(quota.claims) == 1:  # the common case: no order to establish
-                (uid,) = quota.claims
-                t = self.task(uid)
-                keys = () if t is None else (t.placement_key(),)
+            claims = quota.claims
+            if len(claims) == 1:  # the common case: no order to establish
+                (claim,) = claims.values()
+                key = claim.placement_key  # made with the claim
+                if key is None:
+                    t = self.task(claim.uid)
+                    keys = () if t is None else (t.placement_key(),)
+                else:
+                    keys = (key,)
             else:
                 keys = tuple(t.placement_key() for t in self.claimants(quota))
             self._claimant_keys[quota.name] = keys

@@ -95,6 +95,9 @@ class QuotaClaim:
     index: int | None
     request: Resource
     created: float = 0.0
+    # the claimant's TaskInfo.placement_key when the claim was made (a pod's update re-makes its
+    # claim): what node filters read of it, without looking the task up (None: not known)
+    placement_key: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +215,9 @@ class QuotaInfo:
             if short:
                 raise ClaimError(f"quota {self.name}: task {task.key} does not fit: " + ", ".join(map(str, short)))
         request = self.governed(task.request)
-        claim = QuotaClaim(task.uid, task.namespace, task.name, task.job, task.index, request, task.created)
+        claim = QuotaClaim(
+            task.uid, task.namespace, task.name, task.job, task.index, request, task.created, task.placement_key()
+        )
         self.claims[task.uid] = claim
         self.allocated.iadd(request)
         return claim
