@@ -26,6 +26,7 @@ from extender.framework.plugin import ArgsModel
 from extender.framework.session import FitStage, Session
 from extender.framework.status import Reason, Status
 from extender.model.quota import QuotaInfo
+from extender.model.task import ALIVE
 
 NAME: Final = "release_quota"
 
@@ -65,13 +66,23 @@ class Action:
     def release_stuck_jobs(self, ssn: Session, notes: ReleaseNotes) -> None:
         memory = ssn.snap.stuck_cycles
         for job in ssn.pending_jobs():
-            alive = job.alive_tasks()
-            unplaced = [t for t in alive if not t.node and not t.spot]
+            unplaced = 0
+            waiting: set[str] = set()  # quotas claimed by unplaced tasks
+            placed: set[str] = set()  # quotas claimed by placed tasks
+            for t in job.tasks.values():  # one pass over the alive tasks (read for every pending job)
+                if t.status not in ALIVE:
+                    continue
+                if t.node:
+                    if t.quota:
+                        placed.add(t.quota)
+                elif not t.spot:
+                    unplaced += 1
+                    if t.quota:
+                        waiting.add(t.quota)
             if not unplaced:
                 continue
-            placed = {t.quota for t in alive if t.quota and t.node}
             releasable: list[QuotaInfo] = []
-            for name in sorted({t.quota for t in unplaced if t.quota} - placed):
+            for name in sorted(waiting - placed):
                 q = ssn.quota(name)
                 if q is not None and q.node_name and not q.static_bind_node:
                     releasable.append(q)
@@ -83,7 +94,7 @@ class Action:
                 continue
             k = ssn.snap.release_count.get(job.key, 0)
             delay = min(self.args.max_backoff_seconds, self.args.backoff_seconds * (2**k))
-            why = f"{len(unplaced)} task(s) unplaced for {count} cycles; retry in {delay:.0f}s"
+            why = f"{unplaced} task(s) unplaced for {count} cycles; retry in {delay:.0f}s"
             stmt = ssn.statement()
             for q in releasable:
                 stmt.release_quota(q.name, Reason.RELEASED_UNSCHEDULABLE.value)
