@@ -495,8 +495,7 @@ class ClusterCache:
                 node = self.nodes.get(old.node_name)
                 if node is not None and node.has_quota(name):
                     node.remove_quota(name)
-            new.claims = old.claims
-            new.allocated = old.allocated
+            new.take_claims(old)
         if new.reserved:
             self._reservation_expiry[name] = min(r.expires_at for r in new.reserved)
         else:

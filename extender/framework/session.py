@@ -145,7 +145,6 @@ class Session:
         self._claim_order: dict[str, tuple[str, ...]] = {}  # quota → claimant uids in index order
         self._claimant_keys: dict[str, tuple[tuple[object, ...], ...]] = {}  # quota → their placement keys
         self._anti_holders: list[str] | None = None
-        self._quota_index: dict[str, int | None] = {}
         # job → the names of the quotas its alive tasks claim, rank order (dropped when one of its
         # tasks changes in a statement, or the claims of one of those quotas change)
         self._job_quota_names: dict[str, tuple[str, ...]] = {}
@@ -339,14 +338,14 @@ class Session:
         names = self._job_quota_names.get(job.key)
         if names is None:
             current = self.job(job.key) or job
-            over, base, known = self._quotas, self._base_quotas, self._quota_index
+            over, base = self._quotas, self._base_quotas
             ranked = []
             for name in {t.quota for t in current.tasks.values() if t.quota and t.status in ALIVE}:
                 q = over.get(name)
                 if q is None:
                     q = base.get(name)
                 if q is not None:
-                    idx = known[name] if name in known else self.quota_index(q)
+                    idx = q.rank
                     ranked.append((idx is None, idx or 0, name))
             ranked.sort()
             names = self._job_quota_names[job.key] = tuple(r[2] for r in ranked)
@@ -354,19 +353,11 @@ class Session:
 
     def quota_index(self, quota: QuotaInfo) -> int | None:
         """The rank of a quota within its job: the smallest task index among its claimants."""
-        if quota.name in self._quota_index:  # (a raised KeyError would cost more on the misses)
-            return self._quota_index[quota.name]
-        best: int | None = None
-        for c in quota.claims.values():
-            if c.index is not None and (best is None or c.index < best):
-                best = c.index
-        self._quota_index[quota.name] = best
-        return best
+        return quota.rank
 
     def _claims_changed(self, quota: str) -> None:
         self._claim_order.pop(quota, None)
         self._claimant_keys.pop(quota, None)
-        self._quota_index.pop(quota, None)
         q = self.quota(quota)
         for c in q.claims.values() if q is not None else ():
             self._job_quota_names.pop(c.job, None)  # the quota's rank within them may have moved

@@ -156,6 +156,9 @@ class QuotaInfo:
     message: str = ""
     # what node filters read of the spec, built on first use (the spec never changes once built)
     _placement_key: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
+    # the quota's rank within its job: the smallest task index among its claimants (None: no
+    # claimant has one), kept by the claim methods below as claims come and go
+    rank: int | None = field(default=None, repr=False, compare=False)
 
     def placement_key(self) -> tuple[object, ...]:
         """A hashable key of what node filters read of this quota's spec: request, node selector
@@ -220,6 +223,7 @@ class QuotaInfo:
         )
         self.claims[task.uid] = claim
         self.allocated.iadd(request)
+        self._ranked(claim.index)
         return claim
 
     def remove_claim(self, uid: str) -> QuotaClaim:
@@ -227,6 +231,8 @@ class QuotaInfo:
         if claim is None:
             raise ClaimError(f"quota {self.name}: task {uid} does not claim it")
         self.allocated.isub(claim.request)
+        if claim.index is not None and claim.index == self.rank:  # the lowest left: find the next
+            self.rank = min((c.index for c in self.claims.values() if c.index is not None), default=None)
         return claim
 
     def restore_claim(self, claim: QuotaClaim) -> None:
@@ -235,6 +241,16 @@ class QuotaInfo:
             raise ClaimError(f"quota {self.name}: task {claim.uid} already claims it")
         self.claims[claim.uid] = claim
         self.allocated.iadd(claim.request)
+        self._ranked(claim.index)
+
+    def take_claims(self, old: QuotaInfo) -> None:
+        """Carry the claims of an older copy of this quota over (claims come from pods, not
+        from the quota object), with what is kept of them: ``allocated`` and ``rank``."""
+        self.claims, self.allocated, self.rank = old.claims, old.allocated, old.rank
+
+    def _ranked(self, index: int | None) -> None:
+        if index is not None and (self.rank is None or index < self.rank):
+            self.rank = index
 
     def over_claimed(self) -> list[Shortfall]:
         """Invariant 3 check: how Σ claims exceeds request + shadow (empty when it holds)."""
@@ -284,6 +300,7 @@ class QuotaInfo:
         q.allocated = self.allocated.clone()
         q.reserved = self.reserved
         q._placement_key = self._placement_key
+        q.rank = self.rank
         q.reason = self.reason
         q.message = self.message
         return q
