@@ -18,6 +18,11 @@ def ordered_jobs(ssn: Session, jobs: Iterable[JobInfo]) -> Iterator[JobInfo]:
     order = ssn.stages.order
     for lst in per_queue.values():
         lst.sort(key=lambda j: (order(j), j.created, j.key), reverse=True)  # pop() takes the best
+    if len(per_queue) == 1:  # one queue: nothing to choose between (its share is not read)
+        (lst,) = per_queue.values()
+        while lst:
+            yield lst.pop()
+        return
     queues = {name: ssn.snap.queues.get(name) or QueueInfo(name) for name in per_queue}
     queue_order = ssn.stages.queue_order
     while per_queue:
