@@ -429,8 +429,7 @@ def overlay_snapshot(
                 continue
             q = quotas[e.quota] = cached.clone()
         claim = e.claim(q)
-        q.claims[claim.uid] = claim
-        q.allocated.iadd(claim.request)
+        q.restore_claim(claim)  # through the quota: its claims are shared with the cache's copy
         j = jobs.get(e.job)
         if j is None:
             cached_job = snap.jobs.get(e.job)

@@ -159,6 +159,9 @@ class QuotaInfo:
     # the quota's rank within its job: the smallest task index among its claimants (None: no
     # claimant has one), kept by the claim methods below as claims come and go
     rank: int | None = field(default=None, repr=False, compare=False)
+    # claims and allocated may be shared with a copy (clone): whichever edits them first copies
+    # them (_own_claims). A bind clones every quota it binds and never edits its claims.
+    _claims_shared: bool = field(default=False, repr=False, compare=False)
 
     def placement_key(self) -> tuple[object, ...]:
         """A hashable key of what node filters read of this quota's spec: request, node selector
@@ -221,24 +224,27 @@ class QuotaInfo:
         claim = QuotaClaim(
             task.uid, task.namespace, task.name, task.job, task.index, request, task.created, task.placement_key()
         )
+        self._own_claims()
         self.claims[task.uid] = claim
         self.allocated.iadd(request)
         self._ranked(claim.index)
         return claim
 
     def remove_claim(self, uid: str) -> QuotaClaim:
-        claim = self.claims.pop(uid, None)
-        if claim is None:
+        if uid not in self.claims:
             raise ClaimError(f"quota {self.name}: task {uid} does not claim it")
+        self._own_claims()
+        claim = self.claims.pop(uid)
         self.allocated.isub(claim.request)
         if claim.index is not None and claim.index == self.rank:  # the lowest left: find the next
             self.rank = min((c.index for c in self.claims.values() if c.index is not None), default=None)
         return claim
 
     def restore_claim(self, claim: QuotaClaim) -> None:
-        """Put back a claim removed earlier (undo of remove_claim)."""
+        """Put in a claim made earlier: the undo of remove_claim, or a webhook's in-flight claim."""
         if claim.uid in self.claims:
             raise ClaimError(f"quota {self.name}: task {claim.uid} already claims it")
+        self._own_claims()
         self.claims[claim.uid] = claim
         self.allocated.iadd(claim.request)
         self._ranked(claim.index)
@@ -247,6 +253,14 @@ class QuotaInfo:
         """Carry the claims of an older copy of this quota over (claims come from pods, not
         from the quota object), with what is kept of them: ``allocated`` and ``rank``."""
         self.claims, self.allocated, self.rank = old.claims, old.allocated, old.rank
+        self._claims_shared = old._claims_shared
+
+    def _own_claims(self) -> None:
+        """Before editing claims: a copy of its own, if they are shared with a clone."""
+        if self._claims_shared:
+            self.claims = dict(self.claims)
+            self.allocated = self.allocated.clone()
+            self._claims_shared = False
 
     def _ranked(self, index: int | None) -> None:
         if index is not None and (self.rank is None or index < self.rank):
@@ -296,8 +310,9 @@ class QuotaInfo:
         q.node_name = self.node_name
         q.shadow = self.shadow
         q.static_bind_status = self.static_bind_status
-        q.claims = dict(self.claims)
-        q.allocated = self.allocated.clone()
+        q.claims = self.claims  # shared until either side edits them (_own_claims)
+        q.allocated = self.allocated
+        q._claims_shared = self._claims_shared = True
         q.reserved = self.reserved
         q._placement_key = self._placement_key
         q.rank = self.rank

@@ -59,3 +59,33 @@ def test_rank_survives_an_update_of_the_quota_object() -> None:
 
     cache.on_pod_delete(pods[1])
     assert cache.quotas["q-shared"].rank == 2
+
+
+copy_steps = st.lists(
+    st.tuples(st.sampled_from(["add", "remove", "clone"]), st.integers(0, 1), st.integers(0, 5)), max_size=40
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(copy_steps)
+def test_a_clones_claims_are_its_own_though_shared_until_edited(ops: list[tuple[str, int, int]]) -> None:
+    """Clones share claims and allocated until one side edits them: no edit shows in the other."""
+    copies = [QuotaInfo(name="q", queue="research", request=Resource({"g": 100}))]
+    models: list[dict[str, int]] = [{}]  # uid → index, per copy
+    for op, which, who in ops:
+        i = which % len(copies)
+        q, model = copies[i], models[i]
+        uid = f"u{who}"
+        if op == "add" and uid not in model:
+            q.add_claim(TaskInfo(uid=uid, namespace="ml", name=uid, job="ml/j", index=who, request=Resource({"g": 1})))
+            model[uid] = who
+        elif op == "remove" and uid in model:
+            q.remove_claim(uid)
+            del model[uid]
+        elif op == "clone":
+            copies.append(q.clone())
+            models.append(dict(model))
+        for c, m in zip(copies, models, strict=True):
+            assert set(c.claims) == set(m)
+            assert c.allocated.get("g") == len(m)
+            assert c.rank == min(m.values(), default=None)
