@@ -76,6 +76,9 @@ class NodeInfo:
     releasing: Resource = field(init=False)
     pipelined: Resource = field(init=False)
     tasks: dict[str, NodeTask] = field(init=False)
+    # the pod ledger may be shared with a copy (clone): whichever edits it first copies it
+    # (_own_tasks). A quota bind clones the node and edits only its quota ledger.
+    _tasks_shared: bool = field(default=False, init=False, repr=False, compare=False)
 
     # quota ledger (starts empty: quotas are added through add_quota)
     quota_idle: Resource = field(init=False)
@@ -162,6 +165,7 @@ class NodeInfo:
         """Account for ``task`` placed here, according to its status."""
         if task.uid in self.tasks:
             raise LedgerError(f"node {self.name}: task {task.key} is already accounted here")
+        self._own_tasks()
         status = task.status
         if status is TaskStatus.PIPELINED:
             self.pipelined.iadd(task.request)
@@ -191,9 +195,10 @@ class NodeInfo:
         )
 
     def remove_task(self, uid: str) -> None:
-        rec = self.tasks.pop(uid, None)
-        if rec is None:
+        if uid not in self.tasks:
             raise LedgerError(f"node {self.name}: task {uid} is not accounted here")
+        self._own_tasks()
+        rec = self.tasks.pop(uid)
         if rec.status is TaskStatus.PIPELINED:
             self.pipelined.isub(rec.request)
             return
@@ -213,7 +218,18 @@ class NodeInfo:
                 self._restore(task.uid, old)
             raise
 
+    def _own_tasks(self) -> None:
+        """Before editing the pod ledger: a copy of its own, if it is shared with a clone."""
+        if self._tasks_shared:
+            self.used = self.used.clone()
+            self.idle = self.idle.clone()
+            self.releasing = self.releasing.clone()
+            self.pipelined = self.pipelined.clone()
+            self.tasks = dict(self.tasks)
+            self._tasks_shared = False
+
     def _restore(self, uid: str, rec: NodeTask) -> None:
+        self._own_tasks()
         if rec.status is TaskStatus.PIPELINED:
             self.pipelined.iadd(rec.request)
         else:
@@ -246,11 +262,12 @@ class NodeInfo:
         n.conditions = self.conditions
         n.ready_since = self.ready_since
         n.resource_version = self.resource_version
-        n.used = self.used.clone()
-        n.idle = self.idle.clone()
-        n.releasing = self.releasing.clone()
-        n.pipelined = self.pipelined.clone()
-        n.tasks = dict(self.tasks)  # records are immutable
+        n.used = self.used  # the pod ledger: shared until either side edits it (_own_tasks)
+        n.idle = self.idle
+        n.releasing = self.releasing
+        n.pipelined = self.pipelined
+        n.tasks = self.tasks  # records are immutable
+        n._tasks_shared = self._tasks_shared = True
         n.quota_idle = self.quota_idle.clone()
         n.quota_allocated = dict(self.quota_allocated)
         return n

@@ -9,7 +9,8 @@ changes, next to an independent reference model written with plain dicts. After 
   the reference says it must, leaving the ledgers unchanged;
 * invariant 1 (Σ request of bound quotas ≤ allocatable, per resource name) is never broken by an
   unforced operation, and the pod-ledger analogue (Σ used ≤ allocatable) likewise;
-* a clone is independent: mutating it leaves the original exactly as it was.
+* a clone is independent: mutating it leaves the original exactly as it was, and mutating
+  the original leaves the clone so.
 """
 
 from __future__ import annotations
@@ -198,6 +199,7 @@ class LedgerMachine(RuleBasedStateMachine):
         state = self.node.ledger_state()
         c = self.node.clone()
         assert c.ledger_state() == state
+        grandchild = c.clone()  # mutating c below must not change its own clone either
         c.add_quota("__clone_only__", Resource(dict(request)), force=True)
         c.add_task(make_task("__clone_only__", S.RUNNING, request), force=True)
         c.add_task(make_task("__clone_only_p__", S.PIPELINED, request))
@@ -206,6 +208,8 @@ class LedgerMachine(RuleBasedStateMachine):
         c.check()
         assert self.actual() == before, "mutating a clone changed the original"
         assert self.node.ledger_state() == state
+        assert grandchild.ledger_state() == state, "mutating a node changed a clone of it"
+        grandchild.check()
 
     # --- invariants --------------------------------------------------------------------------------
     @invariant()
@@ -340,3 +344,17 @@ def test_the_ci_profile_runs_at_least_500_examples_per_property() -> None:
     if PROFILE == "sky-core":
         assert PROPERTY.max_examples >= MIN_EXAMPLES
         assert TestLedgers.settings.max_examples >= MIN_EXAMPLES
+
+
+def test_a_nodes_own_edits_do_not_reach_a_clone_of_it() -> None:
+    """A node (not itself a clone) shares its pod ledger with a clone: its next edit copies it."""
+    node = NodeInfo(name="n0", allocatable=Resource({"g": 8}))
+    copy = node.clone()
+    node.add_task(make_task("t1", S.RUNNING, {"g": 3}))
+    node.add_quota("q1", Resource({"g": 2}))
+    assert copy.ledger_state() == NodeInfo(name="n0", allocatable=Resource({"g": 8})).ledger_state()
+    node.remove_task("t1")
+    copy.add_task(make_task("t2", S.PIPELINED, {"g": 1}))
+    assert not node.has_task("t2") and copy.has_task("t2") and not copy.has_task("t1")
+    node.check()
+    copy.check()
