@@ -15,7 +15,7 @@ the gang across switches.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from pydantic import Field
@@ -61,21 +61,26 @@ def bind_job_quotas(
     ssn: Session,
     job: JobInfo,
     quotas: list[QuotaInfo],
-    candidates: Iterator[Iterable[str] | Status] | None,
+    candidates: Callable[[QuotaInfo], Iterable[str] | Status | None] | None,
     *,
     rank_ordered: bool,
     stop_after: int | None,
 ) -> bool:
     """Place ``quotas`` of ``job`` in one statement and apply the commit gate. True if committed.
 
-    ``candidates`` yields, per quota, the node names it may use, or a Status saying why there are
-    none (None: all nodes in rank order). When a quota cannot be placed, that failure is the
-    job's verdict (the gang gate failing as a consequence is not).
+    ``candidates(quota)`` gives, for the session's current copy of a quota about to be placed,
+    the node names it may use, or a Status saying why there are none (None, or no function:
+    all nodes in rank order). A quota bound meanwhile (by an earlier job) is skipped. When a
+    quota cannot be placed, that failure is the job's verdict (the gang gate failing as a
+    consequence is not).
     """
     stmt = ssn.statement()
     placement_failed = False
     for quota in quotas:
-        names = next(candidates) if candidates is not None else None
+        current = ssn.quota(quota.name)
+        if current is None or current.node_name:
+            continue
+        names = candidates(current) if candidates is not None else None
         if isinstance(names, Status):
             ssn.verdict(job.key, FitStage.ZONE_SELECTION, names, quota=quota.name)
             placement_failed = True
@@ -85,9 +90,6 @@ def bind_job_quotas(
             nodes = ssn.nodes()
         else:  # lazily, in the order given (the topology plugin orders its candidates)
             nodes = filter(None, map(ssn.node, names))
-        current = ssn.quota(quota.name)
-        if current is None or current.node_name:
-            continue
         result = place_quota(ssn, current, nodes, rank_ordered=rank_ordered, stop_after=stop_after)
         source: object = names
         if result.failures and isinstance(source, Rejectable):  # it learns what did not fit

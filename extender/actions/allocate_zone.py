@@ -11,7 +11,7 @@ first feasible node in index order is the answer. The ``job.quota_allocate`` gat
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from extender.actions.allocate_quota import admissible, bind_job_quotas
@@ -61,17 +61,18 @@ class Action:
             if not admissible(ssn, job):
                 continue
             # bind_job_quotas re-reads each quota: one an earlier job bound meanwhile is skipped
-            quotas = unbound[job.key]
             bind_job_quotas(
-                ssn, job, quotas, self._candidates(ssn, job, quotas), rank_ordered=ssn.qn.rank_ordered, stop_after=None
+                ssn, job, unbound[job.key], self.candidates(ssn, job), rank_ordered=ssn.qn.rank_ordered, stop_after=None
             )
 
     @staticmethod
-    def _candidates(ssn: Session, job: JobInfo, quotas: list[QuotaInfo]) -> Iterator[Iterable[str] | Status]:
-        for quota in quotas:
-            current = ssn.quota(quota.name) or quota
-            zone = ssn.stages.zone_candidates(job, current)
-            if zone is None:
-                yield [n.name for n in ssn.nodes()]
-            else:
-                yield zone  # a lazy, ordered sequence: the pipeline may stop at the first feasible
+    def candidates(ssn: Session, job: JobInfo) -> Callable[[QuotaInfo], Iterable[str] | Status]:
+        """A quota's candidate nodes: the topology plan's, as a lazy ordered sequence (the
+        pipeline may stop at the first feasible one), else every node in rank order."""
+        zone_candidates = ssn.stages.zone_candidates
+
+        def of(quota: QuotaInfo) -> Iterable[str] | Status:
+            zone = zone_candidates(job, quota)
+            return [n.name for n in ssn.nodes()] if zone is None else zone
+
+        return of

@@ -96,7 +96,7 @@ def place_job(ssn: Session, job: str) -> bool:
     assert j is not None
     quotas = [q for q in ssn.job_quotas(j) if not q.node_name]
     return bind_job_quotas(
-        ssn, j, quotas, AllocateZone._candidates(ssn, j, quotas), rank_ordered=ssn.qn.rank_ordered, stop_after=None
+        ssn, j, quotas, AllocateZone.candidates(ssn, j), rank_ordered=ssn.qn.rank_ordered, stop_after=None
     )
 
 
