@@ -304,21 +304,14 @@ class Session:
 
     def claimant_keys(self, quota: QuotaInfo) -> tuple[tuple[object, ...], ...]:
         """The placement keys (:meth:`TaskInfo.placement_key`) of the quota's claimants, in
-        task-index order: what node filters read of its pods. Kept until its claims change."""
+        task-index order: what node filters read of its pods. The quota keeps them as claims
+        come and go (a claim carries its pod's key); found through the tasks otherwise."""
+        keys = quota.claimant_keys
+        if keys is not None:
+            return keys
         keys = self._claimant_keys.get(quota.name)
         if keys is None:
-            claims = quota.claims
-            if len(claims) == 1:  # the common case: no order to establish
-                (claim,) = claims.values()
-                key = claim.placement_key  # made with the claim
-                if key is None:
-                    t = self.task(claim.uid)
-                    keys = () if t is None else (t.placement_key(),)
-                else:
-                    keys = (key,)
-            else:
-                keys = tuple(t.placement_key() for t in self.claimants(quota))
-            self._claimant_keys[quota.name] = keys
+            keys = self._claimant_keys[quota.name] = tuple(t.placement_key() for t in self.claimants(quota))
         return keys
 
     def job_quotas(self, job: JobInfo) -> list[QuotaInfo]:

@@ -100,6 +100,11 @@ class QuotaClaim:
     placement_key: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
 
 
+def _claimant_order(c: QuotaClaim) -> tuple[bool, int, str]:
+    """Task-index order (claims without an index last, then by pod name)."""
+    return (c.index is None, c.index or 0, c.name)
+
+
 @dataclass(frozen=True, slots=True)
 class ReservedTask:
     """A place kept for a task that was preempted or deleted (seed 2.4 ②)."""
@@ -162,6 +167,10 @@ class QuotaInfo:
     # claims and allocated may be shared with a copy (clone): whichever edits them first copies
     # them (_own_claims). A bind clones every quota it binds and never edits its claims.
     _claims_shared: bool = field(default=False, repr=False, compare=False)
+    # the claimants' placement keys in task-index order (what node filters read of its pods),
+    # kept by the claim methods; None when not known (a claim made without one, or claims put
+    # in other than through those methods): the session then finds them through the tasks
+    claimant_keys: tuple[tuple[object, ...], ...] | None = field(default=None, repr=False, compare=False)
 
     def placement_key(self) -> tuple[object, ...]:
         """A hashable key of what node filters read of this quota's spec: request, node selector
@@ -228,6 +237,7 @@ class QuotaInfo:
         self.claims[task.uid] = claim
         self.allocated.iadd(request)
         self._ranked(claim.index)
+        self._rekey()
         return claim
 
     def remove_claim(self, uid: str) -> QuotaClaim:
@@ -238,6 +248,7 @@ class QuotaInfo:
         self.allocated.isub(claim.request)
         if claim.index is not None and claim.index == self.rank:  # the lowest left: find the next
             self.rank = min((c.index for c in self.claims.values() if c.index is not None), default=None)
+        self._rekey()
         return claim
 
     def restore_claim(self, claim: QuotaClaim) -> None:
@@ -248,11 +259,13 @@ class QuotaInfo:
         self.claims[claim.uid] = claim
         self.allocated.iadd(claim.request)
         self._ranked(claim.index)
+        self._rekey()
 
     def take_claims(self, old: QuotaInfo) -> None:
         """Carry the claims of an older copy of this quota over (claims come from pods, not
         from the quota object), with what is kept of them: ``allocated`` and ``rank``."""
         self.claims, self.allocated, self.rank = old.claims, old.allocated, old.rank
+        self.claimant_keys = old.claimant_keys
         self._claims_shared = old._claims_shared
 
     def _own_claims(self) -> None:
@@ -261,6 +274,17 @@ class QuotaInfo:
             self.claims = dict(self.claims)
             self.allocated = self.allocated.clone()
             self._claims_shared = False
+
+    def _rekey(self) -> None:
+        claims = self.claims
+        if len(claims) == 1:
+            (claim,) = claims.values()
+            key = claim.placement_key
+            self.claimant_keys = None if key is None else (key,)
+            return
+        ordered = sorted(claims.values(), key=_claimant_order)
+        keys = tuple(c.placement_key for c in ordered)
+        self.claimant_keys = None if any(k is None for k in keys) else keys  # type: ignore[assignment]
 
     def _ranked(self, index: int | None) -> None:
         if index is not None and (self.rank is None or index < self.rank):
@@ -316,6 +340,7 @@ class QuotaInfo:
         q.reserved = self.reserved
         q._placement_key = self._placement_key
         q.rank = self.rank
+        q.claimant_keys = self.claimant_keys
         q.reason = self.reason
         q.message = self.message
         return q

@@ -1,5 +1,7 @@
-"""``QuotaInfo.rank`` — the smallest task index among a quota's claimants — kept by the claim
-methods as claims come and go, carried by clones and across an update of the quota object."""
+"""``QuotaInfo.rank`` — the smallest task index among a quota's claimants — and
+``QuotaInfo.claimant_keys`` — their placement keys in task-index order — kept by the claim
+methods as claims come and go, carried by clones and across an update of the quota object;
+and clones that share claims until one side edits them."""
 
 from __future__ import annotations
 
@@ -14,7 +16,15 @@ from tests import builders as b
 
 
 def _task(uid: str, index: int | None) -> TaskInfo:
-    return TaskInfo(uid=uid, namespace="ml", name=uid, job="ml/train", index=index, request=Resource({}))
+    # a node selector per pod: every claimant has its own placement key
+    return TaskInfo(
+        uid=uid, namespace="ml", name=uid, job="ml/train", index=index, request=Resource({}), node_selector={"p": uid}
+    )
+
+
+def _expected_keys(q: QuotaInfo) -> tuple[object, ...]:
+    ordered = sorted(q.claims.values(), key=lambda c: (c.index is None, c.index or 0, c.name))
+    return tuple(_task(c.uid, c.index).placement_key() for c in ordered)
 
 
 def _expected(q: QuotaInfo) -> int | None:
@@ -44,6 +54,8 @@ def test_rank_is_the_smallest_claimant_index_after_any_claim_edits(ops: list[tup
         elif op == "clone":
             q = q.clone()
         assert q.rank == _expected(q)
+        if q.claims:  # (a quota that never had a claim does not know its claimants' keys yet)
+            assert q.claimant_keys == _expected_keys(q)
 
 
 def test_rank_survives_an_update_of_the_quota_object() -> None:
