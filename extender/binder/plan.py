@@ -18,7 +18,7 @@ from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time, reserved_to_api
 from extender.framework.intents import ClaimQuota, ReleaseClaim
 from extender.framework.session import JobVerdict
-from extender.model.quota import QuotaInfo, QuotaPhase
+from extender.model.quota import QuotaInfo, QuotaPhase, claimant_order
 from extender.model.resources import format_quantity
 from extender.model.task import TaskStatus
 from extender.scheduler import CycleResult
@@ -69,7 +69,8 @@ def _resource_list(q: Mapping[str, int]) -> dict[str, str]:
 def desired_quota_status(cache: ClusterCache, quota: QuotaInfo, now: float, verdict: str = "") -> dict[str, Any]:
     """What ``status`` should say (the binder-owned fields only)."""
     tasks = []
-    for uid, claim in sorted(quota.claims.items(), key=lambda kv: (kv[1].index is None, kv[1].index or 0, kv[1].name)):
+    for claim in sorted(quota.claims.values(), key=claimant_order):
+        uid = claim.uid
         task = cache.task(uid)
         entry: dict[str, Any] = {
             "uid": uid,

@@ -37,7 +37,7 @@ from extender.framework.status import Status
 from extender.model.enums import Enum
 from extender.model.job import JobInfo, JobQueueInfo, QueueInfo
 from extender.model.node import NodeInfo
-from extender.model.quota import QuotaInfo, QuotaPhase
+from extender.model.quota import QuotaInfo, QuotaPhase, claimant_order
 from extender.model.resources import Resource
 from extender.model.task import ALIVE, TaskInfo, TaskStatus
 
@@ -273,7 +273,7 @@ class Session:
             if len(quota.claims) <= 1:
                 order = tuple(quota.claims)  # keyed by task uid
             else:
-                claims = sorted(quota.claims.values(), key=lambda c: (c.index is None, c.index or 0, c.name))
+                claims = sorted(quota.claims.values(), key=claimant_order)
                 order = tuple(c.uid for c in claims)
             self._claim_order[quota.name] = order
         for uid in order:

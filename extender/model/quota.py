@@ -100,8 +100,8 @@ class QuotaClaim:
     placement_key: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
 
 
-def _claimant_order(c: QuotaClaim) -> tuple[bool, int, str]:
-    """Task-index order (claims without an index last, then by pod name)."""
+def claimant_order(c: QuotaClaim) -> tuple[bool, int, str]:
+    """The order of a quota's claimants: task index (claims without one last), then pod name."""
     return (c.index is None, c.index or 0, c.name)
 
 
@@ -282,7 +282,7 @@ class QuotaInfo:
             key = claim.placement_key
             self.claimant_keys = None if key is None else (key,)
             return
-        ordered = sorted(claims.values(), key=_claimant_order)
+        ordered = sorted(claims.values(), key=claimant_order)
         keys = tuple(c.placement_key for c in ordered)
         self.claimant_keys = None if any(k is None for k in keys) else keys  # type: ignore[assignment]
 
