@@ -162,7 +162,7 @@ class QuotaInfo:
     # what node filters read of the spec, built on first use (the spec never changes once built)
     _placement_key: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
     # the quota's rank within its job: the smallest task index among its claimants (None: no
-    # claimant has one), kept by the claim methods below as claims come and go
+    # claimant has one), kept by the claim methods below as claims come and go (_reindex)
     rank: int | None = field(default=None, repr=False, compare=False)
     # claims and allocated may be shared with a copy (clone): whichever edits them first copies
     # them (_own_claims). A bind clones every quota it binds and never edits its claims.
@@ -236,8 +236,7 @@ class QuotaInfo:
         self._own_claims()
         self.claims[task.uid] = claim
         self.allocated.iadd(request)
-        self._ranked(claim.index)
-        self._rekey()
+        self._reindex()
         return claim
 
     def remove_claim(self, uid: str) -> QuotaClaim:
@@ -246,9 +245,7 @@ class QuotaInfo:
         self._own_claims()
         claim = self.claims.pop(uid)
         self.allocated.isub(claim.request)
-        if claim.index is not None and claim.index == self.rank:  # the lowest left: find the next
-            self.rank = min((c.index for c in self.claims.values() if c.index is not None), default=None)
-        self._rekey()
+        self._reindex()
         return claim
 
     def restore_claim(self, claim: QuotaClaim) -> None:
@@ -258,8 +255,7 @@ class QuotaInfo:
         self._own_claims()
         self.claims[claim.uid] = claim
         self.allocated.iadd(claim.request)
-        self._ranked(claim.index)
-        self._rekey()
+        self._reindex()
 
     def take_claims(self, old: QuotaInfo) -> None:
         """Carry the claims of an older copy of this quota over (claims come from pods, not
@@ -275,20 +271,23 @@ class QuotaInfo:
             self.allocated = self.allocated.clone()
             self._claims_shared = False
 
-    def _rekey(self) -> None:
+    def _reindex(self) -> None:
+        """``rank`` and ``claimant_keys`` from the claims, after an edit (most quotas have one)."""
         claims = self.claims
         if len(claims) == 1:
             (claim,) = claims.values()
-            key = claim.placement_key
-            self.claimant_keys = None if key is None else (key,)
+            self.rank = claim.index
+            self.claimant_keys = None if claim.placement_key is None else (claim.placement_key,)
             return
         ordered = sorted(claims.values(), key=claimant_order)
-        keys = tuple(c.placement_key for c in ordered)
-        self.claimant_keys = None if any(k is None for k in keys) else keys  # type: ignore[assignment]
-
-    def _ranked(self, index: int | None) -> None:
-        if index is not None and (self.rank is None or index < self.rank):
-            self.rank = index
+        self.rank = ordered[0].index if ordered else None  # claims without an index sort last
+        keys: list[tuple[object, ...]] = []
+        for c in ordered:
+            if c.placement_key is None:
+                self.claimant_keys = None
+                return
+            keys.append(c.placement_key)
+        self.claimant_keys = tuple(keys)
 
     def over_claimed(self) -> list[Shortfall]:
         """Invariant 3 check: how Σ claims exceeds request + shadow (empty when it holds)."""
