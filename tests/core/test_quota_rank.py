@@ -74,7 +74,7 @@ def test_rank_survives_an_update_of_the_quota_object() -> None:
 
 
 copy_steps = st.lists(
-    st.tuples(st.sampled_from(["add", "remove", "clone"]), st.integers(0, 1), st.integers(0, 5)), max_size=40
+    st.tuples(st.sampled_from(["add", "remove", "clone"]), st.integers(0, 7), st.integers(0, 5)), max_size=40
 )
 
 
