@@ -58,9 +58,6 @@ def wants_quota(task: TaskInfo) -> bool:
     return task.status is _PENDING and not task.quota and not task.node and not task.spot
 
 
-def _wants_quotas(job: JobInfo) -> bool:
-    """Some task of the job wants a quota (read for every pending job, every cycle)."""
-    return any(not t.quota and t.status is _PENDING and not t.node and not t.spot for t in job.tasks.values())
 
 
 class Action:
@@ -72,7 +69,7 @@ class Action:
 
     def execute(self, ssn: Session) -> None:
         self.revalidate(ssn)
-        jobs = [j for j in ssn.pending_jobs() if _wants_quotas(j)]
+        jobs = [j for j in ssn.pending_jobs() if any(map(wants_quota, j.tasks.values()))]
         for job in ordered_jobs(ssn, jobs):
             self.allocate(ssn, job)
 

@@ -53,15 +53,14 @@ class Plugin:
                 return
             ready = True
             for job in ssn.jobs():
-                used: dict[str, int] | None = None
+                used: Resource | None = None
                 for t in job.tasks.values():
                     if (t.quota or t.node) and t.status in ALIVE:
                         if used is None:
-                            used = job_used[job.key].q
-                        for k, v in t.request.q.items():  # Resource.iadd, inline: once per task
-                            used[k] = used.get(k, 0) + v
+                            used = job_used[job.key]
+                        used.iadd(t.request)
                 if used is not None:
-                    queue_used[job.queue].iadd(job_used[job.key])
+                    queue_used[job.queue].iadd(used)
 
         def queue_order(queue: QueueInfo) -> tuple[Any, ...]:
             ensure()
