@@ -58,8 +58,6 @@ def wants_quota(task: TaskInfo) -> bool:
     return task.status is _PENDING and not task.quota and not task.node and not task.spot
 
 
-
-
 class Action:
     NAME: Final = NAME
     Args = NoArgs
