@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from extender.model.enums import Enum
 from extender.model.resources import Resource, Shortfall
-from extender.model.selectors import LabelSelector, NodeAffinity, Toleration
+from extender.model.selectors import LabelSelector, NodeAffinity, Toleration, map_key
 from extender.model.task import TaskInfo
 
 __all__ = [
@@ -179,8 +179,8 @@ class QuotaInfo:
         key = self._placement_key
         if key is None:
             key = self._placement_key = (
-                _items(self.request.q),
-                _items(self.node_selector),
+                map_key(self.request.q),
+                map_key(self.node_selector),
                 self.spec,
                 self.tolerations,
                 self.node_affinity,
@@ -354,7 +354,3 @@ class QuotaInfo:
             self.reserved,
             self.static_bind_status,
         )
-
-
-def _items(d: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
-    return tuple(sorted(d.items())) if d else ()

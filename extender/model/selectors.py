@@ -18,6 +18,7 @@ __all__ = [
     "SelectorError",
     "Taint",
     "Toleration",
+    "map_key",
     "tolerates_all",
     "untolerated_taint",
 ]
@@ -28,6 +29,13 @@ class SelectorError(ValueError):
 
 
 _SET_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+
+
+def map_key(d: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
+    """A map (node selector, resource list) as a hashable key that ignores its order."""
+    return tuple(sorted(d.items())) if d else ()
+
+
 _NODE_OPS = _SET_OPS | {"Gt", "Lt"}
 _LABEL_TOKEN = re.compile(r"\s*(!=|==|=|\(|\)|,|!|>|<|[A-Za-z0-9_./-]+)")
 

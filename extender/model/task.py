@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from extender.model.enums import Enum
 from extender.model.resources import Resource
-from extender.model.selectors import NodeAffinity, Toleration
+from extender.model.selectors import NodeAffinity, Toleration, map_key
 
 __all__ = ["IllegalTransition", "TaskInfo", "TaskStatus", "job_key"]
 
@@ -154,10 +154,9 @@ class TaskInfo:
         affinity, mount points. Pods with equal keys pass or fail the same nodes."""
         key = self._placement_key
         if key is None:
-            sel = self.node_selector
             key = self._placement_key = (
                 self.tolerations,
-                tuple(sorted(sel.items())) if sel else (),
+                map_key(self.node_selector),
                 self.node_affinity,
                 self.mount_points,
             )
