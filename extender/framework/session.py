@@ -344,10 +344,6 @@ class Session:
             names = self._job_quota_names[job.key] = tuple(r[2] for r in ranked)
         return names
 
-    def quota_index(self, quota: QuotaInfo) -> int | None:
-        """The rank of a quota within its job: the smallest task index among its claimants."""
-        return quota.rank
-
     def _claims_changed(self, quota: str) -> None:
         self._claim_order.pop(quota, None)
         self._claimant_keys.pop(quota, None)

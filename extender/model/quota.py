@@ -259,7 +259,8 @@ class QuotaInfo:
 
     def take_claims(self, old: QuotaInfo) -> None:
         """Carry the claims of an older copy of this quota over (claims come from pods, not
-        from the quota object), with what is kept of them: ``allocated`` and ``rank``."""
+        from the quota object), with what is kept of them: ``allocated``, ``rank``,
+        ``claimant_keys``, and whether they are shared with a clone."""
         self.claims, self.allocated, self.rank = old.claims, old.allocated, old.rank
         self.claimant_keys = old.claimant_keys
         self._claims_shared = old._claims_shared

@@ -348,7 +348,7 @@ class Plugin:
             if info is None:
                 if quotas is None:
                     quotas = ssn.job_quotas(job)
-                ranked = [(q.name, ssn.quota_index(q)) for q in quotas]
+                ranked = [(q.name, q.rank) for q in quotas]
                 info = st.bound[job.key] = BoundSiblings(ranked)
                 for q, (name, idx) in zip(quotas, ranked, strict=True):
                     node = ssn.node(q.node_name) if q.node_name else None
@@ -559,7 +559,7 @@ class Plugin:
 
         def neighbour_range(info: BoundSiblings, quota: QuotaInfo) -> tuple[int | None, int | None]:
             """(node index of the nearest bound sibling of a smaller task index, … of a larger)."""
-            me = ssn.quota_index(quota)
+            me = quota.rank
             return (None, None) if me is None else info.neighbours(me)
 
         def quota_allocate(job: JobInfo) -> Status:
@@ -644,7 +644,7 @@ class Plugin:
                 node = ssn.node(name) if added else None
                 # an unbinding (a discarded gang, a release: rare), or a bind it cannot account
                 # for: build it again when next read
-                if node is None or not bound.add(ev.quota, ssn.quota_index(quota), node.index, node.name):
+                if node is None or not bound.add(ev.quota, quota.rank, node.index, node.name):
                     del st.bound[job.key]
             if ev.undo and kind is _BIND_QUOTA:
                 st.plans.pop(job.key, None)  # discarded: plan again next time
