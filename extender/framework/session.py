@@ -314,6 +314,12 @@ class Session:
             keys = self._claimant_keys[quota.name] = tuple(t.placement_key() for t in self.claimants(quota))
         return keys
 
+    def filter_key(self, quota: QuotaInfo) -> tuple[object, ...]:
+        """What node filters read of a quota and of its pods: its placement key and its
+        claimants'. Quotas with equal keys pass or fail the same nodes — except under quota
+        (anti-)affinity, which reads names and labels (the caller's to consider)."""
+        return (quota.placement_key(), self.claimant_keys(quota))
+
     def job_quotas(self, job: JobInfo) -> list[QuotaInfo]:
         """The quotas a job's alive tasks claim, in rank order (smallest task index first)."""
         over, base = self._quotas, self._base_quotas

@@ -70,14 +70,14 @@ class Plugin:
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
         cache: dict[str, _Constraints] = {}
-        # quotas whose spec and claimants read alike (placement keys) share their constraints
+        # quotas whose spec and claimants read alike (Session.filter_key) share their constraints
         by_key: dict[tuple[object, ...], _Constraints] = {}
 
         def constraints(quota: QuotaInfo) -> _Constraints:
             c = cache.get(quota.name)
             if c is not None:
                 return c
-            key = (quota.placement_key(), ssn.claimant_keys(quota))
+            key = ssn.filter_key(quota)
             c = by_key.get(key)
             if c is None:
                 tols: list[tuple[Toleration, ...]] = [quota.tolerations]

@@ -150,7 +150,7 @@ def _shape(ssn: Session, quota: QuotaInfo) -> object | None:
         holder = ssn.quota(name)
         if holder is not None and any(t.matches(quota.name, quota.labels) for t in holder.quota_anti_affinity):
             return None
-    return (quota.placement_key(), ssn.claimant_keys(quota))
+    return ssn.filter_key(quota)
 
 
 def _describe_gang(quotas: Sequence[QuotaInfo]) -> str:
