@@ -20,6 +20,7 @@ from extender.framework.policy import Policy
 from extender.framework.session import JobVerdict, Session, Snapshot
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
+from extender.plugins.topology import holds
 
 __all__ = ["CycleResult", "Scheduler", "SchedulerMemory"]
 
@@ -30,6 +31,7 @@ class SchedulerMemory:
     stuck_cycles: dict[str, int] = field(default_factory=dict)
     release_count: dict[str, int] = field(default_factory=dict)
     last_fix: float = 0.0
+    holds: dict[str, Any] = field(default_factory=dict)  # job key → topology.holds.Hold
     last_generation: int = -1  # cache generation the previous cycle saw (-1: none yet)
 
 
@@ -69,6 +71,7 @@ class Scheduler:
         snap.stuck_cycles = mem.stuck_cycles
         snap.release_count = mem.release_count
         snap.last_fix = mem.last_fix
+        snap.holds = mem.holds
         if mem.last_generation >= 0 and snap.quota_touched:
             since = mem.last_generation
             snap.changed_quotas = [q for q, g in snap.quota_touched.items() if g > since]
@@ -105,7 +108,17 @@ class Scheduler:
             mem.backoff.update(rel.backoff)
             mem.release_count.update(rel.releases)
         mem.backoff = {k: v for k, v in mem.backoff.items() if v > now}
+        held = ssn.notes.get(holds.NOTE)
+        if isinstance(held, Mapping):
+            mem.holds = dict(held)
+        mem.holds = {k: h for k, h in mem.holds.items() if _still_waiting(ssn, k)}
         alive = ssn.snap.jobs
         for d in (mem.release_count,):
             for key in [k for k in d if k not in alive]:
                 del d[key]
+
+
+def _still_waiting(ssn: Session, job_key: str) -> bool:
+    """A hold lasts while its job exists and has a quota left to bind."""
+    job = ssn.job(job_key)
+    return job is not None and any(not q.node_name for q in ssn.job_quotas(job))

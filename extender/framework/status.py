@@ -72,6 +72,8 @@ class Reason(Enum):
     TOPOLOGY_ORDER = "TopologyOrder"
     STATIC_BIND_NODE_NOT_READY = "StaticBindNodeNotReady"
     STORAGE_NOT_READY = "StorageNotReady"
+    HOLDING_NODES = "HoldingNodes"  # a waiting gang holds nodes (topology/holds.py)
+    NODE_HELD_FOR_GANG = "NodeHeldForGang"  # another job is kept off a held node
     # pod → node (hop ③)
     INSUFFICIENT_IDLE = "InsufficientIdle"
     LOWER_PRIORITY_PODS_USE_NODE = "LowerPriorityPodsUseNode"

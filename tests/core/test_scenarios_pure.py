@@ -215,7 +215,7 @@ def test_the_verdict_of_a_gang_that_cannot_fit_says_why(topology: bool) -> None:
     verdict = result.verdicts["default/four"]
     if topology:
         assert verdict.stage is FitStage.ZONE_SELECTION
-        assert verdict.status.message() == "NoZoneFits(no zone holds 4×8 GPU)"
+        assert verdict.status.message() == "NoZoneFits(no zone holds 4×8 GPU: the roomiest, roce#s2, takes 3 of 4)"
     else:
         # the first three quotas took n5–n7; the fourth finds every node short, and says how
         assert verdict.stage is FitStage.NODE_PREDICATES

@@ -1,0 +1,245 @@
+"""What the topology planner knows of the cluster within one session: zones, and per quota *shape*
+which nodes can take such a quota, how many, and how they score.
+
+A **shape** is a key under which quotas filter identically on every node (request, selectors,
+tolerations, affinity, mount points, their pods' placement keys). Quotas with quota affinity or a
+static node, and quotas another quota's anti-affinity repels, read names and labels: they have no
+shape and are judged one by one.
+
+For a shape the memo evaluates the QN ``select`` and ``predicate`` stages **once per node** on a
+detached, unbound stand-in of the shape. A refusal that says only "not enough ``quota_idle``"
+leaves the node *eligible*: how many quotas of the shape it takes (its capacity) is then plain
+arithmetic on the quota ledger, which every bind and release on the node changes and the memo
+follows (:meth:`FitMemo.on_ledger_change`). Nothing else a session does can change a predicate's
+answer for a shape, so nothing else is re-evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from extender.framework.session import Session
+from extender.framework.status import SUCCESS, Code, Reason, Status
+from extender.model.node import NodeInfo
+from extender.model.quota import QuotaInfo, QuotaPhase
+from extender.model.resources import Resource
+from extender.plugins.topology.gangplan import Candidate, ZoneId
+
+__all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for"]
+
+UNBOUNDED = 1 << 30  # the capacity of a node for a request of nothing
+_ROOM = frozenset({Reason.INSUFFICIENT_QUOTA_IDLE})
+
+
+def capacity_for(request: Resource, quota_idle: Resource) -> int:
+    """How many quotas of ``request`` fit ``quota_idle`` (the ledger's rule, applied repeatedly:
+    a requested name the node does not advertise fits none)."""
+    have = quota_idle.q
+    out = UNBOUNDED
+    for name, amount in request.q.items():
+        if amount <= 0:
+            continue
+        free = have.get(name)
+        if free is None or free < amount:
+            return 0
+        out = min(out, free // amount)
+    return out
+
+
+@dataclass(slots=True)
+class ShapeFit:
+    """One shape's view of the nodes: eligibility, capacity and score per node, and each zone's
+    total capacity (kept exact as binds and releases come)."""
+
+    rep: QuotaInfo  # detached, unbound stand-in of the shape
+    eligible: dict[str, bool] = field(default_factory=dict)
+    refusals: dict[str, Status] = field(default_factory=dict)  # node → why it is not eligible
+    capacity: dict[str, int] = field(default_factory=dict)  # eligible node → slots now
+    score: dict[str, float] = field(default_factory=dict)  # node → QN score (dropped on change)
+    zone_capacity: dict[ZoneId, int] = field(default_factory=dict)
+
+
+class FitMemo:
+    """Zones of the session and the :class:`ShapeFit` of every shape met so far."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.zone_of: dict[str, ZoneId] = {}
+        self.zone_nodes: dict[ZoneId, list[str]] = {}  # ascending node index
+        self.spec_zones: dict[str, list[ZoneId]] = {}  # GPU spec → its zones, first index ascending
+        self.all_indices: dict[str, list[int]] = {}  # GPU spec → node indices, ascending
+        self._touched: dict[ZoneId, int] = {}  # zone → nodes holding a bound quota
+        self._busy: set[str] = set()  # the nodes holding a bound quota
+        for node in ssn.nodes():  # rank order: every list comes out ascending
+            zid = (node.spec, node.zone or f"node#{node.name}")
+            self.zone_of[node.name] = zid
+            members = self.zone_nodes.get(zid)
+            if members is None:
+                members = self.zone_nodes[zid] = []
+                self.spec_zones.setdefault(zid[0], []).append(zid)
+                self._touched[zid] = 0
+            members.append(node.name)
+            self.all_indices.setdefault(node.spec, []).append(node.index)
+            if node.quota_allocated:
+                self._touched[zid] += 1
+                self._busy.add(node.name)
+        self._shape_ids: dict[object, int] = {}
+        self.shapes: dict[int, ShapeFit] = {}
+        self._quota_shape: dict[str, int | None] = {}
+
+    # --- shapes ------------------------------------------------------------------------------
+    def shape_of(self, quota: QuotaInfo) -> int | None:
+        """The quota's shape id, or None when it must be judged on its own."""
+        known = self._quota_shape.get(quota.name, -1)
+        if known != -1:
+            return known
+        key = self._shape_key(quota)
+        sid: int | None = None
+        if key is not None:
+            sid = self._shape_ids.get(key)
+            if sid is None:
+                sid = self._shape_ids[key] = len(self._shape_ids)
+                rep = quota.clone()  # re-checking a node with a quota bound there finds room that is not
+                rep.name = f"{quota.name}#shape{sid}"
+                rep.node_name = ""
+                rep.phase = QuotaPhase.EMPTY
+                self.shapes[sid] = ShapeFit(rep)
+        self._quota_shape[quota.name] = sid
+        return sid
+
+    def forget_quota(self, name: str) -> None:
+        """The quota's claims changed: its claimants are part of its shape."""
+        self._quota_shape.pop(name, None)
+
+    def _shape_key(self, quota: QuotaInfo) -> object | None:
+        if quota.quota_affinity or quota.quota_anti_affinity or quota.static_bind_node:
+            return None
+        ssn = self.ssn
+        for name in ssn.anti_affinity_holders():
+            holder = ssn.quota(name)
+            if holder is not None and any(t.matches(quota.name, quota.labels) for t in holder.quota_anti_affinity):
+                return None
+        return ssn.filter_key(quota)
+
+    # --- evaluation --------------------------------------------------------------------------
+    def judge(self, quota: QuotaInfo, node: NodeInfo) -> Status:
+        """The QN select and predicate stages for ``quota`` on ``node`` (a refusal for want of
+        ``quota_idle`` only is success here: room is counted separately)."""
+        qn = self.ssn.qn
+        status = qn.select(quota, node)
+        if status.ok:
+            status = qn.predicate(quota, node)
+        if status.ok or (status.code is Code.UNSCHEDULABLE and {f.reason for f in status.failures} <= _ROOM):
+            return SUCCESS
+        return status
+
+    def node_capacity(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> int:
+        """Slots the node has for quotas like ``quota`` now (0: refused or full)."""
+        if sid is None:
+            return capacity_for(quota.request, node.quota_idle) if self.judge(quota, node).ok else 0
+        fit = self.shapes[sid]
+        cap = fit.capacity.get(node.name)
+        if cap is not None:
+            return cap
+        ok = fit.eligible.get(node.name)
+        if ok is None:
+            status = self.judge(fit.rep, node)
+            ok = fit.eligible[node.name] = status.ok
+            if not ok:
+                fit.refusals[node.name] = status
+        cap = capacity_for(fit.rep.request, node.quota_idle) if ok else 0
+        fit.capacity[node.name] = cap
+        return cap
+
+    def zone_capacity(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> int:
+        if sid is None:
+            return sum(self.node_capacity(quota, None, n) for n in self._nodes(zid))
+        fit = self.shapes[sid]
+        total = fit.zone_capacity.get(zid)
+        if total is None:
+            total = fit.zone_capacity[zid] = sum(self.node_capacity(quota, sid, n) for n in self._nodes(zid))
+        return total
+
+    def candidates(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
+        """The zone's nodes with room for the shape, with their QN scores, in index order."""
+        out = []
+        for node in self._nodes(zid):
+            cap = self.node_capacity(quota, sid, node)
+            if cap > 0:
+                out.append(Candidate(node.name, node.index, cap, self._score(quota, sid, node)))
+        return out
+
+    def _score(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> float:
+        qn = self.ssn.qn
+        if not qn.has_scores:
+            return 0.0
+        if sid is None:
+            return qn.node_order(quota, node) + qn.batch_node_order(quota, [node]).get(node.name, 0.0)
+        fit = self.shapes[sid]
+        score = fit.score.get(node.name)
+        if score is None:
+            rep = fit.rep
+            score = fit.score[node.name] = qn.node_order(rep, node) + qn.batch_node_order(rep, [node]).get(
+                node.name, 0.0
+            )
+        return score
+
+    def hold_rows(
+        self, quota: QuotaInfo, sid: int | None, zid: ZoneId, held: Callable[[str], bool]
+    ) -> list[tuple[int, int, int, str]]:
+        """(room now, room when empty, index, name) of the zone's nodes that could take the shape
+        and are not held for another gang: what a hold is chosen from."""
+        out = []
+        for node in self._nodes(zid):
+            if held(node.name):
+                continue
+            now = self.node_capacity(quota, sid, node)
+            ok = self.judge(quota, node).ok if sid is None else self.shapes[sid].eligible.get(node.name, False)
+            if ok:
+                out.append((now, capacity_for(quota.request, node.allocatable), node.index, node.name))
+        return out
+
+    def refusals(self, sid: int | None, spec: str) -> dict[str, Status]:
+        """Why nodes of ``spec`` refuse the shape (only the nodes looked at so far)."""
+        if sid is None:
+            return {}
+        zones = set(self.spec_zones.get(spec, ()))
+        return {n: s for n, s in self.shapes[sid].refusals.items() if self.zone_of.get(n) in zones}
+
+    def untouched(self, zid: ZoneId) -> bool:
+        return self._touched.get(zid, 0) == 0
+
+    def _nodes(self, zid: ZoneId) -> Iterator[NodeInfo]:
+        node = self.ssn.node
+        for name in self.zone_nodes[zid]:
+            n = node(name)
+            if n is not None:
+                yield n
+
+    # --- following the statement -------------------------------------------------------------
+    def on_ledger_change(self, node_name: str) -> None:
+        """A quota was bound to or released from ``node_name``: its capacity and score change for
+        every shape, and whether its zone is untouched; nothing else does."""
+        node = self.ssn.node(node_name)
+        zid = self.zone_of.get(node_name)
+        if node is None or zid is None:
+            return
+        busy = bool(node.quota_allocated)
+        if busy != (node_name in self._busy):
+            if busy:
+                self._busy.add(node_name)
+                self._touched[zid] += 1
+            else:
+                self._busy.discard(node_name)
+                self._touched[zid] -= 1
+        for fit in self.shapes.values():
+            fit.score.pop(node_name, None)
+            old = fit.capacity.get(node_name)
+            if old is None:
+                continue
+            new = capacity_for(fit.rep.request, node.quota_idle) if fit.eligible.get(node_name) else 0
+            fit.capacity[node_name] = new
+            total = fit.zone_capacity.get(zid)
+            if total is not None:
+                fit.zone_capacity[zid] = total - old + new

@@ -1,0 +1,230 @@
+"""Planning a gang's nodes as a whole (seed 三 3.4–3.5, 2.6). Pure functions: no session, no I/O.
+
+Vocabulary:
+
+* a **slot** is room for one quota of the gang on a node; a node's **capacity** for a gang is how
+  many of the gang's quotas its ``quota_idle`` takes (0 when its QN predicates refuse the gang);
+* a **zone** is a set of nodes of one GPU spec cabled to the same RDMA switches (the leaf tier);
+  its capacity is the sum of its nodes' capacities.
+
+The rules, in the order the planner applies them:
+
+1. **Zones** (:func:`choose_zones`). If one zone can hold the whole gang, the zone with the *least*
+   capacity that still holds it (best fit: a big free zone stays whole for a big gang); ties:
+   fewer nodes, lower first node index. Otherwise the fewest zones; among plans with that count,
+   the one that breaks the least capacity of whole, untouched zones (an exact fit beats breaking a
+   big empty zone), then the least capacity taken, fewer nodes, lower indices. Jobs sharing a
+   ``topology-affinity-key`` first prefer zones where that key already holds quotas.
+2. **Slots per zone** (:func:`split_slots`): the zone with the most capacity is filled first, so
+   the largest part of the gang shares one switch.
+3. **Nodes in a zone** (:func:`choose_nodes`): by default distinct nodes while the zone has enough
+   of them, best QN score first (ties: lower index), and consecutive ranks share a node only when
+   needed (then spread round-robin, so no node takes more ranks than it must). With
+   ``pack=True`` as few nodes as possible: the node that holds all of them with the least
+   capacity, else the largest first.
+4. **Ranks** (:func:`assign_ranks`): slots sorted by node index go to quotas in task-index order,
+   so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
+   ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
+   inside it.
+
+A gang the rules allow (capacity, predicates, one GPU spec) is therefore never refused: the plan
+fails only when no spec's zones together hold ``need`` slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "Candidate",
+    "Slot",
+    "ZoneOffer",
+    "assign_ranks",
+    "choose_nodes",
+    "choose_zones",
+    "continuity_block",
+    "split_slots",
+]
+
+ZoneId = tuple[str, str]  # (GPU spec, zone key)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A node that can take quotas of the gang."""
+
+    name: str
+    index: int
+    capacity: int  # slots (≥ 1)
+    score: float = 0.0  # QN score: higher is better
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneOffer:
+    """What one zone offers the gang now."""
+
+    id: ZoneId
+    size: int  # nodes in the zone
+    capacity: int  # Σ capacity of its nodes for the gang
+    untouched: bool  # no quota is bound on any of its nodes
+    first_index: int  # smallest node index (deterministic tie-break)
+    affinity: int = 0  # quotas of the job's topology-affinity-key already in the zone
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    node: str
+    index: int
+
+
+def _single_key(z: ZoneOffer) -> tuple[int, int, int, int, ZoneId]:
+    return (-z.affinity, z.capacity, z.size, z.first_index, z.id)
+
+
+def choose_zones(zones: Iterable[ZoneOffer], need: int) -> list[ZoneOffer] | None:
+    """The zones for ``need`` slots, by rule 1, or None when together they cannot hold them.
+
+    All ``zones`` must be of one GPU spec (the caller plans per spec). The several-zone case is an
+    exact dynamic programme over (zones taken, slots covered capped at ``need``) with additive,
+    lexicographic costs, so it finds the best subset of the minimal size, not a greedy one.
+    """
+    if need <= 0:
+        return []
+    usable = sorted((z for z in zones if z.capacity > 0), key=lambda z: (z.first_index, z.id))
+    holding = [z for z in usable if z.capacity >= need]
+    if holding:
+        return [min(holding, key=_single_key)]
+    caps = sorted((z.capacity for z in usable), reverse=True)
+    covered, fewest = 0, 0
+    for c in caps:
+        covered += c
+        fewest += 1
+        if covered >= need:
+            break
+    if covered < need:
+        return None
+    return _best_subset(usable, need, fewest)
+
+
+Cost = tuple[int, int, int, int]
+
+
+def _best_subset(zones: Sequence[ZoneOffer], need: int, k: int) -> list[ZoneOffer]:
+    # state (taken, covered) → (cost, chosen positions); cost = (−affinity, untouched capacity
+    # broken, capacity taken, nodes taken): lexicographic order is kept by addition
+    best: dict[tuple[int, int], tuple[Cost, tuple[int, ...]]] = {(0, 0): ((0, 0, 0, 0), ())}
+    for pos, z in enumerate(zones):
+        step: Cost = (-z.affinity, z.capacity if z.untouched else 0, z.capacity, z.size)
+        for (taken, covered), (cost, chosen) in list(best.items()):
+            if taken == k or covered >= need:
+                continue
+            state = (taken + 1, min(need, covered + z.capacity))
+            added: Cost = (cost[0] + step[0], cost[1] + step[1], cost[2] + step[2], cost[3] + step[3])
+            new = (added, (*chosen, pos))
+            held = best.get(state)
+            if held is None or new < held:
+                best[state] = new
+    _, chosen = min(v for (taken, covered), v in best.items() if covered >= need and taken <= k)
+    return [zones[p] for p in chosen]
+
+
+def split_slots(zones: Sequence[ZoneOffer], need: int) -> list[tuple[ZoneOffer, int]]:
+    """How many of ``need`` slots each chosen zone takes (rule 2): the largest zone first."""
+    out: list[tuple[ZoneOffer, int]] = []
+    left = need
+    for z in sorted(zones, key=lambda z: (-z.capacity, z.first_index, z.id)):
+        if left <= 0:
+            break
+        take = min(z.capacity, left)
+        out.append((z, take))
+        left -= take
+    return out
+
+
+def choose_nodes(candidates: Sequence[Candidate], need: int, *, pack: bool = False) -> list[tuple[Candidate, int]]:
+    """Which nodes of one zone take ``need`` slots and how many each (rule 3).
+
+    ``candidates`` must hold at least ``need`` slots together. Returned in node-index order.
+    """
+    if need <= 0:
+        return []
+    by_score = sorted(candidates, key=lambda c: (-c.score, c.index, c.name))
+    counts: dict[str, int] = {}
+    if pack:
+        whole = [c for c in by_score if c.capacity >= need]
+        if whole:
+            best = min(whole, key=lambda c: (c.capacity, -c.score, c.index, c.name))
+            counts[best.name] = need
+        else:
+            left = need
+            for c in sorted(by_score, key=lambda c: -c.capacity):  # stable: score order within a capacity
+                take = min(c.capacity, left)
+                counts[c.name] = take
+                left -= take
+                if left == 0:
+                    break
+    elif len(by_score) >= need:
+        counts = {c.name: 1 for c in by_score[:need]}
+    else:
+        counts = {c.name: 1 for c in by_score}
+        left = need - len(by_score)
+        while left > 0:
+            progressed = False
+            for c in by_score:  # round-robin: no node takes more ranks than it must
+                if left == 0:
+                    break
+                if counts[c.name] < c.capacity:
+                    counts[c.name] += 1
+                    left -= 1
+                    progressed = True
+            if not progressed:
+                raise ValueError(f"candidates hold fewer than {need} slots")
+    chosen = [(c, counts[c.name]) for c in candidates if counts.get(c.name)]
+    return sorted(chosen, key=lambda cn: (cn[0].index, cn[0].name))
+
+
+def assign_ranks(
+    slots: Sequence[Slot],
+    ranges: Sequence[tuple[int | None, int | None]],
+) -> list[Slot]:
+    """The slot of each quota, given in task-index order with the closed node-index range its bound
+    siblings leave it (``None``: open); rule 4. ``len(slots) == len(ranges)``."""
+    ordered = sorted(slots, key=lambda s: (s.index, s.node))
+    if all(lo is None and hi is None for lo, hi in ranges):
+        return ordered
+    free = list(ordered)
+    out: list[Slot] = []
+    for lo, hi in ranges:
+        pick = 0
+        for i, s in enumerate(free):
+            if (lo is None or s.index >= lo) and (hi is None or s.index <= hi):
+                pick = i
+                break
+        out.append(free.pop(pick))
+    return out
+
+
+def continuity_block(candidates: Sequence[Candidate], indices: Sequence[int], need: int) -> list[Candidate] | None:
+    """The seed's *continuity* algorithm: among runs of consecutive node indices whose nodes all
+    take quotas of the gang, the shortest run that holds ``need`` slots (ties: lowest index).
+
+    ``indices`` are all node indices of the spec, ascending: a node missing from ``candidates``
+    breaks a run."""
+    by_index = {c.index: c for c in candidates}
+    best: list[Candidate] | None = None
+    run: list[Candidate] = []
+    prev: int | None = None
+    for i in indices:
+        c = by_index.get(i)
+        if c is None or (prev is not None and i != prev + 1):
+            run = []
+        if c is not None:
+            run.append(c)
+            # shrink from the left while the run still holds the gang: the shortest ending here
+            while len(run) > 1 and sum(x.capacity for x in run[1:]) >= need:
+                run.pop(0)
+            if sum(x.capacity for x in run) >= need and (best is None or len(run) < len(best)):
+                best = list(run)
+        prev = i
+    return best

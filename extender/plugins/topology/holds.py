@@ -1,0 +1,136 @@
+"""Holds: nodes kept for a gang that has waited too long, so smaller jobs cannot starve it.
+
+Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``hold_seconds``):
+
+* A gang whose plan fails after it has been stuck ``reserve_after_cycles`` cycles gets a hold, while
+  fewer than ``max_holds`` holds exist (gangs are planned in job order — queue share, then
+  priority — so the first in that order get them).
+* **What it holds** (:func:`choose_hold`): the zone that would fit it *soonest* — among the zones
+  whose nodes could hold the whole gang once empty, the one with the most room for it now; within
+  it, the nodes with the most room now, as many as the gang needs when they are empty. When no
+  single zone could ever hold it, the fewest zones by that measure, roomiest first.
+* While a hold lasts, no other job's quota is bound to a held node (jobs that fit elsewhere still
+  run); the holder may use them like any node.
+* A hold ends when the gang is placed (no unbound quota left), when its job is deleted, or
+  ``hold_seconds`` after it began.
+
+Holds live between cycles in the scheduler's memory; a session sees them in ``Snapshot.holds``
+and reports the set it leaves under :data:`NOTE`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from extender.model.job import JobInfo
+from extender.model.quota import QuotaInfo
+
+if TYPE_CHECKING:
+    from extender.plugins.topology.fitmemo import FitMemo
+    from extender.plugins.topology.planner import GangPlanner
+
+__all__ = ["NOTE", "Hold", "HoldBook", "choose_hold", "describe_nodes"]
+
+NOTE: Final = "topology.holds"  # Session.notes key: the holds the session leaves
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    nodes: tuple[str, ...]  # in node-index order
+    since: float  # when it began (epoch seconds)
+
+
+class HoldBook:
+    """The holds of one session: those it was handed that have not expired, plus new ones."""
+
+    def __init__(self, holds: Mapping[str, Hold], now: float, hold_seconds: float) -> None:
+        self._now = now
+        self._holds = {job: h for job, h in holds.items() if now - h.since < hold_seconds}
+        self._holder = {n: job for job, h in self._holds.items() for n in h.nodes}
+
+    def any(self) -> bool:
+        return bool(self._holds)
+
+    def count(self) -> int:
+        return len(self._holds)
+
+    def of(self, job: str) -> tuple[str, ...] | None:
+        h = self._holds.get(job)
+        return h.nodes if h is not None else None
+
+    def holder(self, node: str) -> str:
+        return self._holder.get(node, "")
+
+    def held_for_other(self, node: str, job: str) -> bool:
+        holder = self._holder.get(node)
+        return holder is not None and holder != job
+
+    def add(self, job: str, nodes: tuple[str, ...]) -> None:
+        self._holds[job] = Hold(nodes, self._now)
+        for n in nodes:
+            self._holder.setdefault(n, job)
+
+    def current(self) -> dict[str, Hold]:
+        return dict(self._holds)
+
+
+def choose_hold(memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Sequence[QuotaInfo]) -> tuple[str, ...]:
+    """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them)."""
+    unbound = [q for q in quotas if not q.node_name]
+    if not unbound:
+        return ()
+    head = max(unbound, key=lambda q: (sum(q.request.q.values()), q.name))
+    sid = memo.shape_of(head)
+    need = len(unbound)
+    specs = [head.spec] if head.spec else sorted(memo.spec_zones)
+    best: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
+    for spec in specs:
+        # per zone: [(room now, room when empty, index, name)] of the nodes that could take the gang
+        rows = {
+            z: memo.hold_rows(head, sid, z, lambda n: planner.held(n, job.key)) for z in memo.spec_zones.get(spec, [])
+        }
+        whole = [z for z, r in rows.items() if sum(x[1] for x in r) >= need]
+        if whole:
+            zone = max(whole, key=lambda z: (sum(x[0] for x in rows[z]), -len(rows[z]), z))
+            picked = _take(rows[zone], need)
+            key = (1, -sum(x[0] for x in rows[zone]), 0)
+        else:
+            order = sorted(rows, key=lambda z: (-sum(x[1] for x in rows[z]), z))
+            picked, left, count = [], need, 0
+            for z in order:
+                if left <= 0:
+                    break
+                nodes = _take(rows[z], left)
+                picked += nodes
+                left -= sum(x[1] for x in rows[z] if x[3] in nodes)
+                count += 1
+            if left > 0:
+                continue
+            key = (count, 0, len(picked))
+        names = tuple(picked)
+        if names and (best is None or key < best[0]):
+            best = (key, names)
+    if best is None:
+        return ()
+    index = {n: i for z in memo.zone_nodes.values() for i, n in enumerate(z)}
+    return tuple(sorted(best[1], key=lambda n: (memo.zone_of[n], index[n])))
+
+
+def _take(rows: Sequence[tuple[int, int, int, str]], need: int) -> list[str]:
+    """The roomiest nodes (now) until their room when empty covers ``need``."""
+    out, left = [], need
+    for _, room_empty, _, name in sorted(rows, key=lambda r: (-r[0], r[2], r[3])):
+        if left <= 0:
+            break
+        out.append(name)
+        left -= room_empty
+    return out
+
+
+def describe_nodes(nodes: Sequence[str]) -> str:
+    """``n4–n7 (4 nodes)`` — a held set as /diagnose prints it."""
+    if len(nodes) == 1:
+        return nodes[0]
+    return f"{nodes[0]}–{nodes[-1]} ({len(nodes)} nodes)"

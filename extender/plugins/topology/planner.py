@@ -1,0 +1,209 @@
+"""The session side of gang planning: reads the cluster through :class:`FitMemo`, applies the pure
+rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound quota goes to.
+
+* **GPU spec.** A gang plans within one spec: its bound siblings' spec, else the spec its quotas
+  ask for, else each spec in turn, keeping the best plan (fewest zones, then rule 1's costs).
+* **Bound siblings** (a drifted or released quota, a node that failed): the rest of the gang goes
+  to the siblings' zones first, and only what they cannot hold to the fewest further zones.
+* **Heterogeneous gangs** (a master and workers of different sizes): zones are counted with the
+  largest request for every quota — never an over-promise; each quota is then re-checked as it is
+  bound, like every other.
+* **Holds.** Nodes held for another gang (``holds.py``) are no candidates.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+
+from extender import wellknown
+from extender.framework.session import Session
+from extender.framework.status import Reason, Status, aggregate
+from extender.model.job import JobInfo
+from extender.model.quota import QuotaInfo
+from extender.model.resources import format_quantity
+from extender.plugins.topology.fitmemo import FitMemo
+from extender.plugins.topology.gangplan import (
+    Candidate,
+    Slot,
+    ZoneId,
+    ZoneOffer,
+    assign_ranks,
+    choose_nodes,
+    choose_zones,
+    continuity_block,
+    split_slots,
+)
+from extender.plugins.topology.siblings import BoundSiblings
+
+__all__ = ["GangPlan", "GangPlanner", "describe_gang"]
+
+
+@dataclass(slots=True)
+class GangPlan:
+    nodes: dict[str, str]  # unbound quota → node
+    zones: list[ZoneId]
+
+
+@dataclass(slots=True)
+class _SpecPlan:
+    key: tuple[int, int, int, int, int, int, str]
+    zones: list[ZoneOffer]
+    slots: list[Slot]
+
+
+def describe_gang(quotas: Sequence[QuotaInfo]) -> str:
+    """``4×1 GPU`` — what the gang asks of a zone, as an operator would say it."""
+    first = quotas[0].request
+    if not all(q.request == first for q in quotas):
+        return f"{len(quotas)} quotas"
+    gpu = first.get(wellknown.RESOURCE_GPU)
+    what = f"{format_quantity(wellknown.RESOURCE_GPU, gpu)} GPU" if gpu else str(first)
+    return f"{len(quotas)}×{what}"
+
+
+def _largest(quotas: Sequence[QuotaInfo]) -> QuotaInfo:
+    return max(quotas, key=lambda q: (q.request.get(wellknown.RESOURCE_GPU), sum(q.request.q.values()), q.name))
+
+
+class GangPlanner:
+    """Plans gangs for one session. ``held(node, job)`` says whether a node is held for another
+    gang than ``job``'s."""
+
+    def __init__(
+        self,
+        ssn: Session,
+        memo: FitMemo,
+        *,
+        pack: bool,
+        continuity: bool,
+        affinity: Callable[[str], Counter[ZoneId]],
+        held: Callable[[str, str], bool],
+    ) -> None:
+        self.ssn, self.memo = ssn, memo
+        self.pack, self.continuity = pack, continuity
+        self.affinity, self.held = affinity, held
+
+    def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo]) -> GangPlan | Status:
+        """Nodes for the job's unbound ``quotas`` (all its quotas, rank order, bound ones included)."""
+        unbound = [q for q in quotas if not q.node_name]
+        bound = [q for q in quotas if q.node_name]
+        head = _largest(unbound)
+        memo = self.memo
+        sid = memo.shape_of(head)
+        bound_zones = sorted({memo.zone_of[q.node_name] for q in bound if q.node_name in memo.zone_of})
+        if bound_zones:
+            specs: Collection[str] = {bound_zones[0][0]}
+        elif head.spec:
+            specs = [head.spec] if head.spec in memo.spec_zones else []
+        else:
+            specs = sorted(memo.spec_zones)
+        best: _SpecPlan | None = None
+        for spec in specs:
+            plan = self._plan_spec(job, head, sid, spec, need=len(unbound), bound_zones=bound_zones)
+            if plan is not None and (best is None or plan.key < best.key):
+                best = plan
+        if best is None:
+            return self._failure(head, sid, specs, unbound)
+        ranges = self._ranges(quotas, unbound)
+        placed = assign_ranks(best.slots, ranges)
+        return GangPlan({q.name: s.node for q, s in zip(unbound, placed, strict=True)}, [z.id for z in best.zones])
+
+    # --- one GPU spec ------------------------------------------------------------------------
+    def _offer(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer:
+        memo = self.memo
+        members = memo.zone_nodes[zid]
+        if self._any_held(job, members):
+            cap = sum(c.capacity for c in self._candidates(job, head, sid, zid))
+        else:
+            cap = memo.zone_capacity(head, sid, zid)
+        affinity = self.affinity(job.affinity_key)[zid] if job.affinity_key else 0
+        first = self.ssn.node(members[0])
+        return ZoneOffer(zid, len(members), cap, memo.untouched(zid), first.index if first else 0, affinity)
+
+    def _any_held(self, job: JobInfo, members: Sequence[str]) -> bool:
+        return any(self.held(n, job.key) for n in members)
+
+    def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
+        return [c for c in self.memo.candidates(head, sid, zid) if not self.held(c.name, job.key)]
+
+    def _plan_spec(
+        self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, *, need: int, bound_zones: list[ZoneId]
+    ) -> _SpecPlan | None:
+        zones = self.memo.spec_zones.get(spec, [])
+        if self.continuity and not bound_zones:
+            return self._plan_continuity(job, head, sid, spec, need=need)
+        if bound_zones:
+            home = [self._offer(job, head, sid, z) for z in bound_zones]
+            room = sum(z.capacity for z in home)
+            chosen = [z for z in home if z.capacity > 0]
+            if room < need:
+                others = [self._offer(job, head, sid, z) for z in zones if z not in bound_zones]
+                more = choose_zones(others, need - room)
+                if more is None:
+                    return None
+                chosen += more
+        else:
+            picked = choose_zones([self._offer(job, head, sid, z) for z in zones], need)
+            if picked is None:
+                return None
+            chosen = picked
+        slots: list[Slot] = []
+        for zone, m in split_slots(chosen, need):
+            for cand, count in choose_nodes(self._candidates(job, head, sid, zone.id), m, pack=self.pack):
+                slots += [Slot(cand.name, cand.index)] * count
+        key = (
+            len(chosen),
+            -sum(z.affinity for z in chosen),
+            sum(z.capacity for z in chosen if z.untouched),
+            sum(z.capacity for z in chosen),
+            sum(z.size for z in chosen),
+            min(z.first_index for z in chosen) if chosen else 0,
+            spec,
+        )
+        return _SpecPlan(key, chosen, slots)
+
+    def _plan_continuity(
+        self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, need: int
+    ) -> _SpecPlan | None:
+        memo = self.memo
+        cands = [c for z in memo.spec_zones.get(spec, []) for c in self._candidates(job, head, sid, z)]
+        block = continuity_block(sorted(cands, key=lambda c: c.index), memo.all_indices.get(spec, []), need)
+        if block is None:
+            return None
+        slots = [Slot(c.name, c.index) for c, n in choose_nodes(block, need, pack=self.pack) for _ in range(n)]
+        zids = sorted({memo.zone_of[c.name] for c in block})
+        offers = [self._offer(job, head, sid, z) for z in zids]
+        key = (len(block), 0, 0, sum(c.capacity for c in block), len(block), block[0].index, spec)
+        return _SpecPlan(key, offers, slots)
+
+    # --- ranks and failures ------------------------------------------------------------------
+    def _ranges(self, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> list[tuple[int | None, int | None]]:
+        """Each unbound quota's closed node-index range between its bound siblings."""
+        if len(unbound) == len(quotas):
+            return [(None, None)] * len(unbound)
+        info = BoundSiblings((q.name, q.rank) for q in quotas)
+        for q in quotas:
+            node = self.ssn.node(q.node_name) if q.node_name else None
+            if node is not None:
+                info.add(q.name, q.rank, node.index, node.name)
+        return [(None, None) if q.rank is None else info.neighbours(q.rank) for q in unbound]
+
+    def _failure(
+        self, head: QuotaInfo, sid: int | None, specs: Collection[str], unbound: Sequence[QuotaInfo]
+    ) -> Status:
+        memo = self.memo
+        if not specs:
+            return Status.unresolvable(Reason.NO_ZONE_FITS, f"no node has GPU model {head.spec}")
+        room = {z: memo.zone_capacity(head, sid, z) for s in specs for z in memo.spec_zones.get(s, [])}
+        what = describe_gang(unbound)
+        if not any(room.values()):
+            refusals = {n: s for spec in specs for n, s in memo.refusals(sid, spec).items()}
+            if refusals:
+                return aggregate(refusals)
+            return Status.unschedulable(Reason.NO_ZONE_FITS, f"no zone has room for any of {what}")
+        zid, most = max(room.items(), key=lambda kv: (kv[1], kv[0]))
+        return Status.unschedulable(
+            Reason.NO_ZONE_FITS, f"no zone holds {what}: the roomiest, {zid[1]}, takes {most} of {len(unbound)}"
+        )

@@ -1,0 +1,165 @@
+"""The pure rules of gang planning (extender/plugins/topology/gangplan.py), on hand-checked cases
+and against brute force on random small inputs."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from extender.plugins.topology.gangplan import (
+    Candidate,
+    Slot,
+    ZoneOffer,
+    assign_ranks,
+    choose_nodes,
+    choose_zones,
+    continuity_block,
+    split_slots,
+)
+from tests.core.props import PROPERTY
+
+
+def zone(name: str, capacity: int, *, size: int = 8, untouched: bool = False, first: int = 0) -> ZoneOffer:
+    return ZoneOffer(("A100", name), size, capacity, untouched, first)
+
+
+def names(zones: list[ZoneOffer] | None) -> list[str] | None:
+    return None if zones is None else sorted(z.id[1] for z in zones)
+
+
+def test_the_fullest_zone_that_holds_the_gang_wins_not_the_smallest() -> None:
+    """Free nodes 5/8/1: a 5-gang takes the leaf with exactly 5 (the 8 stays whole)."""
+    zones = [zone("a", 5, first=0), zone("b", 8, first=8), zone("c", 1, first=16)]
+    assert names(choose_zones(zones, 5)) == ["a"]
+    assert names(choose_zones(zones, 4)) == ["a"]
+    assert names(choose_zones(zones, 6)) == ["b"]
+
+
+def test_ties_of_capacity_go_to_fewer_nodes_then_lower_index() -> None:
+    zones = [zone("a", 4, size=8, first=0), zone("b", 4, size=4, first=8), zone("c", 4, size=4, first=12)]
+    assert names(choose_zones(zones, 3)) == ["b"]
+
+
+def test_a_gang_no_zone_holds_takes_the_fewest_zones() -> None:
+    zones = [zone("a", 0), zone("b", 8, first=8), zone("c", 1, first=16)]
+    assert names(choose_zones(zones, 9)) == ["b", "c"]
+    assert choose_zones(zones, 10) is None
+
+
+def test_an_exact_fit_of_touched_zones_beats_breaking_an_empty_one() -> None:
+    """Greedy (largest first) would take the empty zone c; the plan keeps it whole."""
+    zones = [zone("a", 5, first=0), zone("b", 5, first=8), zone("c", 8, untouched=True, first=16)]
+    assert names(choose_zones(zones, 10)) == ["a", "b"]
+
+
+def test_affinity_comes_before_best_fit() -> None:
+    zones = [zone("a", 4), ZoneOffer(("A100", "b"), 8, 8, False, 8, affinity=3)]
+    assert names(choose_zones(zones, 4)) == ["b"]
+
+
+offers = st.lists(
+    st.tuples(st.integers(0, 12), st.booleans(), st.integers(1, 8)), min_size=1, max_size=5
+).map(lambda rows: [zone(f"z{i}", c, untouched=u, size=s, first=10 * i) for i, (c, u, s) in enumerate(rows)])
+
+
+@PROPERTY
+@given(offers, st.integers(1, 30))
+def test_the_zone_plan_is_what_brute_force_finds(zones: list[ZoneOffer], need: int) -> None:
+    """Fewest zones, then least untouched capacity broken, then least capacity, nodes, indices."""
+    usable = [z for z in zones if z.capacity > 0]
+    best: tuple[object, ...] | None = None
+    for k in range(1, len(usable) + 1):
+        for combo in itertools.combinations(usable, k):
+            if sum(z.capacity for z in combo) < need:
+                continue
+            if k == 1:
+                key: tuple[object, ...] = (1, combo[0].capacity, combo[0].size, combo[0].first_index)
+            else:
+                key = (
+                    k,
+                    sum(z.capacity for z in combo if z.untouched),
+                    sum(z.capacity for z in combo),
+                    sum(z.size for z in combo),
+                )
+            if best is None or key < best:
+                best = key
+        if best is not None:
+            break
+    plan = choose_zones(zones, need)
+    if best is None:
+        assert plan is None
+        return
+    assert plan is not None and sum(z.capacity for z in plan) >= need
+    k = len(plan)
+    got = (
+        (1, plan[0].capacity, plan[0].size, plan[0].first_index)
+        if k == 1
+        else (
+            k,
+            sum(z.capacity for z in plan if z.untouched),
+            sum(z.capacity for z in plan),
+            sum(z.size for z in plan),
+        )
+    )
+    assert got == best
+
+
+def test_slots_fill_the_zone_with_most_room_first() -> None:
+    split = split_slots([zone("a", 3), zone("b", 8, first=8)], 9)
+    assert [(z.id[1], n) for z, n in split] == [("b", 8), ("a", 1)]
+
+
+def cand(name: str, index: int, capacity: int, score: float = 0.0) -> Candidate:
+    return Candidate(name, index, capacity, score)
+
+
+def counts(chosen: list[tuple[Candidate, int]]) -> dict[str, int]:
+    return {c.name: n for c, n in chosen}
+
+
+def test_distinct_nodes_while_there_are_enough_best_score_first() -> None:
+    nodes = [cand("n0", 0, 8, 1.0), cand("n1", 1, 8, 5.0), cand("n2", 2, 8, 5.0), cand("n3", 3, 8)]
+    assert counts(choose_nodes(nodes, 2)) == {"n1": 1, "n2": 1}
+
+
+def test_ranks_share_nodes_only_when_needed_and_evenly() -> None:
+    """8 workers × 1 GPU on two empty 8-GPU nodes: four each, not refused."""
+    assert counts(choose_nodes([cand("n0", 0, 8), cand("n1", 1, 8)], 8)) == {"n0": 4, "n1": 4}
+    assert counts(choose_nodes([cand("n0", 0, 1), cand("n1", 1, 8)], 5)) == {"n0": 1, "n1": 4}
+
+
+def test_pack_workers_uses_the_fewest_nodes() -> None:
+    """4 workers × 4 GPU on four empty nodes: two nodes when packing."""
+    nodes = [cand(f"n{i}", i, 2) for i in range(4)]
+    assert counts(choose_nodes(nodes, 4, pack=True)) == {"n0": 2, "n1": 2}
+    assert counts(choose_nodes(nodes, 4)) == {f"n{i}": 1 for i in range(4)}
+    # the node that holds all of them with the least room
+    assert counts(choose_nodes([cand("a", 0, 8), cand("b", 1, 3)], 3, pack=True)) == {"b": 3}
+
+
+def test_too_few_slots_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="fewer than 3"):
+        choose_nodes([cand("n0", 0, 1)], 3)
+
+
+def test_ranks_ascend_with_node_index() -> None:
+    slots = [Slot("n5", 5), Slot("n1", 1), Slot("n1", 1), Slot("n3", 3)]
+    assert [s.node for s in assign_ranks(slots, [(None, None)] * 4)] == ["n1", "n1", "n3", "n5"]
+
+
+def test_a_quota_between_bound_siblings_takes_a_slot_inside_their_range() -> None:
+    slots = [Slot("n1", 1), Slot("n6", 6)]
+    # rank 1 sits between siblings on nodes 4 and 7; rank 3 above 7
+    assert [s.node for s in assign_ranks(slots, [(4, 7), (7, None)])] == ["n6", "n1"]
+
+
+def test_continuity_takes_the_shortest_run_that_holds_the_gang() -> None:
+    nodes = [cand("n0", 0, 1), cand("n1", 1, 1), cand("n3", 3, 4), cand("n4", 4, 1), cand("n6", 6, 1)]
+    block = continuity_block(nodes, list(range(7)), 4)
+    assert block is not None and [c.name for c in block] == ["n3"]
+    block = continuity_block(nodes, list(range(7)), 5)
+    assert block is not None and [c.name for c in block] == ["n3", "n4"]
+    assert continuity_block(nodes, list(range(7)), 7) is None
