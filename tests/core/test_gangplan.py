@@ -60,9 +60,9 @@ def test_affinity_comes_before_best_fit() -> None:
     assert names(choose_zones(zones, 4)) == ["b"]
 
 
-offers = st.lists(
-    st.tuples(st.integers(0, 12), st.booleans(), st.integers(1, 8)), min_size=1, max_size=5
-).map(lambda rows: [zone(f"z{i}", c, untouched=u, size=s, first=10 * i) for i, (c, u, s) in enumerate(rows)])
+offers = st.lists(st.tuples(st.integers(0, 12), st.booleans(), st.integers(1, 8)), min_size=1, max_size=5).map(
+    lambda rows: [zone(f"z{i}", c, untouched=u, size=s, first=10 * i) for i, (c, u, s) in enumerate(rows)]
+)
 
 
 @PROPERTY
