@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from extender.actions.placement import place_quota
-from extender.framework.session import FitStage, JobVerdict, Session, StatementError
+from extender.framework.session import FitStage, JobVerdict, Session
+from extender.framework.statement import StatementError
 from extender.framework.status import Reason, Status, summarize
 from extender.model.job import JobInfo
 from extender.model.node import LedgerError, NodeInfo

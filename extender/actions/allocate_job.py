@@ -29,10 +29,6 @@ from extender.model.task import TaskInfo, TaskStatus
 NAME: Final = "allocate_job"
 Args = NoArgs
 
-# enum members read per task as module names (enum member reads are slow on Python 3.11)
-_PENDING: Final = TaskStatus.PENDING
-_ALLOCATED_TO_QUOTA: Final = TaskStatus.ALLOCATED_TO_QUOTA
-_UNRESOLVABLE: Final = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 _PLACED: Final = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING})
 
 
@@ -55,7 +51,7 @@ def has_room(quota: QuotaInfo) -> bool:
 
 
 def wants_quota(task: TaskInfo) -> bool:
-    return task.status is _PENDING and not task.quota and not task.node and not task.spot
+    return task.status is TaskStatus.PENDING and not task.quota and not task.node and not task.spot
 
 
 class Action:
@@ -87,12 +83,12 @@ class Action:
                 losers.extend((uid, why) for uid in self._over_claim_losers(ssn, quota))
             for uid in quota.claims:
                 task = ssn.task(uid)
-                if task is None or task.status is not _ALLOCATED_TO_QUOTA or task.node:
+                if task is None or task.status is not TaskStatus.ALLOCATED_TO_QUOTA or task.node:
                     continue
                 status = select(task, quota)
                 if status.ok:
                     status = predicate(task, quota)
-                if status.code >= _UNRESOLVABLE:
+                if status.code >= Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     losers.append((uid, status.message()))
         if not losers:
             return

@@ -33,7 +33,8 @@ from extender import wellknown
 from extender.cache.cache import ClusterCache
 from extender.conf import default_policy
 from extender.framework.intents import BindQuota, BindTask, ClaimQuota, EvictTask, Intent, ReleaseClaim, ReleaseQuota
-from extender.framework.session import Event, EventKind, Session, Statement, StatementError
+from extender.framework.session import Session
+from extender.framework.statement import Event, EventKind, Statement, StatementError
 from extender.model.node import LedgerError
 from extender.model.quota import ClaimError
 from extender.model.resources import Resource
