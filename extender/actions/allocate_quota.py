@@ -22,9 +22,10 @@ from pydantic import Field
 
 from extender.actions.placement import place_quota
 from extender.framework.ordering import ordered_jobs
-from extender.framework.pipeline import Rejectable, adaptive_stop_after
+from extender.framework.pipeline import Prejudged, adaptive_stop_after
 from extender.framework.plugin import ArgsModel
 from extender.framework.session import FitStage, Session
+from extender.framework.statement import Statement
 from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
 from extender.model.node import LedgerError, NodeInfo
@@ -85,15 +86,14 @@ def bind_job_quotas(
             ssn.verdict(job.key, FitStage.ZONE_SELECTION, names, quota=quota.name)
             placement_failed = True
             break
+        if isinstance(names, Prejudged) and names and _bind_judged(stmt, quota.name, names[0]):
+            continue
         nodes: Iterable[NodeInfo]
         if names is None:
             nodes = ssn.nodes()
         else:  # lazily, in the order given (the topology plugin orders its candidates)
             nodes = filter(None, map(ssn.node, names))
         result = place_quota(ssn, current, nodes, rank_ordered=rank_ordered, stop_after=stop_after)
-        source: object = names
-        if result.failures and isinstance(source, Rejectable):  # it learns what did not fit
-            source.rejected(result.failures)
         if result.choice is None:
             ssn.verdict(job.key, FitStage.NODE_PREDICATES, result.status, per_node=result.failures, quota=quota.name)
             placement_failed = True
@@ -112,6 +112,15 @@ def bind_job_quotas(
     if not gate.ok and not placement_failed:
         ssn.verdict(job.key, FitStage.GANG if gate.reason is Reason.WAITING_FOR_GANG else FitStage.ZONE_SELECTION, gate)
     return False
+
+
+def _bind_judged(stmt: Statement, quota: str, node: str) -> bool:
+    """Bind a quota to a node its candidate source judged already; False when the ledger refuses."""
+    try:
+        stmt.allocate_quota_to_node(quota, node)
+    except LedgerError:
+        return False
+    return True
 
 
 class Action:

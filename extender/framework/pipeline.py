@@ -15,21 +15,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar
 
 from extender.framework.stages import BoundBundle
 from extender.framework.status import SUCCESS, Reason, Status, aggregate
 
-__all__ = ["Placement", "Rejectable", "adaptive_stop_after", "place"]
+__all__ = ["Placement", "Prejudged", "adaptive_stop_after", "place"]
 
 
-@runtime_checkable
-class Rejectable(Protocol):
-    """A candidate source that wants to hear which of its candidates the pipeline rejected (their
-    ``select``/``predicate`` failed, or the re-check before binding did) — e.g. to skip them for
-    the next item of the same shape. Told after each placement from its candidates."""
-
-    def rejected(self, names: Iterable[str]) -> None: ...
+class Prejudged(list[str]):
+    """Candidate node names whose *first* the source has already judged for the item with the
+    bundle's ``select`` and ``predicate`` stages — a gang planner judges once per node per quota
+    shape, not once per quota. An action may bind there at once (the ledger still re-checks the
+    room, ``NodeInfo.add_quota``) and runs the pipeline over the rest only if that bind fails."""
 
 
 class _Named(Protocol):

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from pydantic import Field
 
+from extender.framework.pipeline import Prejudged
 from extender.framework.plugin import ArgsModel
 from extender.framework.session import Event, EventKind, Session
 from extender.framework.status import SKIP, SUCCESS, Reason, Status
@@ -90,7 +91,7 @@ class _Topology:
                 pack=args.pack_workers,
                 continuity=args.continuity_weight > args.namedzone_weight,
                 affinity=self.affinity,
-                held=self.holds.held_for_other,
+                holds=self.holds,
             )
         return self._planner
 
@@ -118,7 +119,11 @@ class _Topology:
             return plan
         first = plan.nodes.get(quota.name)
         rest = [] if job.strict_order else sorted(set(plan.nodes.values()) - {first})
-        return [first, *rest] if first else rest
+        if not first:
+            return rest
+        if plan.shape is not None and self.memo.shape_of(quota) == plan.shape:
+            return Prejudged([first, *rest])  # the planner judged the node for this quota's shape
+        return [first, *rest]
 
     def _plan(self, job: JobInfo) -> GangPlan | Status:
         quotas = self.ssn.job_quotas(job)

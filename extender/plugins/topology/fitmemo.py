@@ -24,7 +24,7 @@ from extender.framework.status import SUCCESS, Code, Reason, Status
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.resources import Resource
-from extender.plugins.topology.gangplan import Candidate, ZoneId
+from extender.plugins.topology.gangplan import Candidate, ZoneId, ZoneOffer
 
 __all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for"]
 
@@ -58,6 +58,10 @@ class ShapeFit:
     capacity: dict[str, int] = field(default_factory=dict)  # eligible node → slots now
     score: dict[str, float] = field(default_factory=dict)  # node → QN score (dropped on change)
     zone_capacity: dict[ZoneId, int] = field(default_factory=dict)
+    # zone → its nodes with room, in index order (kept as binds and releases come; None: a bind
+    # changed the node, make its entry again when next read)
+    zone_candidates: dict[ZoneId, dict[str, Candidate | None]] = field(default_factory=dict)
+    offers: dict[ZoneId, ZoneOffer] = field(default_factory=dict)  # dropped when the zone changes
 
 
 class FitMemo:
@@ -163,12 +167,45 @@ class FitMemo:
 
     def candidates(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
         """The zone's nodes with room for the shape, with their QN scores, in index order."""
-        out = []
+        if sid is not None:
+            fit = self.shapes[sid]
+            known = fit.zone_candidates.get(zid)
+            if known is None:
+                known = fit.zone_candidates[zid] = {c.name: c for c in self._scan(quota, sid, zid)}
+            out = []
+            for name, known_cand in known.items():
+                cand = known_cand
+                if cand is None:
+                    node = self.ssn.node(name)
+                    if node is None:
+                        continue
+                    cand = known[name] = Candidate(
+                        name, node.index, fit.capacity[name], self._score(fit.rep, sid, node)
+                    )
+                out.append(cand)
+            return out
+        return list(self._scan(quota, None, zid))
+
+    def _scan(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> Iterator[Candidate]:
         for node in self._nodes(zid):
             cap = self.node_capacity(quota, sid, node)
             if cap > 0:
-                out.append(Candidate(node.name, node.index, cap, self._score(quota, sid, node)))
-        return out
+                yield Candidate(node.name, node.index, cap, self._score(quota, sid, node))
+
+    def offer(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer:
+        """What the zone offers a gang of the shape (no affinity, no holds: the planner's to add)."""
+        if sid is not None:
+            known = self.shapes[sid].offers.get(zid)
+            if known is not None:
+                return known
+        members = self.zone_nodes[zid]
+        first = self.ssn.node(members[0])
+        made = ZoneOffer(
+            zid, len(members), self.zone_capacity(quota, sid, zid), self.untouched(zid), first.index if first else 0
+        )
+        if sid is not None:
+            self.shapes[sid].offers[zid] = made
+        return made
 
     def _score(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> float:
         qn = self.ssn.qn
@@ -235,6 +272,7 @@ class FitMemo:
                 self._touched[zid] -= 1
         for fit in self.shapes.values():
             fit.score.pop(node_name, None)
+            fit.offers.pop(zid, None)
             old = fit.capacity.get(node_name)
             if old is None:
                 continue
@@ -243,3 +281,12 @@ class FitMemo:
             total = fit.zone_capacity.get(zid)
             if total is not None:
                 fit.zone_capacity[zid] = total - old + new
+            cands = fit.zone_candidates.get(zid)
+            if cands is not None:
+                if new > 0:
+                    if node_name in cands:
+                        cands[node_name] = None
+                    else:  # back in: rebuild to keep index order
+                        fit.zone_candidates.pop(zid)
+                else:
+                    cands.pop(node_name, None)

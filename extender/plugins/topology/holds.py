@@ -89,7 +89,8 @@ def choose_hold(memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Seque
     for spec in specs:
         # per zone: [(room now, room when empty, index, name)] of the nodes that could take the gang
         rows = {
-            z: memo.hold_rows(head, sid, z, lambda n: planner.held(n, job.key)) for z in memo.spec_zones.get(spec, [])
+            z: memo.hold_rows(head, sid, z, lambda n: planner.holds.held_for_other(n, job.key))
+            for z in memo.spec_zones.get(spec, [])
         }
         whole = [z for z, r in rows.items() if sum(x[1] for x in r) >= need]
         if whole:

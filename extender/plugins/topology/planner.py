@@ -35,6 +35,7 @@ from extender.plugins.topology.gangplan import (
     continuity_block,
     split_slots,
 )
+from extender.plugins.topology.holds import HoldBook
 from extender.plugins.topology.siblings import BoundSiblings
 
 __all__ = ["GangPlan", "GangPlanner", "describe_gang"]
@@ -44,13 +45,14 @@ __all__ = ["GangPlan", "GangPlanner", "describe_gang"]
 class GangPlan:
     nodes: dict[str, str]  # unbound quota → node
     zones: list[ZoneId]
+    shape: int | None = None  # the quota shape the nodes were judged for (None: judge each quota)
 
 
 @dataclass(slots=True)
 class _SpecPlan:
     key: tuple[int, int, int, int, int, int, str]
     zones: list[ZoneOffer]
-    slots: list[Slot]
+    slots: list[Slot] | None  # None: made for the winning spec only
 
 
 def describe_gang(quotas: Sequence[QuotaInfo]) -> str:
@@ -68,8 +70,7 @@ def _largest(quotas: Sequence[QuotaInfo]) -> QuotaInfo:
 
 
 class GangPlanner:
-    """Plans gangs for one session. ``held(node, job)`` says whether a node is held for another
-    gang than ``job``'s."""
+    """Plans gangs for one session; nodes the hold book keeps for another gang are no candidates."""
 
     def __init__(
         self,
@@ -79,11 +80,11 @@ class GangPlanner:
         pack: bool,
         continuity: bool,
         affinity: Callable[[str], Counter[ZoneId]],
-        held: Callable[[str, str], bool],
+        holds: HoldBook,
     ) -> None:
         self.ssn, self.memo = ssn, memo
         self.pack, self.continuity = pack, continuity
-        self.affinity, self.held = affinity, held
+        self.affinity, self.holds = affinity, holds
 
     def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo]) -> GangPlan | Status:
         """Nodes for the job's unbound ``quotas`` (all its quotas, rank order, bound ones included)."""
@@ -106,31 +107,33 @@ class GangPlanner:
                 best = plan
         if best is None:
             return self._failure(head, sid, specs, unbound)
-        ranges = self._ranges(quotas, unbound)
-        placed = assign_ranks(best.slots, ranges)
-        return GangPlan({q.name: s.node for q, s in zip(unbound, placed, strict=True)}, [z.id for z in best.zones])
+        slots = best.slots if best.slots is not None else self._slots(job, head, sid, best.zones, len(unbound))
+        placed = assign_ranks(slots, self._ranges(quotas, unbound))
+        nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
+        return GangPlan(nodes, [z.id for z in best.zones], sid)
 
     # --- one GPU spec ------------------------------------------------------------------------
     def _offer(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer:
+        """What the zone offers this job (the memo's offer, unless holds or affinity change it)."""
         memo = self.memo
-        members = memo.zone_nodes[zid]
-        if self._any_held(job, members):
-            cap = sum(c.capacity for c in self._candidates(job, head, sid, zid))
-        else:
-            cap = memo.zone_capacity(head, sid, zid)
         affinity = self.affinity(job.affinity_key)[zid] if job.affinity_key else 0
-        first = self.ssn.node(members[0])
-        return ZoneOffer(zid, len(members), cap, memo.untouched(zid), first.index if first else 0, affinity)
-
-    def _any_held(self, job: JobInfo, members: Sequence[str]) -> bool:
-        return any(self.held(n, job.key) for n in members)
+        held = self.holds.any() and any(self.holds.held_for_other(n, job.key) for n in memo.zone_nodes[zid])
+        if not held and not affinity:
+            return memo.offer(head, sid, zid)
+        cap = sum(c.capacity for c in self._candidates(job, head, sid, zid))
+        base = memo.offer(head, sid, zid)
+        return ZoneOffer(zid, base.size, cap, base.untouched, base.first_index, affinity)
 
     def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
-        return [c for c in self.memo.candidates(head, sid, zid) if not self.held(c.name, job.key)]
+        cands = self.memo.candidates(head, sid, zid)
+        if not self.holds.any():
+            return cands
+        return [c for c in cands if not self.holds.held_for_other(c.name, job.key)]
 
     def _plan_spec(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, *, need: int, bound_zones: list[ZoneId]
     ) -> _SpecPlan | None:
+        """The zones this spec would give the gang, with the key that ranks specs (rule 1)."""
         zones = self.memo.spec_zones.get(spec, [])
         if self.continuity and not bound_zones:
             return self._plan_continuity(job, head, sid, spec, need=need)
@@ -149,10 +152,6 @@ class GangPlanner:
             if picked is None:
                 return None
             chosen = picked
-        slots: list[Slot] = []
-        for zone, m in split_slots(chosen, need):
-            for cand, count in choose_nodes(self._candidates(job, head, sid, zone.id), m, pack=self.pack):
-                slots += [Slot(cand.name, cand.index)] * count
         key = (
             len(chosen),
             -sum(z.affinity for z in chosen),
@@ -162,7 +161,17 @@ class GangPlanner:
             min(z.first_index for z in chosen) if chosen else 0,
             spec,
         )
-        return _SpecPlan(key, chosen, slots)
+        return _SpecPlan(key, chosen, None)
+
+    def _slots(
+        self, job: JobInfo, head: QuotaInfo, sid: int | None, chosen: Sequence[ZoneOffer], need: int
+    ) -> list[Slot]:
+        """The gang's slots in its chosen zones (rules 2 and 3)."""
+        slots: list[Slot] = []
+        for zone, m in split_slots(chosen, need):
+            for cand, count in choose_nodes(self._candidates(job, head, sid, zone.id), m, pack=self.pack):
+                slots += [Slot(cand.name, cand.index)] * count
+        return slots
 
     def _plan_continuity(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, need: int
