@@ -1,0 +1,257 @@
+"""Placement quality on a seeded workload (issue 16 item 7): the real scheduler against three
+baselines written here, on the same arrivals. Prints one JSON document.
+
+Cluster: 256 nodes of 8 GPUs (and 8 ``rdma/hca``) in 16 leaves of 16 nodes; in the last 4 leaves
+the upper 8 nodes are H100, all others A100 (so those leaves hold two zones, one per model).
+Workload (``--seed``): 450 gangs, 1–32 workers × 1–8 GPUs and one ``rdma/hca`` per worker (so
+topology applies), durations of 5–40 steps, Poisson arrivals at an offered GPU load of 0.95
+(``bench/placement_model.workload``).
+
+Policies and their queueing:
+
+* ``sky`` — the real scheduler: ``Scheduler(default_policy()).run_once`` on a ``ClusterCache``,
+  as the binder loop runs it. Each step, finished gangs' pods (phase Succeeded), quotas and
+  PodGroup are deleted; arriving gangs are created as ``tests.builders.training_job`` builds them
+  (a PodGroup with minMember = workers, one quota per worker, pods claiming their quota, as the
+  webhook leaves them; creationTimestamp = arrival time); then ``--cycles-per-step`` binder cycles
+  run (1 s of simulated time each, the binder's period: a step is that many seconds, so the
+  policy's timers — back-offs, waits counted in cycles, holds — run at their real pace against
+  the step), each cycle's write plan is fed back as informer updates and every pod whose quota is
+  bound runs on its quota's node. The order in which waiting gangs are tried, and any holding
+  back, is the scheduler's own (``job.order`` of the policy); a gang counts as placed in the step
+  in which its last quota is bound. The driver replays the bind intents into its own ledger and
+  checks it against the cache's ``quota_idle`` after every step.
+* ``spread`` / ``bestfit`` / ``tree`` — ``placement_model.run_fifo_backfill``: each step one pass
+  over the waiting gangs in arrival order, each placed whole if it fits now, else it keeps its place
+  (backfill without reservations). ``spread``: each worker on the least-allocated node that fits;
+  ``bestfit``: each worker on the fullest node that fits (both blind to leaves and models);
+  ``tree``: Slurm topology/tree — the lowest switch level holding the whole gang (a leaf, else the
+  root with the fewest leaves), best fit, one GPU model.
+
+Per policy:
+
+* ``gpu_allocation_mean`` / ``_p10`` — GPUs held by placed, running gangs / all GPUs, after each
+  step's placements, over the busy window: from the first step by which the arrivals so far ask
+  for every GPU of the cluster, to the last arrival (the same steps for every policy);
+* ``share_over_min_leaves`` — placed gangs spanning more leaves than the fewest that could hold
+  them at the moment they were placed (``placement_model.min_leaves``, exact, on the free room of
+  each GPU model just before the gang's first quota was bound; for ``sky`` the cycle's bind intents
+  are replayed in the order the scheduler committed them);
+* ``mean_leaves_per_job``; ``wait_steps_by_workers`` — per gang-size bucket: jobs, total and max
+  of (placement step − arrival step); ``gpu_model_mixed_jobs``; ``unplaced_jobs`` (still waiting
+  after ``--max-steps``).
+
+``target_met`` (for ``sky``): ``share_over_min_leaves`` = 0; ``gpu_allocation_mean`` ≥ tree's − 0.01;
+the max wait of the largest bucket (17-32 workers) ≤ tree's; no mixed-model gang.
+
+Usage: ``python bench/placement.py [--seed 1] [--gangs 450] [--load 0.95] [--cycles-per-step 10]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.cache_writes import apply_plan, bumped, run_pods
+from bench.placement_model import (
+    POLICIES,
+    Cluster,
+    Gang,
+    Placement,
+    Trace,
+    bench_cluster,
+    metrics,
+    min_leaves,
+    run_fifo_backfill,
+    workload,
+)
+from extender import heap, wellknown
+from extender.binder.plan import plan_writes
+from extender.cache.cache import ClusterCache
+from extender.cache.convert import format_time
+from extender.conf import default_policy
+from extender.framework.intents import BindQuota, ReleaseQuota
+from extender.scheduler import Scheduler
+from tests import builders as b
+
+T0 = 1_800_000_000.0
+LARGEST = "17-32"
+
+
+class SkyDriver:
+    """The real scheduler on a cache, stepped as the module docstring says."""
+
+    def __init__(self, cluster: Cluster, gangs: list[Gang], cycles_per_step: int) -> None:
+        self.cluster = cluster
+        self.gangs = {g.name: g for g in gangs}
+        self.cycles_per_step = cycles_per_step
+        self.now = T0
+        self.cache = ClusterCache(clock=lambda: self.now)
+        objs: list[dict[str, Any]] = []
+        for i in range(cluster.size):
+            objs.append(b.node(f"n{i}", gpu=cluster.gpus[i], gpu_model=cluster.model[i], index=i))
+            objs.append(b.topology(f"n{i}", [f"leaf-{cluster.leaf[i]}"]))
+        b.feed(self.cache, objs)
+        self.scheduler = Scheduler(default_policy())
+        self.free = list(cluster.gpus)  # replayed from the bind intents, checked against the cache
+        self.first_min: dict[str, int] = {}  # gang → min leaves just before its first bind
+        self.bound: dict[str, dict[str, int]] = {}  # gang → quota → node index
+        self.pending_pods: set[str] = set()
+        self.released = 0  # quotas the scheduler unbound again (none expected here)
+        self.cycle_seconds = 0.0
+        self.cycles = 0
+
+    def submit(self, g: Gang, step: int) -> None:
+        created = format_time(self.now)
+        objs = b.training_job(g.name, g.workers, gpu=g.gpu, hca=1)
+        for o in objs:
+            o["metadata"]["creationTimestamp"] = created
+        b.feed(self.cache, objs)
+        self.pending_pods.update(o["metadata"]["uid"] for o in objs if o["kind"] == "Pod")
+        self.bound[g.name] = {}
+
+    def finish(self, g: Gang) -> None:
+        """The job ended: its pods succeed and the training operator deletes pods, quotas, group."""
+        key = f"default/{g.name}"
+        job = self.cache.jobs.get(key)
+        for uid in list(job.tasks) if job is not None else []:
+            obj = self.cache.pod(uid)
+            assert obj is not None
+            self.cache.on_pod_delete(bumped(obj, status={"phase": "Succeeded"}))
+        for i in range(g.workers):
+            q = self.cache.quota_object(f"q-{g.name}-{i}")
+            assert q is not None
+            self.cache.on_quota_delete(q)
+        for i in self.bound.pop(g.name).values():
+            self.free[i] += g.gpu
+        pg = self.cache.podgroup_object(key)
+        assert pg is not None
+        self.cache.on_podgroup_delete(pg)
+
+    def _replay(self, intents: list[Any]) -> None:
+        for it in intents:
+            if not isinstance(it, BindQuota | ReleaseQuota):
+                continue
+            gang = it.quota[2:].rsplit("-", 1)[0]
+            g = self.gangs[gang]
+            node = int(it.node[1:])
+            if isinstance(it, ReleaseQuota):
+                self.released += 1
+                self.bound[gang].pop(it.quota, None)
+                self.free[node] += g.gpu
+                continue
+            if not self.bound[gang]:
+                least = min_leaves(self.cluster, self.free, g.workers, g.gpu)
+                assert least is not None, f"{gang} bound although it does not fit"
+                self.first_min[gang] = least
+            self.bound[gang][it.quota] = node
+            self.free[node] -= g.gpu
+            assert self.free[node] >= 0, f"node n{node} over-committed"
+
+    def cycle(self) -> None:
+        with heap.paused():
+            t = time.perf_counter()
+            result = self.scheduler.run_once(self.cache.snapshot())
+            plan = plan_writes(self.cache, result, extra_quotas=self.cache.take_dirty_quotas())
+            self.cycle_seconds += time.perf_counter() - t
+        self.cycles += 1
+        self._replay(result.intents)
+        apply_plan(self.cache, plan)
+        self.pending_pods.difference_update(run_pods(self.cache, sorted(self.pending_pods)))
+        self.now += 1.0
+
+    def check_ledgers(self) -> None:
+        for i in range(self.cluster.size):
+            got = self.cache.nodes[f"n{i}"].quota_idle.get(wellknown.RESOURCE_GPU) // 1000
+            assert got == self.free[i], f"n{i}: cache quota_idle {got} GPUs, replay {self.free[i]}"
+
+    def run(self, max_steps: int) -> Trace:
+        trace = Trace()
+        arrivals = sorted(self.gangs.values(), key=lambda g: (g.arrival, g.name))
+        ending: dict[int, list[Gang]] = {}
+        nxt = 0
+        for step in range(max_steps):
+            for g in ending.pop(step, []):
+                self.finish(g)
+            while nxt < len(arrivals) and arrivals[nxt].arrival <= step:
+                self.submit(arrivals[nxt], step)
+                nxt += 1
+            for _ in range(self.cycles_per_step):
+                self.cycle()
+            self.check_ledgers()
+            running = 0
+            for name, quotas in self.bound.items():
+                g = self.gangs[name]
+                if name not in trace.placements and len(quotas) == g.workers:
+                    nodes = tuple(sorted(quotas.values()))
+                    trace.placements[name] = Placement(name, step, nodes, self.first_min[name])
+                    ending.setdefault(step + g.duration, []).append(g)
+                if name in trace.placements:
+                    running += g.gpus
+            trace.allocated.append(running)
+            if nxt == len(arrivals) and len(trace.placements) == len(self.gangs):
+                break
+        return trace
+
+
+def targets(sky: dict[str, Any], tree: dict[str, Any]) -> dict[str, bool]:
+    def max_wait(m: dict[str, Any]) -> int:
+        return int(m["wait_steps_by_workers"].get(LARGEST, {}).get("max", 0))
+
+    return {
+        "share_over_min_leaves_zero": sky["share_over_min_leaves"] == 0 and sky["unplaced_jobs"] == 0,
+        "gpu_allocation_mean_at_least_tree_minus_0.01": sky["gpu_allocation_mean"]
+        >= tree["gpu_allocation_mean"] - 0.01,
+        f"max_wait_{LARGEST}_workers_at_most_tree": max_wait(sky) <= max_wait(tree) and sky["unplaced_jobs"] == 0,
+        "no_gpu_model_mixed_jobs": sky["gpu_model_mixed_jobs"] == 0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--gangs", type=int, default=450)
+    ap.add_argument("--load", type=float, default=0.95, help="offered GPU load of the arrivals")
+    ap.add_argument("--cycles-per-step", type=int, default=10, help="binder cycles (1 s each) per step")
+    ap.add_argument("--max-steps", type=int, default=2000)
+    args = ap.parse_args(argv)
+
+    cluster = bench_cluster()
+    gangs = workload(args.seed, cluster, args.gangs, args.load)
+    out: dict[str, Any] = {
+        "benchmark": "placement",
+        "seed": args.seed,
+        "nodes": cluster.size,
+        "leaves": len(set(cluster.leaf)),
+        "gpus": cluster.total_gpus,
+        "gpu_models": {m: cluster.model.count(m) for m in cluster.models},
+        "gangs": len(gangs),
+        "offered_load": args.load,
+        "last_arrival_step": max(g.arrival for g in gangs),
+        "cycles_per_step": args.cycles_per_step,
+        "step_seconds": float(args.cycles_per_step),
+        "policies": {},
+    }
+    t = time.perf_counter()
+    driver = SkyDriver(cluster, gangs, args.cycles_per_step)
+    out["policies"]["sky"] = metrics(cluster, gangs, driver.run(args.max_steps))
+    out["policies"]["sky"]["quotas_released_again"] = driver.released
+    out["sky_cycles"] = driver.cycles
+    out["sky_cycle_seconds_total"] = round(driver.cycle_seconds, 2)
+    out["sky_seconds"] = round(time.perf_counter() - t, 2)
+    for name, place in POLICIES.items():
+        out["policies"][name] = metrics(cluster, gangs, run_fifo_backfill(cluster, gangs, place, args.max_steps))
+    met = targets(out["policies"]["sky"], out["policies"]["tree"])
+    out["target_met"] = {**met, "all": all(met.values())}
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

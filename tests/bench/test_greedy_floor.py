@@ -1,0 +1,78 @@
+"""The floor of bench/binder_cycle.py: a minimal per-gang greedy on a real snapshot (objects built by
+tests/builders, through the real conversion and cache). Hand-checked placements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.greedy_floor import greedy_floor
+from extender.cache.cache import ClusterCache
+from tests import builders as b
+
+
+def cache_of(objs: list[dict[str, Any]]) -> ClusterCache:
+    cache = ClusterCache(clock=lambda: 1_800_000_000.0)
+    b.feed(cache, objs)
+    assert not cache.conversion_errors, cache.conversion_errors
+    return cache
+
+
+def two_leaves(models: tuple[str, str] = ("A100", "A100")) -> list[dict[str, Any]]:
+    """Leaf s1 = n0–n3, leaf s2 = n4–n7, 8 GPUs each."""
+    objs = []
+    for n in range(8):
+        objs.append(b.node(f"n{n}", gpu_model=models[n // 4], index=n))
+        objs.append(b.topology(f"n{n}", [f"s{n // 4 + 1}"]))
+    return objs
+
+
+def bound_quota(name: str, node: str, gpu: int = 8) -> dict[str, Any]:
+    return b.quota(name, gpu=gpu, hca=1, status={"phase": "QuotaBound", "nodeName": node})
+
+
+def test_a_gang_that_fits_one_leaf_takes_distinct_nodes_in_rank_order() -> None:
+    cache = cache_of(two_leaves() + b.training_job("train", 4, quota_prefix="q-train"))
+    assert greedy_floor(cache.snapshot()) == {f"q-train-{i}": f"n{i}" for i in range(4)}
+
+
+def test_best_fit_takes_the_leaf_with_the_least_room_that_holds_the_gang() -> None:
+    objs = [*two_leaves(), bound_quota("busy", "n0"), *b.training_job("j", 3, gpu=8, quota_prefix="q")]
+    cache = cache_of(objs)
+    assert greedy_floor(cache.snapshot()) == {"q-0": "n1", "q-1": "n2", "q-2": "n3"}
+
+
+def test_no_leaf_holds_it_the_fewest_leaves_largest_first() -> None:
+    objs = [*two_leaves(), bound_quota("busy", "n0"), *b.training_job("j", 6, gpu=8, quota_prefix="q")]
+    got = greedy_floor(cache_of(objs).snapshot())
+    # s2 has 4 free nodes, s1 three: s2 first, then two of s1 in index order
+    assert got == {"q-0": "n4", "q-1": "n5", "q-2": "n6", "q-3": "n7", "q-4": "n1", "q-5": "n2"}
+
+
+def test_zones_never_mix_gpu_models() -> None:
+    cache = cache_of(two_leaves(("A100", "H100")) + b.training_job("j", 6, gpu=8, quota_prefix="q"))
+    assert greedy_floor(cache.snapshot()) == {}
+
+
+def test_workers_share_nodes_only_when_the_leaf_has_too_few() -> None:
+    objs = [*two_leaves()[:8], *b.training_job("j", 6, gpu=4, quota_prefix="q")]  # leaf s1 only
+    got = greedy_floor(cache_of(objs).snapshot())
+    # 6 workers of 4 GPUs on 4 nodes: n0 and n1 take two each (one per node per pass), and the
+    # ranks ascend with the node index: consecutive ranks share a node
+    assert got == {"q-0": "n0", "q-1": "n0", "q-2": "n1", "q-3": "n1", "q-4": "n2", "q-5": "n3"}
+
+
+def test_gangs_go_in_creation_order_and_one_that_does_not_fit_is_skipped_whole() -> None:
+    big = b.training_job("big", 9, gpu=8, quota_prefix="big")  # 9 nodes: there are 8
+    small = b.training_job("small", 2, gpu=8, quota_prefix="small")
+    for o in small:
+        o["metadata"]["creationTimestamp"] = "2026-11-29T09:00:00Z"
+    got = greedy_floor(cache_of(two_leaves() + big + small).snapshot())
+    assert got == {"small-0": "n0", "small-1": "n1"}
+
+
+def test_it_does_not_change_the_cache() -> None:
+    cache = cache_of(two_leaves() + b.training_job("j", 4, gpu=8, quota_prefix="q"))
+    before = {n: c.ledger_state() for n, c in cache.nodes.items()}
+    assert len(greedy_floor(cache.snapshot())) == 4
+    assert {n: c.ledger_state() for n, c in cache.nodes.items()} == before
+    assert all(not q.node_name for q in cache.quotas.values())
