@@ -109,18 +109,24 @@ class Plugin:
         return chosen
 
     def group_cost(self, group: Sequence[NodeTask], node: NodeInfo, now: float) -> float:
+        """The cost of evicting ``group`` (0 cheapest … about 1.5): the four strategies, weighted.
+
+        * priority class: 0 below ``low_priority_below``, 1 from ``high_priority_from``, else 0.5;
+        * task count: pods evicted per GPU slot of the node (one 4-pod job costs four times one pod);
+        * resources: GPUs evicted over the node's GPUs;
+        * run time: the longest run among them over a day (``runtime_order: longest`` inverts it).
+        Shared-pool pods cost 0.5 more: the exclusive pool is the one meant to make room."""
         a = self.args
         top = max(r.priority for r in group)
         pclass = 0.0 if top < a.low_priority_below else (1.0 if top >= a.high_priority_from else 0.5)
-        spot_on_node = sum(1 for r in node.tasks.values() if r.preemptible) or 1
-        count = len(group) / spot_on_node
         gpu_cap = node.allocatable.get(wellknown.RESOURCE_GPU) or 1
+        slots = max(1, gpu_cap // 1000)
+        count = min(1.0, len(group) / slots)
         res = min(1.0, sum(r.request.get(wellknown.RESOURCE_GPU) for r in group) / gpu_cap)
         runtimes = [now - r.started for r in group if r.started]
         runtime = min(1.0, (max(runtimes) if runtimes else 0.0) / 86400.0)
         if a.runtime_order == "longest":
             runtime = 1.0 - runtime
-        # exclusive-pool pods are the ones meant to make room: shared-pool pods cost extra
         shared_penalty = 0.5 if any(r.spot_pool == "shared" for r in group) else 0.0
         total_w = (a.priority_weight + a.count_weight + a.resource_weight + a.runtime_weight) or 1.0
         return (
@@ -167,7 +173,8 @@ class Plugin:
             victims = self.predicted_victims(node, shortage, ssn.now)
             if victims is None:
                 return 0.0
-            cost = sum(self.group_cost(g, node, ssn.now) for g in victims) / max(1, len(victims))
+            # the cost of everything evicted, as one group: two victims cost more than one
+            cost = self.group_cost([rec for g in victims for rec in g], node, ssn.now)
             return max(0.0, 1.0 - cost)
 
         def victims(preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> frozenset[str]:

@@ -1,0 +1,55 @@
+"""Where a gang must evict spot pods, the eviction cost decides among nodes topology ranks alike
+(issue 16 item 5): the task-count strategy counts pods evicted, so one 4-pod spot job costs more
+than one spot pod of the same GPUs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender import wellknown
+from extender.cache.cache import ClusterCache
+from extender.conf import default_policy
+from extender.scheduler import Scheduler
+from tests import builders as b
+
+NOW = 1_800_000_000.0
+SPOT = {wellknown.RESOURCE_SPOT_GPU: "8"}
+
+
+def spot_pod(name: str, node: str, gpu: int, job: str) -> dict[str, Any]:
+    return b.pod(
+        name,
+        group=job,
+        gpu=gpu,
+        hca=None,
+        node=node,
+        phase="Running",
+        extra={wellknown.RESOURCE_SPOT_GPU: str(gpu)},
+    )
+
+
+def place_one_whole_node_worker(spot: list[dict[str, Any]]) -> str:
+    objs: list[dict[str, Any]] = [b.queue("research")]
+    for name in ("na", "nb"):
+        objs += [b.node(name, extra_allocatable=SPOT), b.topology(name, ["s1"])]
+    objs += [b.podgroup("spot4", min_member=1), b.podgroup("spot1", min_member=1)]
+    objs += spot
+    objs += b.training_job("train", 1, gpu=8, hca=1)
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    assert not cache.conversion_errors
+    result = Scheduler(default_policy()).run_once(cache.snapshot(NOW))
+    quota = result.session.quota("q-train-0")
+    assert quota is not None
+    return quota.node_name
+
+
+def test_a_gang_evicts_one_spot_pod_rather_than_a_four_pod_spot_job() -> None:
+    four = [spot_pod(f"spot4-{i}", "na", 1, "spot4") for i in range(4)]  # na: the lower index
+    one = [spot_pod("spot1-0", "nb", 4, "spot1")]
+    assert place_one_whole_node_worker(four + one) == "nb"
+
+
+def test_with_equal_costs_the_lower_node_index_wins() -> None:
+    same = [spot_pod("spot4-0", "na", 4, "spot4"), spot_pod("spot1-0", "nb", 4, "spot1")]
+    assert place_one_whole_node_worker(same) == "na"
