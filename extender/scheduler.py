@@ -32,6 +32,7 @@ class SchedulerMemory:
     release_count: dict[str, int] = field(default_factory=dict)
     last_fix: float = 0.0
     holds: dict[str, Any] = field(default_factory=dict)  # job key → topology.holds.Hold
+    gang_waits: dict[str, int] = field(default_factory=dict)  # job key → cycles its gang plan failed in a row
     last_generation: int = -1  # cache generation the previous cycle saw (-1: none yet)
 
 
@@ -72,6 +73,7 @@ class Scheduler:
         snap.release_count = mem.release_count
         snap.last_fix = mem.last_fix
         snap.holds = mem.holds
+        snap.gang_waits = mem.gang_waits
         if mem.last_generation >= 0 and snap.quota_touched:
             since = mem.last_generation
             snap.changed_quotas = [q for q, g in snap.quota_touched.items() if g > since]
@@ -112,6 +114,11 @@ class Scheduler:
         if isinstance(held, Mapping):
             mem.holds = dict(held)
         mem.holds = {k: h for k, h in mem.holds.items() if _still_waiting(ssn, k)}
+        failed = ssn.notes.get(holds.FAILED_NOTE, ())
+        waits = {k: n for k, n in mem.gang_waits.items() if _still_waiting(ssn, k)}
+        for key in failed:
+            waits[key] = waits.get(key, 0) + 1
+        mem.gang_waits = waits
         alive = ssn.snap.jobs
         for d in (mem.release_count,):
             for key in [k for k in d if k not in alive]:

@@ -54,6 +54,7 @@ class Snapshot:
     release_count: Mapping[str, int] = field(default_factory=dict)  # job key → times its quotas were released
     last_fix: float = 0.0  # when fix_quota_binding last ran
     holds: Mapping[str, Any] = field(default_factory=dict)  # job key → topology.holds.Hold (kept by the scheduler)
+    gang_waits: Mapping[str, int] = field(default_factory=dict)  # job key → cycles its gang plan failed in a row
     # indices that keep an idle cycle cheap (None: unknown, look at everything)
     pending_jobs: Collection[str] | None = None  # jobs with an alive non-spot task not on a node
     quota_touched: Mapping[str, int] = field(default_factory=dict)  # quota → generation of last change

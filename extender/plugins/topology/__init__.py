@@ -131,6 +131,7 @@ class _Topology:
             return GangPlan({}, [])
         plan = self.planner.plan(job, quotas)
         if isinstance(plan, Status):
+            self.ssn.notes.setdefault(holds.FAILED_NOTE, set()).add(job.key)
             plan = self._maybe_hold(job, quotas, plan)
         return plan
 
@@ -139,7 +140,7 @@ class _Topology:
         args, book = self.args, self.holds
         held = book.of(job.key)
         if held is None and args.reserve_after_cycles > 0:
-            waited = self.ssn.snap.stuck_cycles.get(job.key, 0)
+            waited = self.ssn.snap.gang_waits.get(job.key, 0)
             if waited >= args.reserve_after_cycles and book.count() < args.max_holds:
                 held = holds.choose_hold(self.memo, self.planner, job, quotas)
                 if held:

@@ -2,7 +2,7 @@
 
 Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``hold_seconds``):
 
-* A gang whose plan fails after it has been stuck ``reserve_after_cycles`` cycles gets a hold, while
+* A gang whose plan has failed ``reserve_after_cycles`` cycles in a row gets a hold, while
   fewer than ``max_holds`` holds exist (gangs are planned in job order — queue share, then
   priority — so the first in that order get them).
 * **What it holds** (:func:`choose_hold`): the zone that would fit it *soonest* — among the zones
@@ -31,9 +31,10 @@ if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
     from extender.plugins.topology.planner import GangPlanner
 
-__all__ = ["NOTE", "Hold", "HoldBook", "choose_hold", "describe_nodes"]
+__all__ = ["FAILED_NOTE", "NOTE", "Hold", "HoldBook", "choose_hold", "describe_nodes"]
 
 NOTE: Final = "topology.holds"  # Session.notes key: the holds the session leaves
+FAILED_NOTE: Final = "topology.unplaced"  # Session.notes key: the gangs whose plan failed this cycle
 
 
 @dataclass(frozen=True, slots=True)
