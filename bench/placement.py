@@ -75,7 +75,8 @@ from extender import heap, wellknown
 from extender.binder.plan import plan_writes
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
-from extender.conf import default_policy
+from extender.conf import default_policy, load_policy_file
+from extender.framework.policy import Policy
 from extender.framework.intents import BindQuota, ReleaseQuota
 from extender.scheduler import Scheduler
 from tests import builders as b
@@ -87,7 +88,7 @@ LARGEST = "17-32"
 class SkyDriver:
     """The real scheduler on a cache, stepped as the module docstring says."""
 
-    def __init__(self, cluster: Cluster, gangs: list[Gang], cycles_per_step: int) -> None:
+    def __init__(self, cluster: Cluster, gangs: list[Gang], cycles_per_step: int, policy: Policy) -> None:
         self.cluster = cluster
         self.gangs = {g.name: g for g in gangs}
         self.cycles_per_step = cycles_per_step
@@ -98,7 +99,7 @@ class SkyDriver:
             objs.append(b.node(f"n{i}", gpu=cluster.gpus[i], gpu_model=cluster.model[i], index=i))
             objs.append(b.topology(f"n{i}", [f"leaf-{cluster.leaf[i]}"]))
         b.feed(self.cache, objs)
-        self.scheduler = Scheduler(default_policy())
+        self.scheduler = Scheduler(policy)
         self.free = list(cluster.gpus)  # replayed from the bind intents, checked against the cache
         self.first_min: dict[str, int] = {}  # gang → min leaves just before its first bind
         self.bound: dict[str, dict[str, int]] = {}  # gang → quota → node index
@@ -220,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load", type=float, default=0.95, help="offered GPU load of the arrivals")
     ap.add_argument("--cycles-per-step", type=int, default=10, help="binder cycles (1 s each) per step")
     ap.add_argument("--max-steps", type=int, default=2000)
+    ap.add_argument("--policy", type=Path, help="a scheduling policy file for sky (default: the built-in one)")
     args = ap.parse_args(argv)
 
     cluster = bench_cluster()
@@ -239,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         "policies": {},
     }
     t = time.perf_counter()
-    driver = SkyDriver(cluster, gangs, args.cycles_per_step)
+    policy = load_policy_file(args.policy) if args.policy else default_policy()
+    driver = SkyDriver(cluster, gangs, args.cycles_per_step, policy)
     out["policies"]["sky"] = metrics(cluster, gangs, driver.run(args.max_steps))
     out["policies"]["sky"]["quotas_released_again"] = driver.released
     out["sky_cycles"] = driver.cycles
