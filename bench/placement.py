@@ -76,8 +76,8 @@ from extender.binder.plan import plan_writes
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
 from extender.conf import default_policy, load_policy_file
-from extender.framework.policy import Policy
 from extender.framework.intents import BindQuota, ReleaseQuota
+from extender.framework.policy import Policy
 from extender.scheduler import Scheduler
 from tests import builders as b
 
