@@ -10,7 +10,8 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   it, the nodes with the most room now, as many as the gang needs when they are empty. When no
   single zone could ever hold it, the fewest zones by that measure, roomiest first.
 * While a hold lasts, no other job's quota is bound to a held node (jobs that fit elsewhere still
-  run); the holder may use them like any node.
+  run, as long as they need no more zones there than they would without the hold: else they wait);
+  the holder may use them like any node.
 * A hold ends when the gang is placed (no unbound quota left), when its job is deleted, or
   ``hold_seconds`` after it began.
 

@@ -8,7 +8,9 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
 * **Heterogeneous gangs** (a master and workers of different sizes): zones are counted with the
   largest request for every quota — never an over-promise; each quota is then re-checked as it is
   bound, like every other.
-* **Holds.** Nodes held for another gang (``holds.py``) are no candidates.
+* **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
+  span more zones because of a hold than without it waits instead (``NodeHeldForGang``): a hold
+  may delay others, never scatter them.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class GangPlanner:
         self.ssn, self.memo = ssn, memo
         self.pack, self.continuity = pack, continuity
         self.affinity, self.holds = affinity, holds
+        self._mind_holds = True  # False: plan as if nothing were held (what a hold costs a gang)
 
     def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo]) -> GangPlan | Status:
         """Nodes for the job's unbound ``quotas`` (all its quotas, rank order, bound ones included)."""
@@ -100,24 +103,53 @@ class GangPlanner:
             specs = [head.spec] if head.spec in memo.spec_zones else []
         else:
             specs = sorted(memo.spec_zones)
-        best: _SpecPlan | None = None
-        for spec in specs:
-            plan = self._plan_spec(job, head, sid, spec, need=len(unbound), bound_zones=bound_zones)
-            if plan is not None and (best is None or plan.key < best.key):
-                best = plan
+        best = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
+        if self.holds.any():
+            # a hold may make a gang wait, never make it span more zones than it would without
+            free = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones, mind_holds=False)
+            if free is not None and (best is None or len(free.zones) < len(best.zones)):
+                holders = sorted({self.holds.holder(n) for z in free.zones for n in memo.zone_nodes[z.id]} - {""})
+                return Status.unschedulable(
+                    Reason.NODE_HELD_FOR_GANG,
+                    f"{len(free.zones)} zone(s) would hold {describe_gang(unbound)} but nodes there are held for "
+                    + ", ".join(holders),
+                )
         if best is None:
-            return self._failure(head, sid, specs, unbound)
+            return self._failure(job, head, sid, specs, unbound)
         slots = best.slots if best.slots is not None else self._slots(job, head, sid, best.zones, len(unbound))
         placed = assign_ranks(slots, self._ranges(quotas, unbound))
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
         return GangPlan(nodes, [z.id for z in best.zones], sid)
+
+    def _best_spec(
+        self,
+        job: JobInfo,
+        head: QuotaInfo,
+        sid: int | None,
+        specs: Collection[str],
+        *,
+        need: int,
+        bound_zones: list[ZoneId],
+        mind_holds: bool = True,
+    ) -> _SpecPlan | None:
+        saved = self._mind_holds
+        self._mind_holds = mind_holds
+        try:
+            best: _SpecPlan | None = None
+            for spec in specs:
+                plan = self._plan_spec(job, head, sid, spec, need=need, bound_zones=bound_zones)
+                if plan is not None and (best is None or plan.key < best.key):
+                    best = plan
+            return best
+        finally:
+            self._mind_holds = saved
 
     # --- one GPU spec ------------------------------------------------------------------------
     def _offer(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer:
         """What the zone offers this job (the memo's offer, unless holds or affinity change it)."""
         memo = self.memo
         affinity = self.affinity(job.affinity_key)[zid] if job.affinity_key else 0
-        held = self.holds.any() and any(self.holds.held_for_other(n, job.key) for n in memo.zone_nodes[zid])
+        held = self._holding() and any(self.holds.held_for_other(n, job.key) for n in memo.zone_nodes[zid])
         if not held and not affinity:
             return memo.offer(head, sid, zid)
         cap = sum(c.capacity for c in self._candidates(job, head, sid, zid))
@@ -126,7 +158,7 @@ class GangPlanner:
 
     def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
         cands = self.memo.candidates(head, sid, zid)
-        if not self.holds.any():
+        if not self._holding():
             return cands
         return [c for c in cands if not self.holds.held_for_other(c.name, job.key)]
 
@@ -187,6 +219,9 @@ class GangPlanner:
         key = (len(block), 0, 0, sum(c.capacity for c in block), len(block), block[0].index, spec)
         return _SpecPlan(key, offers, slots)
 
+    def _holding(self) -> bool:
+        return self._mind_holds and self.holds.any()
+
     # --- ranks and failures ------------------------------------------------------------------
     def _ranges(self, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> list[tuple[int | None, int | None]]:
         """Each unbound quota's closed node-index range between its bound siblings."""
@@ -200,12 +235,12 @@ class GangPlanner:
         return [(None, None) if q.rank is None else info.neighbours(q.rank) for q in unbound]
 
     def _failure(
-        self, head: QuotaInfo, sid: int | None, specs: Collection[str], unbound: Sequence[QuotaInfo]
+        self, job: JobInfo, head: QuotaInfo, sid: int | None, specs: Collection[str], unbound: Sequence[QuotaInfo]
     ) -> Status:
         memo = self.memo
         if not specs:
             return Status.unresolvable(Reason.NO_ZONE_FITS, f"no node has GPU model {head.spec}")
-        room = {z: memo.zone_capacity(head, sid, z) for s in specs for z in memo.spec_zones.get(s, [])}
+        room = {z: self._offer(job, head, sid, z).capacity for s in specs for z in memo.spec_zones.get(s, [])}
         what = describe_gang(unbound)
         if not any(room.values()):
             refusals = {n: s for spec in specs for n, s in memo.refusals(sid, spec).items()}
