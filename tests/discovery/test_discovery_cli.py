@@ -78,7 +78,7 @@ def test_roce_once_dry_run_on_a_bare_machine(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(tmp_path)}
     done = _run("roce", "--once", "--dry-run", "--cni-dir", str(tmp_path / "no-cni"), env=env)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["spec"] == {"zone": "", "net": {"roce": [], "ib": []}}
+    assert json.loads(done.stdout)["spec"] == {"zone": "", "net": {"roce": [], "ib": []}, "tiers": []}
     assert "CNI configuration directory" in done.stderr and "does not exist" in done.stderr
     assert "lldpcli not found on PATH (is the lldpd sidecar running?)" in done.stderr
     assert "rdma not found on PATH" in done.stderr

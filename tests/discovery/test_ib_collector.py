@@ -48,6 +48,8 @@ async def test_every_node_gets_its_exact_ib_topology(fixtures: Path) -> None:
                  "switchGuid": "0xb8599f0300fc6e00", "rdmaDevice": "mlx5_1"},
             ],
         },
+        # both spines form one group; leaf-04 (no HCA) hangs off that group only: no tier 3
+        "tiers": [{"level": 1, "name": f"{LEAF1},{LEAF2}"}, {"level": 2, "name": "MF0;spine-01:MQM8700/U1+1"}],
     }  # fmt: skip
     assert sink.specs["GPU-N04"]["net"]["ib"] == [
         {"name": "HCA-1", "port": 1, "guid": "0x0c42a10300a1b500", "switchName": LEAF2,

@@ -92,7 +92,11 @@ async def test_agent_reports_each_nic_switch_exactly_and_follows_a_moved_cable(l
     )
     expected = [ROCE[n] for n in sorted(ROCE)]
     spec = await _until(agent, sink, "n1", lambda s: s["net"]["roce"] == expected)
-    assert spec == {"zone": "roce#leaf-a,leaf-b", "net": {"roce": expected, "ib": []}}
+    assert spec == {
+        "zone": "roce#leaf-a,leaf-b",
+        "net": {"roce": expected, "ib": []},
+        "tiers": [{"level": 1, "name": "leaf-a,leaf-b"}],
+    }
     assert sink.labels["n1"] == topology.zone_label_value(["leaf-a", "leaf-b"])
     writes_before = len(sink.writes)
 
@@ -106,7 +110,11 @@ async def test_agent_reports_each_nic_switch_exactly_and_follows_a_moved_cable(l
     moved = dict(ROCE, ens1f1={**ROCE["ens1f1"], "switchName": "leaf-c"})
     expected_moved = [moved[n] for n in sorted(moved)]
     spec = await _until(agent, sink, "n1", lambda s: s["net"]["roce"] == expected_moved)
-    assert spec == {"zone": "roce#leaf-a,leaf-b,leaf-c", "net": {"roce": expected_moved, "ib": []}}
+    assert spec == {
+        "zone": "roce#leaf-a,leaf-b,leaf-c",
+        "net": {"roce": expected_moved, "ib": []},
+        "tiers": [{"level": 1, "name": "leaf-a,leaf-b,leaf-c"}],
+    }
     assert sink.labels["n1"] == topology.zone_label_value(["leaf-c", "leaf-b", "leaf-a"])
     assert len(sink.writes) > writes_before
 
@@ -215,7 +223,11 @@ def test_cli_once_dry_run_prints_the_node_topology(lab: LldpLab, fixtures: Path)
     assert done.returncode == 0, done.stderr
     obj = json.loads(done.stdout)
     assert obj["metadata"] == {"name": "n1", "labels": {"zone": topology.zone_label_value(["leaf-a", "leaf-b"])}}
-    assert obj["spec"] == {"zone": "roce#leaf-a,leaf-b", "net": {"roce": [ROCE[n] for n in sorted(ROCE)], "ib": []}}
+    assert obj["spec"] == {
+        "zone": "roce#leaf-a,leaf-b",
+        "net": {"roce": [ROCE[n] for n in sorted(ROCE)], "ib": []},
+        "tiers": [{"level": 1, "name": "leaf-a,leaf-b"}],
+    }
     assert "NIC ens4f0 has no LLDP neighbour yet" in done.stderr
 
 
