@@ -26,6 +26,7 @@ from discovery.common.sink import MemorySink
 from discovery.roce import parse
 from discovery.roce.agent import RoceAgent, RoceConfig
 from extender import wellknown
+from extender.cache import convert
 from extender.emulator import Emulator
 from extender.model import topology
 
@@ -291,3 +292,79 @@ async def test_real_lldp_to_the_api_zones_follow_a_moved_cable(
         state = await read_back(kubeconfig, list(wiring))
         assert groups(zone_keys(state)) == [["n1"], ["n2", "n3"]]
         assert state["n2"][0] is not None and state["n2"][0]["spec"]["zone"] == "roce#leaf-b"
+
+
+@pytest.mark.anyio
+async def test_real_lldp_with_a_fabric_map_gives_the_scheduler_spine_and_core_tiers(
+    lab: LldpLab, emulator: tuple[Emulator, Path], tmp_path: Path
+) -> None:
+    """Real lldpd on four leaves → RoCE agents with a fabric map (two spines, one core) →
+    NodeTopology spec.tiers in the API emulator → the scheduler's NodeInfo.tiers; then a cable
+    moves to a leaf under the other spine and the spine tier follows."""
+    emu, kubeconfig = emulator
+    for sw in ("l1", "l2", "l3", "l4"):
+        lab.add_switch(sw, f"leaf-{sw[1]}")
+    wiring = {"n1": "l1", "n2": "l2", "n3": "l3"}
+    for node, sw in wiring.items():
+        lab.add_node(node)
+        lab.cable(node, "eth1", sw, f"{sw}-{node}")
+        emu.create(node_obj(node))
+    lab.start()
+    cni = tmp_path / "cni"
+    cni.mkdir()
+    (cni / "roce.conf").write_text('{"cniVersion": "0.4.0", "type": "macvlan", "master": "eth1"}')
+    fmap = tmp_path / "fabric-map.yaml"  # what a ConfigMap mount holds
+    fmap.write_text("leaf-1: [spine-a, core]\nleaf-2: [spine-a, core]\nleaf-3: [spine-b, core]\nleaf-4: [spine-b]\n")
+    async with kube.open_sink(str(kubeconfig)) as sink:
+        agents = {
+            node: RoceAgent(
+                RoceConfig(
+                    node_name=node,
+                    cni_dir=cni,
+                    sysfs_root=tmp_path / "no-sysfs",
+                    lldpcli=tuple(lab.lldpcli(node)),
+                    rdma_cmd=(sys.executable, "-c", "print('[]')"),
+                    resync_rounds=0,
+                    fabric_map=fmap,
+                ),
+                sink,
+            )
+            for node in wiring
+        }
+
+        async def scheduler_tiers(expected_leaves: dict[str, str]) -> dict[str, tuple[str, ...]]:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + DEADLINE
+            while True:
+                results = {n: await a.run_once() for n, a in agents.items()}
+                got = {n: [x.switch_name for x in r.discovery.nics] for n, r in results.items()}
+                if got == {n: [s] for n, s in expected_leaves.items()}:
+                    break
+                assert loop.time() < deadline, f"LLDP did not converge: {got}"
+                await asyncio.sleep(0.3)
+            out = {}
+            for node in wiring:
+                topo = emu.get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, node)
+                info = convert.node_from_api(emu.get("v1", "nodes", node), topo, convert.ConvertOptions())
+                out[node] = info.tiers
+            return out
+
+        def leaf(name: str) -> str:  # the zone key: the agents' zone label on the node wins (seed)
+            return topology.zone_label_value([name]) or ""
+
+        tiers = await scheduler_tiers({"n1": "leaf-1", "n2": "leaf-2", "n3": "leaf-3"})
+        assert tiers == {
+            "n1": ("", leaf("leaf-1"), "spine-a", "core"),
+            "n2": ("", leaf("leaf-2"), "spine-a", "core"),
+            "n3": ("", leaf("leaf-3"), "spine-b", "core"),
+        }
+        topo = emu.get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, "n3")
+        assert topo["spec"]["tiers"] == [
+            {"level": 1, "name": "leaf-3"}, {"level": 2, "name": "spine-b"}, {"level": 3, "name": "core"},
+        ]  # fmt: skip
+
+        lab.move_port("l2-n2", "l2", "l4")  # n2's cable now ends on leaf-4, under spine-b
+        tiers = await scheduler_tiers({"n1": "leaf-1", "n2": "leaf-4", "n3": "leaf-3"})
+        # leaf-4's chain stops at spine-b; the core comes from what leaf-3 says of spine-b
+        assert tiers["n2"] == ("", leaf("leaf-4"), "spine-b", "core")
+        assert tiers["n1"] == ("", leaf("leaf-1"), "spine-a", "core")
