@@ -129,27 +129,35 @@ class IbCollector:
             c.end_round()
         return result
 
-    async def _round(self) -> IbRound:
+    async def _read_fabric(self) -> tuple[parse.Fabric, dict[str, str]] | str:
+        """The parsed fabric and its switches' unique names, or why not (reported as a condition)."""
         c = self.conditions
         try:
             text = await self.fabric_text()
         except proc.ToolError as e:
             msg = self._retry(str(e))
             c.report("fabric", msg, logging.ERROR)
-            return IbRound(error=msg)
+            return msg
         try:
             fabric = parse.parse_ibnetdiscover(text)
         except parse.ParseError as e:
             msg = self._retry(f"cannot parse the ibnetdiscover output: {e}")
             c.report("fabric", msg, logging.ERROR)
-            return IbRound(error=msg)
+            return msg
         try:
             given = naming.load_switch_names(self.config.switch_names) if self.config.switch_names else None
         except naming.SwitchNamesError as e:
             msg = self._retry(str(e))
             c.report("switch-names", msg, logging.ERROR)
-            return IbRound(error=msg)
-        names = parse.switch_names(fabric, given)
+            return msg
+        return fabric, parse.switch_names(fabric, given)
+
+    async def _round(self) -> IbRound:
+        c = self.conditions
+        read = await self._read_fabric()
+        if isinstance(read, str):
+            return IbRound(error=read)
+        fabric, names = read
         atts = parse.attachments(fabric, names)
         levels = tiers.fabric_tiers(fabric, names)
         try:
