@@ -206,13 +206,18 @@ def _zone_kind(net: NetSpec) -> Kind | None:
 
 
 def _tiers(net: NetSpec, upper: Iterable[Tier]) -> list[TierSpec]:
-    """Level 1 (the zone's leaves joined by ``,``) and the given upper levels, in level order."""
+    """Level 1 (the zone's leaves joined by ``,``) and the given upper levels, in level order (the
+    first name given for a level wins)."""
     kind = _zone_kind(net)
     if kind is None:
         return []
     names = [p["switchName"] for p in net["ib"]] if kind == "ib" else [n["switchName"] for n in net["roce"]]
     out: list[TierSpec] = [{"level": 1, "name": ",".join(topology.sorted_switches(names))}]
-    out += [{"level": lv, "name": nm} for lv, nm in sorted(set(upper)) if lv >= 2 and nm]
+    by_level: dict[int, str] = {}
+    for lv, nm in upper:
+        if lv >= 2 and nm:
+            by_level.setdefault(lv, nm)  # one entry per level: ``level`` is the list's map key
+    out += [{"level": lv, "name": by_level[lv]} for lv in sorted(by_level)]
     return out
 
 

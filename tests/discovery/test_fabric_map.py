@@ -127,3 +127,8 @@ async def test_without_a_map_there_is_only_the_leaf_tier(fixtures: Path) -> None
     sink = MemorySink()
     await _agent(fixtures, None, sink).run_once()
     assert sink.specs["gpu-n01"]["tiers"] == [{"level": 1, "name": "leaf-a,leaf-b"}]
+
+
+def test_one_tier_per_level_whatever_the_caller_passes() -> None:
+    spec, _ = merge_spec(None, roce=[RoceNic("ens1", "tor-1")], upper_tiers=[(2, "b"), (2, "a"), (1, "x"), (3, "")])
+    assert spec["tiers"] == [{"level": 1, "name": "tor-1"}, {"level": 2, "name": "b"}]
