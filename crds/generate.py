@@ -597,12 +597,33 @@ def nodetopology_crd() -> Schema:
             "port": integer("HCA port number, from 1.", minimum=1, default=1),
             "guid": string("Port GUID, e.g. 0x1070fd0300123456."),
             "switchName": string(
-                'Node description of the leaf switch the port is cabled to, e.g. "MF0;ib-leaf-1:MQM8700/U1".'
+                "Unique name of the leaf switch the port is cabled to: the name given for its GUID in "
+                "the collector's --switch-names file, else its node description when no other switch "
+                'of the fabric has it (e.g. "MF0;ib-leaf-1:MQM8700/U1"), else the description followed '
+                'by the GUID (e.g. "Quantum Mellanox Technologies (0x0c42a10301b00001)").'
             ),
-            "switchGuid": string("GUID of that switch."),
+            "switchGuid": string("GUID of that switch (its identity in the fabric)."),
             "rdmaDevice": string("RDMA device name on the node (usually equal to name)."),
         },
         required=["name"],
+    )
+    tier = obj(
+        "The unit of one tier of the fabric the node is in.",
+        {
+            "level": integer(
+                "Tier: 1 = leaf (the switches the node's RDMA NICs are cabled to), 2 = spine or spine group, "
+                "3 = core, and so on outwards.",
+                minimum=1,
+            ),
+            "name": string(
+                "Name of the unit, the same on every node in it: at level 1 the node's leaf switch names "
+                "joined by commas; above, the unit's switch with the smallest name, with +N when the unit "
+                "has N more switches (a spine group), or the names of the several units a multi-rail "
+                "node is in, joined by commas.",
+                minLength=1,
+            ),
+        },
+        required=["level", "name"],
     )
     spec = obj(
         "Discovered topology of the node. Written by the discovery agents, only when it changed.",
@@ -629,6 +650,14 @@ def nodetopology_crd() -> Schema:
                         ["name", "port"],
                     ),
                 },
+            ),
+            "tiers": map_list(
+                "The node's place in the fabric, from the leaf outwards, one entry per tier, in level "
+                "order. InfiniBand: worked out by the collector from the switch-to-switch links; RoCE: "
+                "level 1 from LLDP, the levels above from the agent's fabric map. The scheduler reads it "
+                "below the node annotations scheduling.infini-ai.com/tier-N and above the topology labels.",
+                tier,
+                ["level"],
             ),
         },
     )
@@ -657,6 +686,8 @@ def nodetopology_crd() -> Schema:
         schema=schema,
         columns=[
             column("ZONE", ".spec.zone", "string", "Generated zone key of the node."),
+            column("LEAF", ".spec.tiers[?(@.level==1)].name", "string", "The node's leaf switch(es) (tier 1)."),
+            column("SPINE", ".spec.tiers[?(@.level==2)].name", "string", "The node's spine or spine group (tier 2)."),
             AGE,
             column(
                 "LAST-SEEN",

@@ -103,6 +103,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=" ".join(DEFAULT_RDMA_CMD),
         help="command printing RDMA links as JSON (default %(default)r)",
     )
+    roce.add_argument(
+        "--fabric-map",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="YAML/JSON mapping of each leaf switch (LLDP system name) to its spine and core, e.g. "
+        "`leaf-a: [spine-1, core-1]`; gives spec.tiers above the leaf (re-read every round; e.g. a "
+        "ConfigMap mount)",
+    )
     roce.add_argument("--timeout", type=float, default=10.0, help="timeout of each command, seconds")
     _common(roce, 10.0, "roce")
 
@@ -123,6 +132,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=hosts.DEFAULT_HOSTNAME_PATTERN,
         help="regex extracting the hostname from an HCA node description: named group `host`, else "
         "the first group (default %(default)r)",
+    )
+    ib.add_argument(
+        "--switch-names",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="YAML/JSON mapping of switch GUID to the name to use for it (re-read every round; e.g. a "
+        "ConfigMap mount); switches not in it are named by their description, with the GUID when the "
+        "description is not unique in the fabric",
     )
     ib.add_argument("--lease-name", default=wellknown.DEFAULT_IB_LEASE, help="Lease for leader election")
     ib.add_argument(
@@ -187,6 +205,7 @@ async def _run_roce(args: argparse.Namespace) -> int:
         publish_incomplete=args.dry_run,
         heartbeat_seconds=args.heartbeat_seconds,
         agent=agent_identity("roce", args.agent_identity),
+        fabric_map=args.fabric_map,
     )
     log.info(
         "RoCE discovery for node %s: CNI %s, sysfs %s, `%s`, `%s`%s",
@@ -238,6 +257,7 @@ async def _run_ib(args: argparse.Namespace) -> int:
         tool_timeout=args.timeout,
         heartbeat_seconds=args.heartbeat_seconds,
         agent=agent_identity("ib", args.agent_identity),
+        switch_names=args.switch_names,
     )
     log.info(
         "InfiniBand discovery from %s%s",

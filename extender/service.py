@@ -41,6 +41,7 @@ from extender.kube.informer import Informer, Resource
 from extender.kube.leader import LeaderElector
 from extender.kube.writer import KubeWriter
 from extender.metrics import Metrics
+from extender.model.topology import parse_tier_labels
 from extender.policy_reload import PolicyStatus, PolicyWatcher
 from extender.scheduler import Scheduler
 from extender.servers import AppServer
@@ -113,6 +114,7 @@ class Runtime:
         self.policy, self.policy_status = self._initial_policy(settings, policy)
         opts = ConvertOptions(
             gpu_spec_labels=tuple(k.strip() for k in settings.gpu_spec_labels.split(",") if k.strip()),
+            tier_labels=parse_tier_labels(settings.topology_labels),
             spot_resource=settings.spot_resource,
         )
         cache_kw: dict[str, Any] = {

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
 from extender import wellknown
+from extender.model.topology import format_tier_labels, parse_tier_labels
 
 __all__ = ["ServeSettings", "add_serve_arguments", "settings_from_args"]
 
@@ -68,6 +69,14 @@ class ServeSettings:
     gpu_spec_labels: str = field(
         default=",".join(wellknown.DEFAULT_GPU_SPEC_LABELS),
         metadata={"help": "node label keys naming the GPU model (comma-separated, longest wins)"},
+    )
+    topology_labels: str = field(
+        default=format_tier_labels(wellknown.DEFAULT_TIER_LABELS),
+        metadata={
+            "help": "node label keys naming a node's topology tiers, as TIER=KEY comma-separated (0 NVLink "
+            "domain, 1 leaf, 2 spine, 3 core …; within a tier the first key the node has wins; below the "
+            "node annotations scheduling.infini-ai.com/tier-N and the NodeTopology tiers)"
+        },
     )
     spot_resource: str = field(default=wellknown.RESOURCE_SPOT_GPU, metadata={"help": "resource that marks spot pods"})
     gc_refreeze_seconds: float = field(
@@ -147,5 +156,9 @@ def _validate(s: ServeSettings) -> None:
         problems.append("--max-body-bytes must be at least 1024")
     if s.log_level.lower() not in ("debug", "info", "warning", "error"):
         problems.append("--log-level must be debug, info, warning or error")
+    try:
+        parse_tier_labels(s.topology_labels)
+    except ValueError as e:
+        problems.append(f"--topology-labels: {e}")
     if problems:
         raise ValueError("; ".join(problems))

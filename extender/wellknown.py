@@ -77,6 +77,9 @@ ANNO_RDMA_TOPOLOGY_KEY: Final = PREFIX + "rdma-topology-key"
 """Operator override of a node's RDMA zone key."""
 LABEL_ZONE: Final = "zone"
 """Written by the discovery agents: md5 of the node's sorted switch names."""
+ANNO_TIER_PREFIX: Final = PREFIX + "tier-"
+"""Node annotations ``<this>N`` (``scheduling.infini-ai.com/tier-2``): operator override of the
+name of the node's tier-N unit (0 NVLink domain, 1 leaf, 2 spine, 3 core …)."""
 LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
 ANNO_SPOT_SHARED: Final = PREFIX + "spot-shared"
 """Node annotation: how many spot GPUs form the shared (low-power) pool; the rest are exclusive."""
@@ -87,6 +90,22 @@ DEFAULT_GPU_SPEC_LABELS: Final[tuple[str, ...]] = (
     "spec-prefix",
 )
 """Node label keys that name the GPU model, tried longest key first."""
+
+DEFAULT_TIER_LABELS: Final[tuple[tuple[int, str], ...]] = (
+    (0, "nvidia.com/gpu.clique"),
+    (0, "network.topology.nvidia.com/accelerator"),
+    (0, "accelerator.topograph.run/domain"),
+    (1, "network.topology.nvidia.com/leaf"),
+    (1, "fabric.topograph.run/tier-0"),
+    (2, "network.topology.nvidia.com/spine"),
+    (2, "fabric.topograph.run/tier-1"),
+    (3, "network.topology.nvidia.com/core"),
+    (3, "fabric.topograph.run/tier-2"),
+    (4, "fabric.topograph.run/tier-3"),
+)
+"""(tier, node label key) read for a node's topology tiers, the first key present winning within a
+tier: the GPU operator's NVLink clique and NVIDIA Topograph's labels (0.x ``network.topology``,
+1.x ``fabric.topograph.run/tier-N`` whose tier 0 is the leaf, so its tier N is our tier N+1)."""
 
 STORAGE_CONDITION_PREFIX: Final = "infiniai-fs-"
 """Node condition type ``infiniai-fs-<mount-point-id>`` reports a mount point ready."""

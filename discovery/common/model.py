@@ -8,11 +8,18 @@ node, name = node name)::
       net:
         roce: [{name, switchName, switchPort, rdmaDevice, master}]
         ib:   [{name, port, guid, switchName, switchGuid, rdmaDevice}]
+      tiers:                            # the node's place in the fabric, from the leaf outwards
+        - {level: 1, name: "leaf-a,leaf-b"}   # the leaves of the zone key, joined by ","
+        - {level: 2, name: "spine-1+1"}       # spine (group), from the IB links or the RoCE fabric map
+        - {level: 3, name: "core-1"}
 
 The RoCE agent owns ``net.roce``, the InfiniBand collector owns ``net.ib``; each rewrites only its
 own list and keeps the other one as it finds it. ``zone`` and the node label ``zone`` are derived
 from the merged lists with :mod:`extender.model.topology` (the scheduler's own derivation): the
-InfiniBand switches when the node has any, else the RoCE switches.
+InfiniBand switches when the node has any, else the RoCE switches. ``tiers`` follows the same
+rule: level 1 is derived from the lists like the zone; the levels above it are the ones the agent
+of the kind that gives the zone passed (the IB collector's for a node with InfiniBand switches,
+else the RoCE agent's), so a RoCE agent on a node that also has InfiniBand leaves them alone.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ __all__ = [
     "NodeTopologySpec",
     "RoceNic",
     "RoceNicSpec",
+    "Tier",
+    "TierSpec",
     "empty_spec",
     "merge_spec",
     "spec_from_json",
@@ -62,9 +71,19 @@ class NetSpec(TypedDict):
     ib: list[IbPortSpec]
 
 
+class TierSpec(TypedDict):
+    level: int
+    name: str
+
+
 class NodeTopologySpec(TypedDict):
     zone: str
     net: NetSpec
+    tiers: list[TierSpec]
+
+
+Tier = tuple[int, str]
+"""(level, name) of one of a node's tiers above its leaf, as an agent hands it over (level ≥ 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +133,7 @@ class IbPort:
 
 
 def empty_spec() -> NodeTopologySpec:
-    return {"zone": "", "net": {"roce": [], "ib": []}}
+    return {"zone": "", "net": {"roce": [], "ib": []}, "tiers": []}
 
 
 def _str(v: object) -> str:
@@ -166,6 +185,39 @@ def spec_from_json(spec: object) -> NodeTopologySpec:
         ib = net.get("ib")
         if isinstance(ib, list):
             out["net"]["ib"] = [_ib_from_json(i) for i in ib if isinstance(i, Mapping)]
+    tiers = spec.get("tiers")
+    if isinstance(tiers, list):
+        out["tiers"] = [
+            {"level": _int(t.get("level")), "name": _str(t.get("name"))}
+            for t in tiers
+            if isinstance(t, Mapping) and _int(t.get("level")) >= 1 and _str(t.get("name"))
+        ]
+    return out
+
+
+def _zone_kind(net: NetSpec) -> Kind | None:
+    """Which list gives the node its zone: ``ib`` when it has a known InfiniBand switch, else
+    ``roce`` when it has a known RoCE switch, else None."""
+    if topology.sorted_switches(p["switchName"] for p in net["ib"]):
+        return "ib"
+    if topology.sorted_switches(n["switchName"] for n in net["roce"]):
+        return "roce"
+    return None
+
+
+def _tiers(net: NetSpec, upper: Iterable[Tier]) -> list[TierSpec]:
+    """Level 1 (the zone's leaves joined by ``,``) and the given upper levels, in level order (the
+    first name given for a level wins)."""
+    kind = _zone_kind(net)
+    if kind is None:
+        return []
+    names = [p["switchName"] for p in net["ib"]] if kind == "ib" else [n["switchName"] for n in net["roce"]]
+    out: list[TierSpec] = [{"level": 1, "name": ",".join(topology.sorted_switches(names))}]
+    by_level: dict[int, str] = {}
+    for lv, nm in upper:
+        if lv >= 2 and nm:
+            by_level.setdefault(lv, nm)  # one entry per level: ``level`` is the list's map key
+    out += [{"level": lv, "name": by_level[lv]} for lv in sorted(by_level)]
     return out
 
 
@@ -198,8 +250,13 @@ def merge_spec(
     *,
     roce: Iterable[RoceNic] | None = None,
     ib: Iterable[IbPort] | None = None,
+    upper_tiers: Iterable[Tier] | None = None,
 ) -> tuple[NodeTopologySpec, str | None]:
-    """The spec to write: ``current`` with the given list(s) replaced, zone recomputed.
+    """The spec to write: ``current`` with the given list(s) replaced, zone and tiers recomputed.
+
+    ``upper_tiers``: the caller's tiers above the leaf (level ≥ 2) for its kind (``ib`` when
+    ``ib`` is given, else ``roce``); they are used when that kind gives the zone, else the upper
+    tiers already in ``current`` stay. None: keep the current upper tiers.
 
     Returns the new spec and the ``zone`` label value (None: the label should be absent).
     Lists are sorted so that equal topologies compare equal.
@@ -209,4 +266,7 @@ def merge_spec(
     ib_list = _sorted_ib(p.to_spec() for p in ib) if ib is not None else _sorted_ib(base["net"]["ib"])
     net: NetSpec = {"roce": roce_list, "ib": ib_list}
     key, label = zone_of(net)
-    return {"zone": key or "", "net": net}, label
+    caller: Kind = "ib" if ib is not None else "roce"
+    current_upper = [(t["level"], t["name"]) for t in base["tiers"] if t["level"] >= 2]
+    upper = list(upper_tiers) if upper_tiers is not None and _zone_kind(net) == caller else current_upper
+    return {"zone": key or "", "net": net, "tiers": _tiers(net, upper)}, label

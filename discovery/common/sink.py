@@ -24,7 +24,7 @@ from typing import Any, Protocol, TextIO
 
 import orjson
 
-from discovery.common.model import IbPort, NodeTopologySpec, RoceNic, merge_spec
+from discovery.common.model import IbPort, NodeTopologySpec, RoceNic, Tier, merge_spec
 from extender import wellknown
 
 __all__ = [
@@ -107,10 +107,12 @@ async def publish_part(
     *,
     roce: Iterable[RoceNic] | None = None,
     ib: Iterable[IbPort] | None = None,
+    upper_tiers: Iterable[Tier] | None = None,
 ) -> PublishOutcome:
-    """Merge one agent's part into the node's topology and write it if it differs."""
+    """Merge one agent's part (and its tiers above the leaf, see
+    :func:`discovery.common.model.merge_spec`) into the node's topology and write it if it differs."""
     current = await sink.read(node)
-    spec, label = merge_spec(current.spec, roce=roce, ib=ib)
+    spec, label = merge_spec(current.spec, roce=roce, ib=ib, upper_tiers=upper_tiers)
     if current.spec == spec and current.zone_label == label:
         return PublishOutcome(node, spec, label, changed=False)
     changed = await sink.publish(node, spec, label)

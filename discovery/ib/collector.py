@@ -3,11 +3,14 @@
 Every round (default 10 min), while it holds its Lease:
 
 1. the fabric: ``ibnetdiscover`` (or the file given with ``--input``), parsed whole;
-2. each HCA port's leaf = the switch it is cabled to;
-3. HCA node descriptions → Kubernetes nodes by hostname (:mod:`discovery.ib.hosts`);
-4. each such node's NodeTopology ``spec.net.ib`` (+ ``spec.zone``) and ``zone`` labels are written
-   through the sink when they differ;
-5. each such node's heartbeat (``status.observedAt``, ``status.agent``) when its spec changed or
+2. each switch's unique name (:mod:`discovery.ib.naming`: the ``--switch-names`` file, re-read
+   every round, else the description, else the description with the GUID);
+3. each HCA port's leaf = the switch it is cabled to; the tiers above the leaves from the
+   switch-to-switch links (:mod:`discovery.ib.tiers`);
+4. HCA node descriptions → Kubernetes nodes by hostname (:mod:`discovery.ib.hosts`);
+5. each such node's NodeTopology ``spec.net.ib`` (+ ``spec.zone``, ``spec.tiers``) and ``zone``
+   labels are written through the sink when they differ;
+6. each such node's heartbeat (``status.observedAt``, ``status.agent``) when its spec changed or
    its last one is ``heartbeat_seconds`` old (:mod:`discovery.common.heartbeat`) — with the default
    period (10 min) and interval (5 min), every round.
 
@@ -31,7 +34,7 @@ from discovery.common import proc
 from discovery.common.conditions import ConditionLog
 from discovery.common.heartbeat import DEFAULT_HEARTBEAT_SECONDS, Heartbeats, agent_identity
 from discovery.common.sink import PublishOutcome, TopologySink, publish_part
-from discovery.ib import hosts, parse
+from discovery.ib import hosts, naming, parse, tiers
 
 __all__ = ["DEFAULT_IBNETDISCOVER", "IbCollector", "IbConfig", "IbRound"]
 
@@ -51,6 +54,8 @@ class IbConfig:
     """Write each node's ``status.observedAt`` at least this often (and when its spec changes); 0: never."""
     agent: str = ""
     """``status.agent`` of the heartbeats; empty: ``ib/`` + ``$POD_NAME``, else the hostname."""
+    switch_names: Path | None = None
+    """GUID → name file (:mod:`discovery.ib.naming`), re-read every round (a ConfigMap mount)."""
 
 
 @dataclass(slots=True)
@@ -124,21 +129,37 @@ class IbCollector:
             c.end_round()
         return result
 
-    async def _round(self) -> IbRound:
+    async def _read_fabric(self) -> tuple[parse.Fabric, dict[str, str]] | str:
+        """The parsed fabric and its switches' unique names, or why not (reported as a condition)."""
         c = self.conditions
         try:
             text = await self.fabric_text()
         except proc.ToolError as e:
             msg = self._retry(str(e))
             c.report("fabric", msg, logging.ERROR)
-            return IbRound(error=msg)
+            return msg
         try:
             fabric = parse.parse_ibnetdiscover(text)
         except parse.ParseError as e:
             msg = self._retry(f"cannot parse the ibnetdiscover output: {e}")
             c.report("fabric", msg, logging.ERROR)
-            return IbRound(error=msg)
-        atts = parse.attachments(fabric)
+            return msg
+        try:
+            given = naming.load_switch_names(self.config.switch_names) if self.config.switch_names else None
+        except naming.SwitchNamesError as e:
+            msg = self._retry(str(e))
+            c.report("switch-names", msg, logging.ERROR)
+            return msg
+        return fabric, parse.switch_names(fabric, given)
+
+    async def _round(self) -> IbRound:
+        c = self.conditions
+        read = await self._read_fabric()
+        if isinstance(read, str):
+            return IbRound(error=read)
+        fabric, names = read
+        atts = parse.attachments(fabric, names)
+        levels = tiers.fabric_tiers(fabric, names)
         try:
             nodes = await self.sink.list_nodes()
         except asyncio.CancelledError:
@@ -167,7 +188,8 @@ class IbCollector:
         result = IbRound(mapping=mapping)
         for node, ports in sorted(mapping.nodes.items()):
             try:
-                outcome = await publish_part(self.sink, node, ib=ports)
+                upper = tiers.node_tiers(levels, (p.switch_guid for p in ports))
+                outcome = await publish_part(self.sink, node, ib=ports, upper_tiers=upper)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -178,13 +200,14 @@ class IbCollector:
             result.outcomes[node] = outcome
             if outcome.changed:
                 self._log.info(
-                    "%s NodeTopology %s: zone %r, label zone=%s, %d IB port(s) on %s",
+                    "%s NodeTopology %s: zone %r, label zone=%s, %d IB port(s) on %s, tiers %s",
                     "dry run: would write" if self.sink.dry_run else "wrote",
                     node,
                     outcome.spec["zone"],
                     outcome.zone_label or "<none>",
                     len(ports),
                     ", ".join(sorted({p.switch_name for p in ports})),
+                    " > ".join(f"{t['level']}:{t['name']}" for t in outcome.spec["tiers"]) or "none",
                 )
             await self._heartbeat(result, node, outcome.changed)
         if result.heartbeat_failed:
@@ -198,10 +221,11 @@ class IbCollector:
                 ),
             )
         self._log.info(
-            "fabric: %d switch(es), %d leaf(s), %d HCA port(s); %d node(s) mapped, %d changed, %d unknown host(s), "
-            "%d heartbeat(s)",
+            "fabric: %d switch(es), %d leaf(s), %d tier(s), %d HCA port(s); %d node(s) mapped, %d changed, "
+            "%d unknown host(s), %d heartbeat(s)",
             len(fabric.switches),
             len(fabric.leaf_guids()),
+            levels.depth,
             len(atts),
             len(mapping.nodes),
             sum(1 for o in result.outcomes.values() if o.changed),

@@ -28,6 +28,8 @@ All GUIDs are returned normalised as ``0x`` + 16 lower-case hex digits.
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -39,9 +41,11 @@ __all__ = [
     "ParseError",
     "SwitchPort",
     "attachments",
+    "fabric_switch_descriptions",
     "is_unknown_description",
     "normalize_guid",
     "parse_ibnetdiscover",
+    "switch_names",
 ]
 
 
@@ -109,7 +113,7 @@ class IbSwitch:
 
     @property
     def name(self) -> str:
-        """The switch's name for the topology: its description, or ``S-<guid>`` if unknown."""
+        """Its description, or ``S-<guid>`` if unknown; not unique in a fabric (see :func:`switch_names`)."""
         return self.desc if not is_unknown_description(self.desc) else "S-" + self.guid[2:]
 
 
@@ -248,6 +252,46 @@ def parse_ibnetdiscover(text: str) -> Fabric:
     return fabric
 
 
+def fabric_switch_descriptions(fabric: Fabric) -> dict[str, str]:
+    """GUID → description of every switch of the fabric: those with a ``Switch`` block, and those
+    seen only as the far end of a link (a truncated scan)."""
+    descs: dict[str, str] = {}
+    for sw in fabric.switches.values():
+        for p in sw.ports.values():
+            if p.remote_type == "S":
+                descs.setdefault(p.remote_guid, p.remote_desc)
+    for ca in fabric.cas.values():
+        for cp in ca.ports.values():
+            if cp.remote_type == "S":
+                descs.setdefault(cp.remote_guid, cp.remote_desc)
+    for guid, sw in fabric.switches.items():
+        descs[guid] = sw.desc  # a switch's own header wins over what its neighbours printed
+    return descs
+
+
+def switch_names(fabric: Fabric, given: Mapping[str, str] | None = None) -> dict[str, str]:
+    """GUID → unique name of every switch of the fabric, by the rule of :mod:`discovery.ib.naming`.
+
+    ``given``: normalised GUID → name (:func:`discovery.ib.naming.parse_switch_names`); entries for GUIDs not in the
+    fabric are ignored.
+    """
+    given = given or {}
+    descs = fabric_switch_descriptions(fabric)
+    taken = {given[g] for g in descs if g in given}
+    count = Counter(d for g, d in descs.items() if g not in given and not is_unknown_description(d))
+    names: dict[str, str] = {}
+    for guid, desc in descs.items():
+        if guid in given:
+            names[guid] = given[guid]
+        elif is_unknown_description(desc):
+            names[guid] = "S-" + guid[2:]
+        elif count[desc] == 1 and desc not in taken:
+            names[guid] = desc
+        else:
+            names[guid] = f"{desc} ({guid})"
+    return names
+
+
 @dataclass(frozen=True, slots=True)
 class HcaAttachment:
     """One HCA port and the switch port it is cabled to (the leaf)."""
@@ -261,20 +305,20 @@ class HcaAttachment:
     switch_port: int
 
 
-def attachments(fabric: Fabric) -> list[HcaAttachment]:
+def attachments(fabric: Fabric, names: Mapping[str, str] | None = None) -> list[HcaAttachment]:
     """Every channel-adapter port cabled to a switch, sorted by (CA GUID, port).
 
     Taken from the ``Ca`` blocks, completed from the switches' port lines for adapters whose own
     block is missing (so a truncated output still yields what it shows). Routers and
-    adapter-to-adapter (back-to-back) links are not attachments.
+    adapter-to-adapter (back-to-back) links are not attachments. ``switch_name`` is the switch's
+    unique name: ``names`` (GUID → name, from :func:`switch_names`) or, without it, the
+    :func:`switch_names` of the fabric with no names file.
     """
     found: dict[tuple[str, int], HcaAttachment] = {}
+    unique = names if names is not None else switch_names(fabric)
 
-    def switch_name(guid: str, fallback_desc: str) -> str:
-        sw = fabric.switches.get(guid)
-        if sw is not None:
-            return sw.name
-        return fallback_desc if not is_unknown_description(fallback_desc) else "S-" + guid[2:]
+    def switch_name(guid: str) -> str:
+        return unique.get(guid) or "S-" + guid[2:]
 
     for ca in fabric.cas.values():
         if ca.kind != "Ca":
@@ -284,7 +328,7 @@ def attachments(fabric: Fabric) -> list[HcaAttachment]:
                 continue
             found[(ca.guid, p.port)] = HcaAttachment(
                 ca.guid, ca.desc, p.port, p.port_guid, p.remote_guid,
-                switch_name(p.remote_guid, p.remote_desc), p.remote_port,
+                switch_name(p.remote_guid), p.remote_port,
             )  # fmt: skip
     for sw in fabric.switches.values():
         for sp in sw.ports.values():
@@ -295,6 +339,6 @@ def attachments(fabric: Fabric) -> list[HcaAttachment]:
                 continue
             found[(sp.remote_guid, sp.remote_port)] = HcaAttachment(
                 sp.remote_guid, remote.desc if remote is not None else sp.remote_desc, sp.remote_port,
-                sp.remote_port_guid, sw.guid, sw.name, sp.port,
+                sp.remote_port_guid, sw.guid, switch_name(sw.guid), sp.port,
             )  # fmt: skip
     return [found[k] for k in sorted(found)]

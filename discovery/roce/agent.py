@@ -6,15 +6,18 @@ Every round (default 10 s):
 2. bonds among them are replaced by their slaves (``<sysfs>/class/net/<bond>/bonding/slaves``);
 3. switch name / port of each NIC from the LLDP neighbour table (``lldpcli -f json0 show neighbors``);
 4. RDMA device of each NIC from ``rdma -j link`` (fallback ``<sysfs>/class/infiniband/*/device/net/*``);
-5. the node's NodeTopology ``spec.net.roce`` (+ ``spec.zone``) and the ``zone`` labels are written
-   through the sink when they differ from what is there;
-6. its heartbeat (``status.observedAt``, ``status.agent``) when the spec changed or the last one
+5. the tiers above its leaves from the fabric map, if one is given (:mod:`discovery.common.fabric_map`,
+   re-read every round: a ConfigMap mount);
+6. the node's NodeTopology ``spec.net.roce`` (+ ``spec.zone``, ``spec.tiers``) and the ``zone`` labels
+   are written through the sink when they differ from what is there;
+7. its heartbeat (``status.observedAt``, ``status.agent``) when the spec changed or the last one
    is ``heartbeat_seconds`` old (:mod:`discovery.common.heartbeat`).
 
 A missing or failing input is logged once (and once more when it is back) and the round is
 retried next period; the agent never exits on it. While the CNI directory or the LLDP table cannot
 be read, nothing is written: a half-known topology must not replace a known one. A NIC that has no
-LLDP neighbour yet is written with an empty ``switchName``.
+LLDP neighbour yet is written with an empty ``switchName``. An unreadable fabric map is logged
+the same way and leaves the tiers written before as they are.
 """
 
 from __future__ import annotations
@@ -29,9 +32,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from discovery.common import fabric_map
 from discovery.common.conditions import ConditionLog
 from discovery.common.heartbeat import DEFAULT_HEARTBEAT_SECONDS, Heartbeats, agent_identity
-from discovery.common.model import RoceNic
+from discovery.common.model import RoceNic, Tier
 from discovery.common.sink import PublishOutcome, TopologySink, publish_part
 from discovery.roce import parse, sources
 
@@ -69,16 +73,21 @@ class RoceConfig:
     """Write ``status.observedAt`` at least this often (and whenever the spec changes); 0: never."""
     agent: str = ""
     """``status.agent`` of the heartbeat; empty: ``roce/`` + ``$POD_NAME``, else the hostname."""
+    fabric_map: Path | None = None
+    """leaf → spine → core file (:mod:`discovery.common.fabric_map`); None: no tiers above the leaf."""
 
 
 @dataclass(frozen=True, slots=True)
 class Discovery:
     """What one round found. ``complete`` is False when a blocking input (CNI directory, LLDP
-    table) could not be read; ``problems`` maps condition keys to their messages."""
+    table) could not be read; ``problems`` maps condition keys to their messages.
+    ``upper_tiers``: the node's tiers above its leaves (empty without a fabric map; None when the
+    map could not be read: the tiers written before stay)."""
 
     nics: list[RoceNic]
     complete: bool
     problems: dict[str, str] = field(default_factory=dict)
+    upper_tiers: list[Tier] | None = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +114,7 @@ class RoceAgent:
         self.sink = sink
         self.conditions = ConditionLog(logger or log)
         self._log = logger or log
-        self._last: list[RoceNic] | None = None
+        self._last: tuple[list[RoceNic], list[Tier] | None] | None = None
         self._rounds_since_sync = 0
         self.heartbeats = Heartbeats(
             config.agent or agent_identity("roce"), config.heartbeat_seconds, clock=clock, wall_clock=wall_clock
@@ -184,7 +193,23 @@ class RoceAgent:
                     problems[f"no-neighbor:{nic.name}"] = (
                         f"NIC {nic.name} has no LLDP neighbour yet; reported with an empty switchName"
                     )
-        return Discovery(nics, complete, problems)
+        return Discovery(nics, complete, problems, self._upper_tiers(nics, problems))
+
+    def _upper_tiers(self, nics: Sequence[RoceNic], problems: dict[str, str]) -> list[Tier] | None:
+        """The node's tiers above its leaves by the fabric map (see :class:`Discovery`)."""
+        path = self.config.fabric_map
+        if path is None:
+            return []
+        try:
+            fmap = fabric_map.load_fabric_map(path)
+        except fabric_map.FabricMapError as e:
+            problems["fabric-map"] = self._retry(f"{e}; the tiers above the leaf are left as they are")
+            return None
+        leaves = sorted({n.switch_name for n in nics if n.switch_name})
+        for leaf in leaves:
+            if leaf not in fmap:
+                problems[f"not-in-fabric-map:{leaf}"] = f"leaf {leaf!r} is not in the fabric map {path}: no spine known"
+        return fabric_map.map_tiers(fmap, leaves)
 
     def _log_round(self, d: Discovery) -> None:
         c = self.conditions
@@ -216,13 +241,13 @@ class RoceAgent:
                 f"not updating NodeTopology {self.config.node_name} until the inputs above are readable",
             )
             result = RoundResult(d, None)
-        elif d.nics == self._last and self._rounds_since_sync < self.config.resync_rounds:
+        elif (d.nics, d.upper_tiers) == self._last and self._rounds_since_sync < self.config.resync_rounds:
             self._rounds_since_sync += 1
             result = RoundResult(d, None)
             checked = True
         else:
             try:
-                outcome = await publish_part(self.sink, self.config.node_name, roce=d.nics)
+                outcome = await publish_part(self.sink, self.config.node_name, roce=d.nics, upper_tiers=d.upper_tiers)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -230,7 +255,7 @@ class RoceAgent:
                 self.conditions.report("publish", msg, logging.ERROR)
                 result = RoundResult(d, None, error=msg)
             else:
-                self._last = d.nics
+                self._last = (d.nics, d.upper_tiers)
                 self._rounds_since_sync = 0
                 if outcome.changed:
                     self._log.info(

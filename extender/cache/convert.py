@@ -27,7 +27,7 @@ from extender.model.quota import (
 from extender.model.resources import QuantityError, Resource, format_quantity
 from extender.model.selectors import LabelSelector, NodeAffinity, SelectorError, Taint, Toleration
 from extender.model.task import TaskInfo, TaskStatus, job_key
-from extender.model.topology import gpu_spec_code, node_zone_key
+from extender.model.topology import gpu_spec_code, node_tiers, node_zone_key
 
 __all__ = [
     "ConversionError",
@@ -44,6 +44,7 @@ __all__ = [
     "reserved_to_api",
     "task_from_api",
     "topology_switches",
+    "topology_tiers",
 ]
 
 
@@ -54,6 +55,8 @@ class ConversionError(ValueError):
 @dataclass(frozen=True, slots=True)
 class ConvertOptions:
     gpu_spec_labels: tuple[str, ...] = wellknown.DEFAULT_GPU_SPEC_LABELS
+    tier_labels: tuple[tuple[int, str], ...] = wellknown.DEFAULT_TIER_LABELS
+    """(tier, node label key) read for the nodes' topology tiers (``--topology-labels``)."""
     spot_resource: str = wellknown.RESOURCE_SPOT_GPU
     rdma_prefix: str = wellknown.RDMA_RESOURCE_PREFIX
     default_queue: str = "default"
@@ -139,6 +142,21 @@ def topology_switches(topo: Mapping[str, Any] | None) -> tuple[list[str], list[s
     return roce, ib
 
 
+def topology_tiers(topo: Mapping[str, Any] | None) -> dict[int, str]:
+    """level → name from a NodeTopology's ``spec.tiers`` (entries without a level ≥ 0 or a name
+    are skipped; the first entry of a level wins)."""
+    out: dict[int, str] = {}
+    if not topo:
+        return out
+    for t in (topo.get("spec") or {}).get("tiers") or ():
+        if not isinstance(t, Mapping):
+            continue
+        level, name = t.get("level"), t.get("name")
+        if isinstance(level, int) and not isinstance(level, bool) and level >= 0 and isinstance(name, str) and name:
+            out.setdefault(level, name)
+    return out
+
+
 def node_from_api(obj: Mapping[str, Any], topo: Mapping[str, Any] | None, opts: ConvertOptions) -> NodeInfo:
     meta = _meta(obj)
     name = str(meta.get("name") or "")
@@ -167,6 +185,7 @@ def node_from_api(obj: Mapping[str, Any], topo: Mapping[str, Any] | None, opts: 
             ready = cond.status == "True"
             ready_since = cond.transition
     roce, ib = topology_switches(topo)
+    zone = node_zone_key(annotations, labels, roce, ib, opts.tier_labels) or ""
     return NodeInfo(
         name=name,
         allocatable=allocatable,
@@ -177,7 +196,8 @@ def node_from_api(obj: Mapping[str, Any], topo: Mapping[str, Any] | None, opts: 
         ready=ready,
         unschedulable=bool(spec.get("unschedulable")),
         spec=gpu_spec_code(labels, opts.gpu_spec_labels),
-        zone=node_zone_key(annotations, labels, roce, ib) or "",
+        zone=zone,
+        tiers=node_tiers(annotations, labels, zone, topology_tiers(topo), opts.tier_labels),
         conditions=conditions,
         ready_since=ready_since,
         resource_version=str(meta.get("resourceVersion") or ""),

@@ -340,7 +340,8 @@ def _validate_crd(crd: Obj, old: Obj | None) -> list[Cause]:
                 causes.append(Cause(f"{cw}.jsonPath", "FieldValueInvalid", f"Invalid value: {exc}"))
         for j, sel in enumerate(v.get("selectableFields") or []):
             try:
-                JSONPath.parse(str((sel or {}).get("jsonPath", "")))
+                if JSONPath.parse(str((sel or {}).get("jsonPath", ""))).filtered:
+                    raise JSONPathError("a selectable field is a simple path: no filter")
             except JSONPathError as exc:
                 causes.append(
                     Cause(f"{where}.selectableFields[{j}].jsonPath", "FieldValueInvalid", f"Invalid value: {exc}")

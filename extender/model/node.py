@@ -66,6 +66,9 @@ class NodeInfo:
     unschedulable: bool = False
     spec: str = ""  # GPU spec code ("" = none)
     zone: str = ""  # RDMA zone key ("" = no RDMA topology known)
+    tiers: tuple[str, ...] = ()
+    """Name of the node's unit per fabric level, ``""`` when unknown: 0 NVLink / accelerator domain,
+    1 leaf (always equal to ``zone``), 2 spine, 3 core, … (:func:`extender.model.topology.node_tiers`)."""
     conditions: dict[str, NodeCondition] = field(default_factory=dict)
     ready_since: float = 0.0  # lastTransitionTime of the Ready condition
     resource_version: str = ""
@@ -85,6 +88,7 @@ class NodeInfo:
     quota_allocated: dict[str, Resource] = field(init=False)
 
     def __post_init__(self) -> None:
+        self._align_tiers()
         self.used = Resource.empty()
         self.idle = self.allocatable.clone()
         self.releasing = Resource.empty()
@@ -98,6 +102,18 @@ class NodeInfo:
         self.allocatable = allocatable
         self.idle = allocatable - self.used
         self.quota_idle = allocatable - Resource.total(self.quota_allocated.values())
+
+    def _align_tiers(self) -> None:
+        """``tiers[1]`` is ``zone``: a zone given alone fills it, tiers given alone give the zone."""
+        if not self.zone and len(self.tiers) > 1:
+            self.zone = self.tiers[1]
+        elif self.zone and (len(self.tiers) < 2 or self.tiers[1] != self.zone):
+            padded = (*self.tiers, "", "")[: max(2, len(self.tiers))]
+            self.tiers = (padded[0], self.zone, *padded[2:])
+
+    def tier(self, level: int) -> str:
+        """The name of the node's level-``level`` unit, ``""`` when unknown."""
+        return self.tiers[level] if 0 <= level < len(self.tiers) else ""
 
     # --- derived -----------------------------------------------------------------------------
     @property
@@ -259,6 +275,7 @@ class NodeInfo:
         n.unschedulable = self.unschedulable
         n.spec = self.spec
         n.zone = self.zone
+        n.tiers = self.tiers  # immutable
         n.conditions = self.conditions
         n.ready_since = self.ready_since
         n.resource_version = self.resource_version

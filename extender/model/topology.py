@@ -2,28 +2,49 @@
 
 A node's *zone key* says which RDMA switch domain it is in. Precedence:
 
-1. the node annotation ``scheduling.infini-ai.com/rdma-topology-key`` (operator override);
+1. the node annotation ``scheduling.infini-ai.com/rdma-topology-key`` (operator override), else
+   ``scheduling.infini-ai.com/tier-1`` (the same override, spelled as a tier);
 2. the node label ``zone`` (written by the discovery agents: md5 of the sorted switch names);
 3. a key generated from the node's NodeTopology: ``ib#S1,S2`` when it has InfiniBand ports with
-   known switches, else ``roce#S1,S2`` from its RoCE NICs (switch names sorted, duplicates once).
+   known switches, else ``roce#S1,S2`` from its RoCE NICs (switch names sorted, duplicates once);
+4. the first of the configured tier-1 node labels it has (Topograph's
+   ``network.topology.nvidia.com/leaf`` …): a cluster running Topograph needs no agent of ours.
 
 Nodes wired to the same set of switches share a zone. A node without any of these has no zone.
+
+A node's *tiers* (:func:`node_tiers`) name the unit it is in at each level of the fabric:
+0 NVLink / accelerator domain, 1 leaf (always the zone key), 2 spine, 3 core, and on outwards.
+Per level, the first source that names it wins: the node annotation
+``scheduling.infini-ai.com/tier-N``, then the NodeTopology ``spec.tiers`` our agents write, then the
+configured node labels of that level in their order (:data:`extender.wellknown.DEFAULT_TIER_LABELS`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from extender import wellknown
 
 __all__ = [
+    "TierLabels",
+    "format_tier_labels",
     "generated_zone_key",
     "gpu_spec_code",
+    "node_tiers",
     "node_zone_key",
+    "parse_tier_labels",
     "sorted_switches",
+    "tier_annotation",
     "zone_label_value",
 ]
+
+TierLabels = Sequence[tuple[int, str]]
+"""(tier, node label key) pairs; within a tier, the earlier key wins."""
+
+MAX_TIER = 16
+"""Highest tier number accepted in annotations and settings (a fat tree has 4 or 5)."""
 
 
 def sorted_switches(switches: Iterable[str]) -> list[str]:
@@ -52,20 +73,98 @@ def zone_label_value(switches: Iterable[str]) -> str | None:
     return hashlib.md5(",".join(names).encode(), usedforsecurity=False).hexdigest()
 
 
+def tier_annotation(level: int) -> str:
+    """``scheduling.infini-ai.com/tier-<level>``."""
+    return f"{wellknown.ANNO_TIER_PREFIX}{level}"
+
+
+def _labelled(labels: Mapping[str, str], tier_labels: TierLabels, level: int) -> str:
+    for lv, key in tier_labels:
+        if lv == level:
+            value = labels.get(key)
+            if value:
+                return value
+    return ""
+
+
 def node_zone_key(
     annotations: Mapping[str, str],
     labels: Mapping[str, str],
     roce_switches: Sequence[str] = (),
     ib_switches: Sequence[str] = (),
+    tier_labels: TierLabels = (),
 ) -> str | None:
     """The node's zone key by the precedence in the module docstring."""
-    override = annotations.get(wellknown.ANNO_RDMA_TOPOLOGY_KEY)
+    override = annotations.get(wellknown.ANNO_RDMA_TOPOLOGY_KEY) or annotations.get(tier_annotation(1))
     if override:
         return override
     label = labels.get(wellknown.LABEL_ZONE)
     if label:
         return label
-    return generated_zone_key("ib", ib_switches) or generated_zone_key("roce", roce_switches)
+    generated = generated_zone_key("ib", ib_switches) or generated_zone_key("roce", roce_switches)
+    return generated or _labelled(labels, tier_labels, 1) or None
+
+
+def node_tiers(
+    annotations: Mapping[str, str],
+    labels: Mapping[str, str],
+    zone: str,
+    agent_tiers: Mapping[int, str],
+    tier_labels: TierLabels,
+) -> tuple[str, ...]:
+    """The node's tiers: index i names its level-i unit, ``""`` when unknown; index 1 is ``zone``.
+
+    ``agent_tiers``: level → name from its NodeTopology ``spec.tiers``. The tuple ends at the
+    highest level some source names (empty when none does and there is no zone).
+    """
+    levels = {lv for lv, _ in tier_labels} | set(agent_tiers) | {1}
+    for key in annotations:
+        if key.startswith(wellknown.ANNO_TIER_PREFIX):
+            rest = key[len(wellknown.ANNO_TIER_PREFIX) :]
+            if rest.isdigit() and int(rest) <= MAX_TIER:
+                levels.add(int(rest))
+    out = [""] * (max(levels) + 1)
+    for level in levels:
+        if level == 1:
+            out[1] = zone
+            continue
+        out[level] = (
+            annotations.get(tier_annotation(level)) or agent_tiers.get(level) or _labelled(labels, tier_labels, level)
+        )
+    while out and not out[-1]:
+        out.pop()
+    return tuple(out)
+
+
+_TIER_ENTRY = re.compile(r"^(\d+)=(\S+)$")
+
+
+def parse_tier_labels(text: str) -> tuple[tuple[int, str], ...]:
+    """``0=nvidia.com/gpu.clique,1=network.topology.nvidia.com/leaf,…`` → pairs (order kept).
+
+    ValueError, naming the entry, for one that is not ``TIER=KEY`` or whose tier is above
+    :data:`MAX_TIER`. Empty text: no labels.
+    """
+    out: list[tuple[int, str]] = []
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        m = _TIER_ENTRY.match(entry)
+        if m is None or int(m.group(1)) > MAX_TIER:
+            raise ValueError(
+                f"topology label entry {entry!r}: expected TIER=LABEL-KEY with TIER 0..{MAX_TIER} "
+                "(e.g. 1=network.topology.nvidia.com/leaf)"
+            )
+        pair = (int(m.group(1)), m.group(2))
+        if pair not in out:
+            out.append(pair)
+    return tuple(out)
+
+
+def format_tier_labels(pairs: TierLabels) -> str:
+    """The inverse of :func:`parse_tier_labels`."""
+    return ",".join(f"{level}={key}" for level, key in pairs)
 
 
 def gpu_spec_code(labels: Mapping[str, str], keys: Sequence[str] = wellknown.DEFAULT_GPU_SPEC_LABELS) -> str:

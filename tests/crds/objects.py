@@ -129,6 +129,11 @@ NODETOPOLOGY: dict[str, Any] = {
                 {"name": "mlx5_3"},
             ],
         },
+        "tiers": [
+            {"level": 1, "name": "MF0;ib-leaf-1:MQM8700/U1"},
+            {"level": 2, "name": "MF0;ib-spine-1:MQM8700/U1+1"},
+            {"level": 3, "name": "core-1"},
+        ],
     },
     "status": {"observedAt": "2025-11-29T10:00:00Z", "agent": "sky-roce-x7k2p"},
 }  # fmt: skip

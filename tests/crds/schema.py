@@ -540,11 +540,24 @@ def _check_junctor(child: Mapping[str, Any], owner: Mapping[str, Any], where: st
 # --------------------------------------------------------------------------------------------
 
 
-def column_path(json_path: str) -> list[str]:
-    """Split a simple JSONPath (``.spec.request.nvidia\\.com/gpu``) into its keys."""
+@dataclass(frozen=True)
+class ColumnFilter:
+    """A ``[?(@.key==value)]`` step of a printer column path: the list elements whose ``key`` is
+    ``value`` (client-go jsonpath filters, as in ``.status.conditions[?(@.type=="Ready")]``)."""
+
+    key: str
+    value: str | int
+
+
+_FILTER = re.compile(r"""\[\?\(@\.(?P<key>[A-Za-z0-9_]+)\s*==\s*(?P<value>"[^"]*"|'[^']*'|-?\d+)\)\]""")
+
+
+def column_path(json_path: str) -> list[str | ColumnFilter]:
+    """Split a printer column path (``.spec.request.nvidia\\.com/gpu``, or with filter steps
+    ``.spec.tiers[?(@.level==1)].name``) into its keys and filters."""
     if not json_path.startswith("."):
         raise ValueError(f"{json_path!r}: a printer column path starts with '.'")
-    keys: list[str] = []
+    keys: list[str | ColumnFilter] = []
     current = ""
     i = 1
     while i < len(json_path):
@@ -553,8 +566,19 @@ def column_path(json_path: str) -> list[str]:
             current += json_path[i + 1]
             i += 2
             continue
+        if ch == "[" and current and (m := _FILTER.match(json_path, i)):
+            raw = m["value"]
+            keys += [current, ColumnFilter(m["key"], raw[1:-1] if raw[0] in "'\"" else int(raw))]
+            current = ""
+            i = m.end()
+            if i < len(json_path) and json_path[i] != ".":
+                raise ValueError(f"{json_path!r}: a filter must be followed by '.' or end the path")
+            i += 1
+            continue
         if ch in "[]*{}()?@$ ":
-            raise ValueError(f"{json_path!r}: only simple paths are allowed, found {ch!r}")
+            raise ValueError(
+                f"{json_path!r}: only simple paths and [?(@.key==value)] filters are allowed, found {ch!r}"
+            )
         if ch == ".":
             if not current:
                 raise ValueError(f"{json_path!r}: empty path segment")
@@ -563,9 +587,10 @@ def column_path(json_path: str) -> list[str]:
         else:
             current += ch
         i += 1
-    if not current:
+    if current:
+        keys.append(current)
+    elif not keys or not isinstance(keys[-1], ColumnFilter):
         raise ValueError(f"{json_path!r}: empty path segment")
-    keys.append(current)
     return keys
 
 
@@ -573,7 +598,8 @@ def column_schema(schema: Mapping[str, Any], json_path: str) -> Mapping[str, Any
     """The schema node a printer column's JSONPath reaches; KeyError naming the first unknown key.
 
     ``metadata`` is not spelled out in CRD schemas; the ObjectMeta fields are accepted there
-    (``creationTimestamp`` as a date-time string).
+    (``creationTimestamp`` as a date-time string). A filter step needs a list whose items have
+    the filtered key.
     """
     keys = column_path(json_path)
     if keys[0] == "metadata":
@@ -586,6 +612,12 @@ def column_schema(schema: Mapping[str, Any], json_path: str) -> Mapping[str, Any
         return {"type": "integer" if keys[1] == "generation" else "string"}
     node: Mapping[str, Any] = schema
     for key in keys:
+        if isinstance(key, ColumnFilter):
+            items = node.get("items") if node.get("type") == "array" else None
+            if not isinstance(items, Mapping) or key.key not in items.get("properties", {}):
+                raise KeyError(f"{json_path}: filter on {key.key!r} needs a list of objects with that field")
+            node = items
+            continue
         props = node.get("properties", {})
         extra = node.get("additionalProperties")
         if key in props:
@@ -605,7 +637,15 @@ def printer_cells(obj: Mapping[str, Any], crd: Mapping[str, Any], *, wide: bool 
             continue
         value: Any = obj
         for key in column_path(col["jsonPath"]):
-            value = value.get(key) if isinstance(value, Mapping) else None
+            if isinstance(key, ColumnFilter):  # the first match, as the apiserver's Table takes results[0][0]
+                found = (
+                    [v for v in value if isinstance(v, Mapping) and v.get(key.key) == key.value]
+                    if isinstance(value, list)
+                    else []
+                )
+                value = found[0] if found else None
+            else:
+                value = value.get(key) if isinstance(value, Mapping) else None
         if value is not None and col["type"] == "string" and not isinstance(value, str):
             value = str(value)
         cells[col["name"]] = value

@@ -32,7 +32,12 @@ COLUMNS = {
         ("GPU", r".spec.request.nvidia\.com/gpu", "string"),
         ("AGE", ".metadata.creationTimestamp", "date"),
     ],
-    "NodeTopology": [("ZONE", ".spec.zone", "string"), ("AGE", ".metadata.creationTimestamp", "date")],
+    "NodeTopology": [
+        ("ZONE", ".spec.zone", "string"),
+        ("LEAF", ".spec.tiers[?(@.level==1)].name", "string"),
+        ("SPINE", ".spec.tiers[?(@.level==2)].name", "string"),
+        ("AGE", ".metadata.creationTimestamp", "date"),
+    ],
     "PodGroup": [
         ("MINMEMBER", ".spec.minMember", "integer"),
         ("PHASE", ".status.phase", "string"),
@@ -311,6 +316,8 @@ CONTRACT_FIELDS = [
     ("NodeTopology", "spec.net.ib[].switchName", "string"),
     ("NodeTopology", "spec.net.ib[].switchGuid", "string"),
     ("NodeTopology", "spec.net.ib[].rdmaDevice", "string"),
+    ("NodeTopology", "spec.tiers[].level", "integer:int32"),
+    ("NodeTopology", "spec.tiers[].name", "string"),
     ("NodeTopology", "status.observedAt", "string:date-time"),
     ("NodeTopology", "status.agent", "string"),
     ("PodGroup", "spec.minMember", "integer:int32"),

@@ -280,3 +280,38 @@ def test_column_path_understands_escaped_dots() -> None:
     for bad in ("spec.x", ".spec..x", ".spec.x[0]", ".spec.*", "."):
         with pytest.raises(ValueError):
             schema.column_path(bad)
+
+
+def test_column_path_filters_select_list_items_by_a_key() -> None:
+    assert schema.column_path(".spec.tiers[?(@.level==2)].name") == [
+        "spec",
+        "tiers",
+        schema.ColumnFilter("level", 2),
+        "name",
+    ]
+    assert schema.column_path('.status.conditions[?(@.type=="Ready")].status') == [
+        "status", "conditions", schema.ColumnFilter("type", "Ready"), "status",
+    ]  # fmt: skip
+    for bad in (".spec.tiers[?(@.level>2)].name", ".spec.tiers[?(@.level==2)]name", ".spec[?(@.a==1)"):
+        with pytest.raises(ValueError):
+            schema.column_path(bad)
+
+
+def test_printer_cells_take_the_first_filtered_item_or_none() -> None:
+    crd = {
+        "spec": {
+            "versions": [
+                {
+                    "name": "v1",
+                    "storage": True,
+                    "additionalPrinterColumns": [
+                        {"name": "SPINE", "type": "string", "jsonPath": ".spec.tiers[?(@.level==2)].name"},
+                    ],
+                }
+            ]
+        }
+    }
+    tiers = [{"level": 1, "name": "leaf-1"}, {"level": 2, "name": "spine-1"}]
+    assert schema.printer_cells({"spec": {"tiers": tiers}}, crd) == {"SPINE": "spine-1"}
+    assert schema.printer_cells({"spec": {"tiers": tiers[:1]}}, crd) == {"SPINE": None}
+    assert schema.printer_cells({"spec": {}}, crd) == {"SPINE": None}

@@ -355,3 +355,21 @@ def test_kubectl_get_quota_shows_node_phase_queue_gpu_age() -> None:
         "AGE",
         "REASON",
     ]
+
+
+def test_kubectl_get_nodetopology_shows_zone_leaf_spine_age() -> None:
+    assert schema.printer_cells(full("NodeTopology"), CRDS["NodeTopology"]) == {
+        "ZONE": "roce#S1,S2",
+        "LEAF": "MF0;ib-leaf-1:MQM8700/U1",
+        "SPINE": "MF0;ib-spine-1:MQM8700/U1+1",
+        "AGE": None,
+    }
+    assert schema.printer_cells(minimal("NodeTopology"), CRDS["NodeTopology"]) == {
+        "ZONE": None, "LEAF": None, "SPINE": None, "AGE": None,
+    }  # fmt: skip
+
+
+def test_two_tiers_of_the_same_level_are_refused() -> None:
+    topo = full("NodeTopology")
+    topo["spec"]["tiers"].append({"level": 2, "name": "another"})
+    assert [e.field for e in schema.validate(topo, CRDS["NodeTopology"])] == ["spec.tiers[3]"]

@@ -56,7 +56,10 @@ VARIANTS: dict[str, Mapping[str, Any]] = {
             },
             "serve": {"extraArgs": ["--log-level=debug"]},
         },
-        "discovery": {"ib": {"hostnamePattern": r"^\s*(?P<host>[^\s]+)"}},
+        "discovery": {
+            "ib": {"hostnamePattern": r"^\s*(?P<host>[^\s]+)", "switchNamesConfigMap": "ib-switch-names"},
+            "roce": {"fabricMapConfigMap": "roce-fabric-map"},
+        },
         "webhook": {"namespaceSelection": "optIn", "failurePolicy": "Fail"},
     },
 }

@@ -530,6 +530,38 @@ def test_ib_hostname_pattern_reaches_the_collector_verbatim() -> None:
     assert ns.hostname_pattern == VARIANTS["everything"]["discovery"]["ib"]["hostnamePattern"]
 
 
+def test_fabric_map_and_switch_names_come_from_configmap_directories() -> None:
+    """The files the agents re-read every round are in a mounted ConfigMap directory (not a
+    subPath, which the kubelet never updates); without the values neither flag nor volume."""
+    objs = render_variant("everything")
+    cases = [
+        (one(objs, "DaemonSet", "sky-scheduler-roce"), "agent", "fabric_map", "roce-fabric-map", "fabric-map.yaml"),
+        (
+            one(objs, "Deployment", "sky-scheduler-ib"),
+            "collector",
+            "switch_names",
+            "ib-switch-names",
+            "switch-names.yaml",
+        ),
+    ]
+    for owner, name, flag, configmap, key in cases:
+        c = container(owner, name)
+        path = Path(getattr(_parse_strictly(_discover_parser(), c["args"][1:]), flag))
+        assert path.name == key
+        (mount,) = [m for m in c["volumeMounts"] if m["mountPath"] == str(path.parent)]
+        assert mount["readOnly"] is True and "subPath" not in mount
+        (volume,) = [v for v in owner["spec"]["template"]["spec"]["volumes"] if v["name"] == mount["name"]]
+        assert volume["configMap"] == {"name": configmap}
+    default = render_variant("default")
+    without = [
+        ("DaemonSet", "sky-scheduler-roce", "agent", "--fabric-map"),
+        ("Deployment", "sky-scheduler-ib", "collector", "--switch-names"),
+    ]
+    for kind, owner_name, name, flag in without:
+        c = container(one(default, kind, owner_name), name)
+        assert not any(a.startswith(flag) for a in c["args"])
+
+
 # --------------------------------------------------------------------------------------------
 # Pods: probes, security, placement
 # --------------------------------------------------------------------------------------------

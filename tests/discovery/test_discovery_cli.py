@@ -78,7 +78,7 @@ def test_roce_once_dry_run_on_a_bare_machine(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(tmp_path)}
     done = _run("roce", "--once", "--dry-run", "--cni-dir", str(tmp_path / "no-cni"), env=env)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["spec"] == {"zone": "", "net": {"roce": [], "ib": []}}
+    assert json.loads(done.stdout)["spec"] == {"zone": "", "net": {"roce": [], "ib": []}, "tiers": []}
     assert "CNI configuration directory" in done.stderr and "does not exist" in done.stderr
     assert "lldpcli not found on PATH (is the lldpd sidecar running?)" in done.stderr
     assert "rdma not found on PATH" in done.stderr
@@ -113,6 +113,32 @@ def test_ib_once_dry_run_from_a_saved_fabric(fixtures: Path) -> None:
     assert all(i["kind"] == "NodeTopology" and i["metadata"]["labels"]["zone"] for i in doc["items"])
     assert doc["unknownHosts"] == []  # no cluster to compare with
     assert doc["unparsableDescriptions"] == ["??? (0x1070fd0300178000)"]
+
+
+def test_ib_dry_run_groups_an_unrenamed_edr_fabric_by_leaf(fixtures: Path, tmp_path: Path) -> None:
+    done = _run("ib", "--input", str(fixtures / "ib" / "edr-2level.txt"), "--once", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    items = json.loads(done.stdout)["items"]
+    assert len(items) == 96
+    by_zone: dict[str, list[str]] = {}
+    for item in items:
+        by_zone.setdefault(item["spec"]["zone"], []).append(item["metadata"]["name"])
+    assert sorted(by_zone.values()) == [[f"node{n:03d}" for n in range(k * 24 + 1, k * 24 + 25)] for k in range(4)]
+    spines = {item["spec"]["tiers"][1]["name"] for item in items}
+    assert spines == {"SwitchIB Mellanox Technologies (0x7cfe900300b1e100)+1"}  # one spine group
+    names = tmp_path / "names.json"
+    names.write_text(json.dumps({f"0x7cfe900300b1e20{k}": f"edr-leaf-{k + 1}" for k in range(4)}))
+    done = _run(
+        "ib", "--input", str(fixtures / "ib" / "edr-2level.txt"), "--once", "--dry-run", "--switch-names", str(names)
+    )
+    assert done.returncode == 0, done.stderr
+    zones = {i["metadata"]["name"]: i["spec"]["zone"] for i in json.loads(done.stdout)["items"]}
+    assert (zones["node001"], zones["node025"], zones["node096"]) == ("ib#edr-leaf-1", "ib#edr-leaf-2", "ib#edr-leaf-4")
+    names.write_text("not: [valid")
+    done = _run(
+        "ib", "--input", str(fixtures / "ib" / "edr-2level.txt"), "--once", "--dry-run", "--switch-names", str(names)
+    )
+    assert done.returncode == 1 and "names.json: not YAML or JSON" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_ib_bad_pattern_and_bad_input_fail_cleanly(fixtures: Path, tmp_path: Path) -> None:

@@ -143,6 +143,7 @@ async def test_roce_agents_write_node_topologies_and_the_scheduler_zones_follow_
                 ],
                 "ib": [],
             },
+            "tiers": [{"level": 1, "name": "leaf-a,leaf-b"}],
         }
         assert labels[wellknown.LABEL_ZONE] == topology.zone_label_value(["leaf-a", "leaf-b"])
         assert obj["metadata"]["labels"][wellknown.LABEL_ZONE] == labels[wellknown.LABEL_ZONE]

@@ -40,7 +40,7 @@ def test_nodes_on_the_same_switch_set_share_zone_and_label() -> None:
 
 def test_a_node_without_any_switch_has_an_empty_zone_and_no_label() -> None:
     spec, label = merge_spec(None, roce=[RoceNic("ens1")])
-    assert spec == {"zone": "", "net": {"roce": [spec["net"]["roce"][0]], "ib": []}}
+    assert spec == {"zone": "", "net": {"roce": [spec["net"]["roce"][0]], "ib": []}, "tiers": []}
     assert label is None
     assert zone_of({"roce": [], "ib": []}) == (None, None)
 
@@ -65,8 +65,9 @@ def test_spec_from_json_tolerates_missing_and_foreign_fields() -> None:
             "roce": [{"name": "a", "switchName": "", "switchPort": "", "rdmaDevice": "", "master": ""}],
             "ib": [{"name": "m", "port": 2, "guid": "", "switchName": "", "switchGuid": "", "rdmaDevice": ""}],
         },
+        "tiers": [],
     }
-    assert spec_from_json(None) == {"zone": "", "net": {"roce": [], "ib": []}}
+    assert spec_from_json(None) == {"zone": "", "net": {"roce": [], "ib": []}, "tiers": []}
 
 
 def test_node_topology_object_carries_the_zone_label() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from discovery.common.model import RoceNic, merge_spec
+from discovery.common.model import NodeTopologySpec, RoceNic, merge_spec
 from discovery.common.sink import MemorySink, NodeRef
 from discovery.ib import hosts
 from discovery.ib.collector import IbCollector, IbConfig
@@ -28,7 +28,7 @@ NODES = [
 
 
 def _collector(fixtures: Path, sink: MemorySink, name: str = "fat-tree.txt", **kw: object) -> IbCollector:
-    return IbCollector(IbConfig(input=fixtures / "ib" / name, **kw), sink)  # type: ignore[arg-type]
+    return IbCollector(IbConfig(input=fixtures / "ib" / name, **kw), sink)
 
 
 @pytest.mark.anyio
@@ -48,6 +48,8 @@ async def test_every_node_gets_its_exact_ib_topology(fixtures: Path) -> None:
                  "switchGuid": "0xb8599f0300fc6e00", "rdmaDevice": "mlx5_1"},
             ],
         },
+        # both spines form one group; leaf-04 (no HCA) hangs off that group only: no tier 3
+        "tiers": [{"level": 1, "name": f"{LEAF1},{LEAF2}"}, {"level": 2, "name": "MF0;spine-01:MQM8700/U1+1"}],
     }  # fmt: skip
     assert sink.specs["GPU-N04"]["net"]["ib"] == [
         {"name": "HCA-1", "port": 1, "guid": "0x0c42a10300a1b500", "switchName": LEAF2,
@@ -264,3 +266,73 @@ async def test_failing_heartbeats_are_one_condition_not_a_failed_round(
         "ConnectionError: apiserver unreachable — will retry every 120s"
     ]
     assert sum(m.startswith("resolved: cannot write the heartbeat") for m in lines) == 1
+
+
+Q = "Quantum Mellanox Technologies"
+THREE_TIER_NODES = [NodeRef(f"gpu-a0{i}") for i in range(1, 6)] + [
+    NodeRef(n) for n in ("gpu-b01", "gpu-b02", "gpu-b03", "gpu-b04", "gpu-d01", "gpu-x01")
+]  # stor-01 is a storage host, not a Kubernetes node
+
+
+def _tier_names(spec: NodeTopologySpec) -> list[tuple[int, str]]:
+    return [(t["level"], t["name"]) for t in spec["tiers"]]
+
+
+@pytest.mark.anyio
+async def test_identical_switch_descriptions_still_group_hosts_by_leaf_and_pod(fixtures: Path) -> None:
+    sink = MemorySink(THREE_TIER_NODES)
+    result = await _collector(fixtures, sink, "fat-tree-3tier.txt").run_once()
+    assert result.error is None and result.mapping is not None
+    assert result.mapping.unknown_hosts == {"stor-01": ["stor-01 mlx5_0"]}
+    assert result.mapping.unparsable == ["??? (0x248a070300a100e0)"]
+    assert sorted(sink.specs) == sorted(n.name for n in THREE_TIER_NODES)
+    zones: dict[str, list[str]] = {}
+    for node, spec in sorted(sink.specs.items()):
+        zones.setdefault(spec["zone"], []).append(node)
+    a1, a2, b1 = (f"{Q} (0x0c42a10301b0000{c})" for c in "789")
+    assert zones == {
+        f"ib#{a1}": ["gpu-a01", "gpu-a02", "gpu-a03"],
+        f"ib#{a2}": ["gpu-a04", "gpu-a05"],
+        f"ib#{b1}": ["gpu-b01", "gpu-b02", "gpu-b03"],
+        f"ib#{Q} (0x0c42a10301b0000a)": ["gpu-b04"],
+        f"ib#{a1},{a2}": ["gpu-d01"],
+        f"ib#{a2},{b1}": ["gpu-x01"],
+    }
+    pod_a, pod_b, cores = (f"{Q} (0x0c42a10301b0000{c})+1" for c in "351")
+    assert _tier_names(sink.specs["gpu-a01"]) == [(1, a1), (2, pod_a), (3, cores)]
+    assert _tier_names(sink.specs["gpu-b04"])[1:] == [(2, pod_b), (3, cores)]
+    assert _tier_names(sink.specs["gpu-d01"]) == [(1, f"{a1},{a2}"), (2, pod_a), (3, cores)]
+    assert _tier_names(sink.specs["gpu-x01"])[1] == (2, f"{pod_a},{pod_b}")
+    assert sink.labels["gpu-a01"] == topology.zone_label_value([a1]) != sink.labels["gpu-a04"]
+
+
+@pytest.mark.anyio
+async def test_switch_names_file_names_leaves_and_is_reread_each_round(fixtures: Path, tmp_path: Path) -> None:
+    names = tmp_path / "switch-names.yaml"
+    names.write_text("0x0c42a10301b00007: leaf-a1\n0x0c42a10301b00003: spine-a1\n0x0c42a10301b00004: spine-a2\n")
+    sink = MemorySink(THREE_TIER_NODES)
+    collector = _collector(fixtures, sink, "fat-tree-3tier.txt", switch_names=names)
+    await collector.run_once()
+    a01 = sink.specs["gpu-a01"]
+    assert a01["zone"] == "ib#leaf-a1" and a01["net"]["ib"][0]["switchName"] == "leaf-a1"
+    assert _tier_names(a01)[:2] == [(1, "leaf-a1"), (2, "spine-a1+1")]
+    assert sink.labels["gpu-a01"] == topology.zone_label_value(["leaf-a1"])
+    before = len(sink.writes)
+    names.write_text("0x0c42a10301b00007: rack-1-leaf\n")  # the ConfigMap was edited
+    await collector.run_once()
+    assert sink.specs["gpu-a01"]["zone"] == "ib#rack-1-leaf"
+    assert {"gpu-a01", "gpu-a02", "gpu-a03", "gpu-d01"} <= set(sink.writes[before:])
+
+
+@pytest.mark.anyio
+async def test_a_bad_switch_names_file_writes_nothing_and_says_why(
+    fixtures: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    names = tmp_path / "switch-names.yaml"
+    names.write_text("0x1: same\n0x2: same\n")
+    sink = MemorySink(THREE_TIER_NODES)
+    with caplog.at_level(logging.INFO, logger="discovery.ib"):
+        result = await _collector(fixtures, sink, "fat-tree-3tier.txt", switch_names=names).run_once()
+    assert result.error is not None and "given to two switches" in result.error
+    assert sink.writes == []
+    assert any("switch-names.yaml" in r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR)

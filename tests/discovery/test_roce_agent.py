@@ -149,7 +149,11 @@ async def test_a_round_writes_the_exact_topology(fixtures: Path) -> None:
     result = await RoceAgent(_config(fixtures), sink).run_once()
     assert result.discovery.complete
     assert sink.writes == ["gpu-n01"]
-    assert sink.specs["gpu-n01"] == {"zone": "roce#leaf-a,leaf-b", "net": {"roce": EXPECTED_ROCE, "ib": []}}
+    assert sink.specs["gpu-n01"] == {
+        "zone": "roce#leaf-a,leaf-b",
+        "net": {"roce": EXPECTED_ROCE, "ib": []},
+        "tiers": [{"level": 1, "name": "leaf-a,leaf-b"}],
+    }
     assert sink.labels["gpu-n01"] == topology.zone_label_value(["leaf-b", "leaf-a"])
 
 
@@ -312,7 +316,11 @@ async def test_without_candidates_a_missing_lldpcli_is_reported_but_does_not_blo
     agent = RoceAgent(_config(fixtures, cni_dir=tmp_path / "cni", lldpcli=("lldpcli-missing-xyz",)), sink)
     with caplog.at_level(logging.INFO, logger="discovery.roce"):
         result = await agent.run_once()
-    assert result.discovery.complete and sink.specs["gpu-n01"] == {"zone": "", "net": {"roce": [], "ib": []}}
+    assert result.discovery.complete and sink.specs["gpu-n01"] == {
+        "zone": "",
+        "net": {"roce": [], "ib": []},
+        "tiers": [],
+    }
     assert len(_messages(caplog, "lldpcli-missing-xyz not found on PATH")) == 1
     assert len(_messages(caplog, "no macvlan/ipvlan master interface")) == 1
 

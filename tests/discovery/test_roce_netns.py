@@ -26,6 +26,7 @@ from discovery.common.sink import MemorySink
 from discovery.roce import parse
 from discovery.roce.agent import RoceAgent, RoceConfig
 from extender import wellknown
+from extender.cache import convert
 from extender.emulator import Emulator
 from extender.model import topology
 
@@ -92,7 +93,11 @@ async def test_agent_reports_each_nic_switch_exactly_and_follows_a_moved_cable(l
     )
     expected = [ROCE[n] for n in sorted(ROCE)]
     spec = await _until(agent, sink, "n1", lambda s: s["net"]["roce"] == expected)
-    assert spec == {"zone": "roce#leaf-a,leaf-b", "net": {"roce": expected, "ib": []}}
+    assert spec == {
+        "zone": "roce#leaf-a,leaf-b",
+        "net": {"roce": expected, "ib": []},
+        "tiers": [{"level": 1, "name": "leaf-a,leaf-b"}],
+    }
     assert sink.labels["n1"] == topology.zone_label_value(["leaf-a", "leaf-b"])
     writes_before = len(sink.writes)
 
@@ -106,7 +111,11 @@ async def test_agent_reports_each_nic_switch_exactly_and_follows_a_moved_cable(l
     moved = dict(ROCE, ens1f1={**ROCE["ens1f1"], "switchName": "leaf-c"})
     expected_moved = [moved[n] for n in sorted(moved)]
     spec = await _until(agent, sink, "n1", lambda s: s["net"]["roce"] == expected_moved)
-    assert spec == {"zone": "roce#leaf-a,leaf-b,leaf-c", "net": {"roce": expected_moved, "ib": []}}
+    assert spec == {
+        "zone": "roce#leaf-a,leaf-b,leaf-c",
+        "net": {"roce": expected_moved, "ib": []},
+        "tiers": [{"level": 1, "name": "leaf-a,leaf-b,leaf-c"}],
+    }
     assert sink.labels["n1"] == topology.zone_label_value(["leaf-c", "leaf-b", "leaf-a"])
     assert len(sink.writes) > writes_before
 
@@ -215,7 +224,11 @@ def test_cli_once_dry_run_prints_the_node_topology(lab: LldpLab, fixtures: Path)
     assert done.returncode == 0, done.stderr
     obj = json.loads(done.stdout)
     assert obj["metadata"] == {"name": "n1", "labels": {"zone": topology.zone_label_value(["leaf-a", "leaf-b"])}}
-    assert obj["spec"] == {"zone": "roce#leaf-a,leaf-b", "net": {"roce": [ROCE[n] for n in sorted(ROCE)], "ib": []}}
+    assert obj["spec"] == {
+        "zone": "roce#leaf-a,leaf-b",
+        "net": {"roce": [ROCE[n] for n in sorted(ROCE)], "ib": []},
+        "tiers": [{"level": 1, "name": "leaf-a,leaf-b"}],
+    }
     assert "NIC ens4f0 has no LLDP neighbour yet" in done.stderr
 
 
@@ -279,3 +292,79 @@ async def test_real_lldp_to_the_api_zones_follow_a_moved_cable(
         state = await read_back(kubeconfig, list(wiring))
         assert groups(zone_keys(state)) == [["n1"], ["n2", "n3"]]
         assert state["n2"][0] is not None and state["n2"][0]["spec"]["zone"] == "roce#leaf-b"
+
+
+@pytest.mark.anyio
+async def test_real_lldp_with_a_fabric_map_gives_the_scheduler_spine_and_core_tiers(
+    lab: LldpLab, emulator: tuple[Emulator, Path], tmp_path: Path
+) -> None:
+    """Real lldpd on four leaves → RoCE agents with a fabric map (two spines, one core) →
+    NodeTopology spec.tiers in the API emulator → the scheduler's NodeInfo.tiers; then a cable
+    moves to a leaf under the other spine and the spine tier follows."""
+    emu, kubeconfig = emulator
+    for sw in ("l1", "l2", "l3", "l4"):
+        lab.add_switch(sw, f"leaf-{sw[1]}")
+    wiring = {"n1": "l1", "n2": "l2", "n3": "l3"}
+    for node, sw in wiring.items():
+        lab.add_node(node)
+        lab.cable(node, "eth1", sw, f"{sw}-{node}")
+        emu.create(node_obj(node))
+    lab.start()
+    cni = tmp_path / "cni"
+    cni.mkdir()
+    (cni / "roce.conf").write_text('{"cniVersion": "0.4.0", "type": "macvlan", "master": "eth1"}')
+    fmap = tmp_path / "fabric-map.yaml"  # what a ConfigMap mount holds
+    fmap.write_text("leaf-1: [spine-a, core]\nleaf-2: [spine-a, core]\nleaf-3: [spine-b, core]\nleaf-4: [spine-b]\n")
+    async with kube.open_sink(str(kubeconfig)) as sink:
+        agents = {
+            node: RoceAgent(
+                RoceConfig(
+                    node_name=node,
+                    cni_dir=cni,
+                    sysfs_root=tmp_path / "no-sysfs",
+                    lldpcli=tuple(lab.lldpcli(node)),
+                    rdma_cmd=(sys.executable, "-c", "print('[]')"),
+                    resync_rounds=0,
+                    fabric_map=fmap,
+                ),
+                sink,
+            )
+            for node in wiring
+        }
+
+        async def scheduler_tiers(expected_leaves: dict[str, str]) -> dict[str, tuple[str, ...]]:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + DEADLINE
+            while True:
+                results = {n: await a.run_once() for n, a in agents.items()}
+                got = {n: [x.switch_name for x in r.discovery.nics] for n, r in results.items()}
+                if got == {n: [s] for n, s in expected_leaves.items()}:
+                    break
+                assert loop.time() < deadline, f"LLDP did not converge: {got}"
+                await asyncio.sleep(0.3)
+            out = {}
+            for node in wiring:
+                topo = emu.get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, node)
+                info = convert.node_from_api(emu.get("v1", "nodes", node), topo, convert.ConvertOptions())
+                out[node] = info.tiers
+            return out
+
+        def leaf(name: str) -> str:  # the zone key: the agents' zone label on the node wins (seed)
+            return topology.zone_label_value([name]) or ""
+
+        tiers = await scheduler_tiers({"n1": "leaf-1", "n2": "leaf-2", "n3": "leaf-3"})
+        assert tiers == {
+            "n1": ("", leaf("leaf-1"), "spine-a", "core"),
+            "n2": ("", leaf("leaf-2"), "spine-a", "core"),
+            "n3": ("", leaf("leaf-3"), "spine-b", "core"),
+        }
+        topo = emu.get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, "n3")
+        assert topo["spec"]["tiers"] == [
+            {"level": 1, "name": "leaf-3"}, {"level": 2, "name": "spine-b"}, {"level": 3, "name": "core"},
+        ]  # fmt: skip
+
+        lab.move_port("l2-n2", "l2", "l4")  # n2's cable now ends on leaf-4, under spine-b
+        tiers = await scheduler_tiers({"n1": "leaf-1", "n2": "leaf-4", "n3": "leaf-3"})
+        # leaf-4's chain stops at spine-b; the core comes from what leaf-3 says of spine-b
+        assert tiers["n2"] == ("", leaf("leaf-4"), "spine-b", "core")
+        assert tiers["n1"] == ("", leaf("leaf-1"), "spine-a", "core")

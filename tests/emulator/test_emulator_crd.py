@@ -211,6 +211,24 @@ async def test_printer_columns_make_a_table(emu: Emulator, api: Any) -> None:
     assert plain["kind"] == "WidgetList"
 
 
+async def test_filtered_printer_columns_pick_the_matching_item(emu: Emulator, api: Any) -> None:
+    group = unique("g") + ".example.com"
+    columns = [{"name": "Second", "type": "string", "jsonPath": '.spec.items[?(@.name=="i1")].name'}]
+    emu.create(widget_crd(group, scope="Cluster", columns=columns))
+    emu.create(_widget(group, "w1", {"size": 3, "items": [{"name": "i0"}, {"name": "i1"}]}))
+    emu.create(_widget(group, "w2", {"size": 3, "items": [{"name": "i0"}]}))
+    table = (await request(api, "GET", f"/apis/{group}/v1/widgets", accept=TABLE)).json()
+    assert [r["cells"][:2] for r in table["rows"]] == [["w1", "i1"], ["w2", None]]
+    # a selectable field must stay a simple path
+    ext = client.ApiextensionsV1Api(api)
+    crd = widget_crd(unique("g") + ".example.com")
+    crd["spec"]["versions"][0]["selectableFields"] = [{"jsonPath": '.spec.items[?(@.name=="i1")].name'}]
+    with pytest.raises(client.ApiException) as err:
+        await ext.create_custom_resource_definition(crd)
+    causes = orjson.loads(err.value.body)["details"]["causes"]
+    assert [c["field"] for c in causes] == ["spec.versions[0].selectableFields[0].jsonPath"]
+
+
 async def test_crd_without_columns_shows_name_and_age(emu: Emulator, api: Any) -> None:
     group = unique("g") + ".example.com"
     emu.create(widget_crd(group, scope="Cluster"))

@@ -162,3 +162,26 @@ def test_kubectl_sees_namespaces_nodes_and_the_project_crds(emu: Emulator, kubec
     names = kubectl("api-resources", "--api-group", "scheduling.infini-ai.com", "-o", "name").stdout.split()
     assert "quotas.scheduling.infini-ai.com" in names
     assert kubectl("get", "qo").stderr.strip() == "No resources found"
+
+
+def test_kubectl_get_nodetopology_shows_leaf_and_spine_columns(emu: Emulator, kubectl: Kubectl, tmp_path: Path) -> None:
+    kubectl("apply", "--server-side", "-f", str(REPO / "crds" / "scheduling.infini-ai.com_nodetopologies.yaml"))
+    topo = {
+        "apiVersion": "scheduling.infini-ai.com/v1alpha1",
+        "kind": "NodeTopology",
+        "metadata": {"name": "gpu-a01"},
+        "spec": {
+            "zone": "ib#leaf-a1",
+            "tiers": [
+                {"level": 1, "name": "leaf-a1"},
+                {"level": 2, "name": "spine-a1+1"},
+                {"level": 3, "name": "core"},
+            ],
+        },
+    }
+    bare = {**topo, "metadata": {"name": "cpu-01"}, "spec": {}}
+    kubectl("apply", "-f", str(_write(tmp_path / "t.yaml", topo, bare)))
+    lines = kubectl("get", "ntopo").stdout.splitlines()
+    assert lines[0].split() == ["NAME", "ZONE", "LEAF", "SPINE", "AGE"]
+    assert len(lines[1].split()) == 2 and lines[1].startswith("cpu-01 ")  # name, then only the age: no tiers
+    assert lines[2].split()[:4] == ["gpu-a01", "ib#leaf-a1", "leaf-a1", "spine-a1+1"]

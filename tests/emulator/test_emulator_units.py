@@ -25,7 +25,12 @@ PODS = next(rt for rt in BUILTIN_TYPES if rt.plural == "pods")
 
 OBJ: dict[str, Any] = {
     "metadata": {"name": "n", "labels": {"a.b/c": "x", "plain": "y"}},
-    "spec": {"items": [{"name": "i0"}, {"name": "i1"}], "a.b": {"c": 1}},
+    "spec": {
+        "items": [{"name": "i0"}, {"name": "i1"}],
+        "a.b": {"c": 1},
+        "tiers": [{"level": 1, "name": "leaf"}, {"level": 2, "name": "spine", "up": {"ok": True}}, {"name": "x"}],
+    },
+    "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Synced", "status": "False"}]},
 }
 
 
@@ -43,13 +48,23 @@ OBJ: dict[str, Any] = {
         (".spec.items[5].name", []),
         (".spec.missing.deeper", []),
         (".metadata.name.oops", []),
+        (".spec.tiers[?(@.level==2)].name", ["spine"]),
+        ("{.spec.tiers[?(@.level == 1)].name}", ["leaf"]),
+        (".spec.tiers[?(@.level==3)].name", []),
+        (".spec.tiers[?(@.level!=1)].name", ["spine"]),  # an element without the field never compares
+        (".spec.tiers[?(@.up.ok==true)].name", ["spine"]),
+        ('.status.conditions[?(@.type=="Ready")].status', ["True"]),
+        (".status.conditions[?(@.type=='Synced')].status", ["False"]),
+        (".spec.items[?(@.name==1)].name", []),
     ],
 )
 def test_jsonpath_subset(path: str, expected: list[Any]) -> None:
     assert JSONPath.parse(path).find(OBJ) == expected
 
 
-@pytest.mark.parametrize("path", ["metadata.name", ".a[?(@.b)]", "..name", ".a[1:2]", ".a['x'"])
+@pytest.mark.parametrize(
+    "path", ["metadata.name", ".a[?(@.b)]", ".a[?(@.b>1)]", ".a[?(@.b==x)]", "..name", ".a[1:2]", ".a['x'"]
+)
 def test_jsonpath_outside_the_subset_is_rejected(path: str) -> None:
     with pytest.raises(JSONPathError):
         JSONPath.parse(path)
