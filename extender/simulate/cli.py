@@ -86,10 +86,18 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where to write the kubeconfig for kubectl (default: ./sky-sandbox.kubeconfig)",
     )
+    parser.add_argument(
+        "--webhook-ca-out",
+        default="sky-sandbox-webhook-ca.crt",
+        metavar="FILE",
+        help="where to copy the CA of the webhook's serving certificate, for curl --cacert "
+        "(default: ./sky-sandbox-webhook-ca.crt)",
+    )
     parser.add_argument("--period", type=float, default=1.0, help="seconds between scheduling rounds (default: 1)")
 
 
 async def _sandbox(args: argparse.Namespace) -> int:
+    from extender.simulate.registration import CONFIGURATION_NAME, SERVICE_DNS  # noqa: PLC0415
     from extender.simulate.runner import Simulation  # noqa: PLC0415
 
     scenario = load_scenario(args.scenario)
@@ -102,12 +110,15 @@ async def _sandbox(args: argparse.Namespace) -> int:
     await sim.start()
     try:
         kubeconfig = sim.emulator.write_kubeconfig(args.kubeconfig_out)
+        ca = _copy_file(sim.tls.ca_file, Path(args.webhook_ca_out))
         rt = sim.cluster.rt
         print(f"sandbox of scenario {scenario.name} is running (Ctrl-C stops it)")
         print(f"  API server (emulator)  {sim.emulator.url}")
         print(f"  kubeconfig             {kubeconfig}")
         for name, srv in sorted(rt.servers.items()):
             print(f"  {name:<22} {srv.url}")
+        print(f"  webhook CA             {ca}")
+        print(f"  webhook registration   mutatingwebhookconfiguration/{CONFIGURATION_NAME} (service {SERVICE_DNS})")
         ops = rt.servers["ops"].url
         print()
         print("try:")
@@ -115,13 +126,24 @@ async def _sandbox(args: argparse.Namespace) -> int:
         print(f"  kubectl --kubeconfig {kubeconfig} get pods -o wide")
         print(f"  curl {ops}/diagnose/job/default/{_first_job(scenario)}")
         print(f"  curl {ops}/metrics")
-        print("pods you create with kubectl (schedulerName: sky-scheduler) get their quota from the binder loop")
-        print("and are placed by the kube-scheduler stand-in through the extender, like the scenario's own.")
+        if "webhook" in rt.servers:
+            print(f"  curl --cacert {ca} {rt.servers['webhook'].url}/mutate/pods -d @review.json")
+        print("pods you create with kubectl (schedulerName: sky-scheduler) are admitted by the webhook (hop 1),")
+        print("their quotas placed by the binder loop and the pods by the kube-scheduler stand-in through the")
+        print("extender, like the scenario's own.")
         print(flush=True)
         await sim.run_forever(stop, period=args.period)
     finally:
         await sim.stop()
     return 0
+
+
+def _copy_file(source: Path, target: Path) -> Path:
+    """Copy ``source`` to ``target`` (a stable path the user can find) and return it absolute."""
+    target = target.absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(source.read_bytes())
+    return target
 
 
 def _first_job(scenario: object) -> str:

@@ -5,7 +5,8 @@ service's HTTP apps (extender on 127.0.0.1, webhook over HTTPS with a throwaway 
 scenario's cluster, and for each step:
 
 1. applies the step's events and creates its jobs — PodGroups directly, pods through the
-   apiserver stand-in, so the **webhook** (hop ①) annotates them with their quota;
+   emulator's admission chain, which calls the **webhook** (hop ①) registered in it as the chart
+   registers it (:mod:`extender.simulate.registration`), so it annotates them with their quota;
 2. runs **binder** cycles until one writes nothing (hop ②: quotas land on nodes);
 3. runs rounds of the **kube-scheduler** stand-in (filter → prioritize → bind over HTTP, hop ③),
    the kubelet stand-in and binder cycles until nothing moves.
@@ -31,6 +32,7 @@ from extender.emulator import Emulator
 from extender.simulate.actors import ApiServerStandIn, HttpClient, Kubelet, KubeSchedulerStandIn
 from extender.simulate.certs import write_self_signed
 from extender.simulate.cluster import LocalCluster, local_settings
+from extender.simulate.registration import SERVICE_DNS, register_webhook
 from extender.simulate.scenario import JobSpec, Scenario, Step, node_ready_condition, topology_object
 
 __all__ = ["NodeView", "PhaseView", "PodView", "Simulation", "SimulationResult", "StepRecord"]
@@ -175,7 +177,7 @@ class Simulation:
         self.clock: SimClock | None = None if real_time else SimClock()
         self.progress = progress
         self._tmp = tempfile.TemporaryDirectory(prefix="sky-simulate-")
-        tls = write_self_signed(Path(self._tmp.name))
+        tls = write_self_signed(Path(self._tmp.name), hosts=("127.0.0.1", "localhost", SERVICE_DNS))
         self.tls = tls
         policy = None
         if scenario.policy is not None:
@@ -210,7 +212,9 @@ class Simulation:
         rt = self.cluster.rt
         hook = rt.servers.get("webhook")
         self.client = HttpClient(ca_file=self.tls.ca_file)
-        self.apiserver = ApiServerStandIn(self.emulator, hook.url if hook is not None else None, self.client)
+        if hook is not None:  # pods reach the webhook through the emulator's admission chain
+            register_webhook(self.emulator, hook.url, self.tls.ca_file)
+        self.apiserver = ApiServerStandIn(self.emulator, None, self.client)
         self.scheduler = KubeSchedulerStandIn(self.emulator, rt.servers["extender"].url, self.client)
         self.kubelet = Kubelet(self.emulator)
         self.cluster.apply(self.scenario.cluster_objects())
