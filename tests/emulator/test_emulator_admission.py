@@ -363,3 +363,19 @@ async def test_python_api_create_admitted_runs_the_chain(
     assert hook.calls[0].review["request"]["userInfo"] == {"username": "alice"}
     # the plain Python API stays outside admission (fixtures load objects as they are)
     assert annotations(emu.create(pod("plain"))) == {}
+
+
+def test_cli_service_mapping_parses_and_refuses_malformed_input() -> None:
+    import argparse
+
+    from extender.emulator.cli import _service_mapping
+
+    assert _service_mapping("sky-system/sky-scheduler-webhook:443=127.0.0.1:9443") == (
+        "sky-system",
+        "sky-scheduler-webhook",
+        443,
+        "127.0.0.1:9443",
+    )
+    for bad in ("sky-system/hook=127.0.0.1:9443", "hook:443=127.0.0.1:9443", "ns/hook:443=127.0.0.1", "ns/hook:x=h:1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _service_mapping(bad)
