@@ -103,7 +103,18 @@ async def test_sandbox_answers_a_filter_call_and_a_kubernetes_asyncio_list(tmp_p
 
     kubeconfig = tmp_path / "kc"
     proc = subprocess.Popen(  # noqa: ASYNC220 (a long-running child; the loop only waits on HTTP)
-        [sys.executable, "-m", "extender.cli", "sandbox", "--kubeconfig-out", str(kubeconfig), "--period", "0.2"],
+        [
+            sys.executable,
+            "-m",
+            "extender.cli",
+            "sandbox",
+            "--kubeconfig-out",
+            str(kubeconfig),
+            "--webhook-ca-out",
+            str(tmp_path / "ca.crt"),
+            "--period",
+            "0.2",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
