@@ -25,7 +25,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"a scenario file, or the name of an embedded one (default: {DEFAULT_SCENARIO}, the seed's example)",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
-    parser.add_argument("--svg", metavar="FILE", help="also draw the final placement as an SVG picture")
+    parser.add_argument("--svg", metavar="FILE", help="also draw the placement as an SVG picture: one panel per step")
+    parser.add_argument(
+        "--svg-step",
+        metavar="N",
+        type=int,
+        help="draw only step N (1 = the first step) in the SVG picture (default: every step)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument(
         "--check", action="store_true", help="exit 1 if the outcome differs from the scenario's expect section"
@@ -47,6 +53,10 @@ async def _simulate(args: argparse.Namespace) -> int:
     from extender.simulate.runner import Simulation  # noqa: PLC0415
 
     scenario = load_scenario(args.scenario)
+    if args.svg_step is not None and not 1 <= args.svg_step <= len(scenario.steps):
+        raise ScenarioError(
+            f"--svg-step {args.svg_step}: scenario {scenario.name} has steps 1 to {len(scenario.steps)}"
+        )
     progress = _progress(args.quiet or args.format == "json")
     async with Simulation(scenario, progress=progress) as sim:  # type: ignore[arg-type]
         result = await sim.run()
@@ -55,7 +65,7 @@ async def _simulate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(result))
     if args.svg:
-        svg = render_svg(result)
+        svg = render_svg(result, step=args.svg_step)
         await asyncio.to_thread(Path(args.svg).write_text, svg, encoding="utf-8")
         if args.format == "text":
             print(f"picture written to {args.svg}")

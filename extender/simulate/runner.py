@@ -11,8 +11,8 @@ scenario's cluster, and for each step:
 3. runs rounds of the **kube-scheduler** stand-in (filter → prioritize → bind over HTTP, hop ③),
    the kubelet stand-in and binder cycles until nothing moves.
 
-After each of the three hops it records what ``kubectl get quota`` and ``kubectl get pod``
-would show — the seed's observation table (2.7).
+After each of the three hops it records each quota's phase and node and each pod's phase and node
+(or the quota it waits for) — the seed's observation table (2.7).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from extender import wellknown
+from extender.cache.convert import node_index
 from extender.conf import load_policy_text
 from extender.emulator import Emulator
 from extender.simulate.actors import ApiServerStandIn, HttpClient, Kubelet, KubeSchedulerStandIn
@@ -68,6 +69,7 @@ class NodeView:
     ready: bool
     quota_gpus: dict[str, int]  # quota → GPUs its binding holds on the node
     pod_gpus: dict[str, int]  # pod → GPUs it uses
+    index: int = 0  # the node's index (annotation node-index, else its name's number): rank order
 
 
 @dataclass(slots=True)
@@ -80,6 +82,8 @@ class StepRecord:
     after_scheduler: PhaseView
     pending: dict[str, str] = field(default_factory=dict)  # pod → why it is still pending
     rounds: int = 0
+    nodes: list[NodeView] = field(default_factory=list)  # the nodes at the end of the step
+    jobs: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # the jobs submitted so far
 
 
 @dataclass(slots=True)
@@ -291,7 +295,18 @@ class Simulation:
             rounds += 1
         after = self.view()
         pending = {k: v for k, v in self.scheduler.last_failure.items() if k in after.pods and not after.pods[k].node}
-        return StepRecord(index, step.title, events, after_webhook, after_binder, after, pending, rounds)
+        return StepRecord(
+            index,
+            step.title,
+            events,
+            after_webhook,
+            after_binder,
+            after,
+            pending,
+            rounds,
+            nodes=self.node_views(),
+            jobs=self.job_views(),
+        )
 
     async def submit(self, job: JobSpec) -> None:
         key = f"{job.namespace}/{job.name}"
@@ -468,6 +483,7 @@ class Simulation:
                     ),
                     quota_gpus=q_gpus,
                     pod_gpus=p_gpus,
+                    index=node_index(name, n["metadata"].get("annotations") or {}),
                 )
             )
         order = {n: i for i, n in enumerate(self.scenario.node_names())}
