@@ -356,8 +356,8 @@ def _verify(hook: Webhook, review: Obj, answer: Any) -> Obj:
 
 def _denied(name: str, status: Any) -> ApiError:
     status = dict(status) if isinstance(status, dict) else {}
-    code = int(status.get("code") or 0)
-    code = max(code, 400)
+    raw = status.get("code")
+    code = max(raw if isinstance(raw, int) and not isinstance(raw, bool) else 0, 400)
     denied = f'admission webhook "{name}" denied the request'
     if status.get("message"):
         message = f"{denied}: {status['message']}"
