@@ -10,13 +10,13 @@ import argparse
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from typing import Any, get_type_hints
 
 from extender import wellknown
 from extender.model.topology import format_tier_labels, parse_tier_labels
 
-__all__ = ["ServeSettings", "add_serve_arguments", "settings_from_args"]
+__all__ = ["ServeSettings", "add_serve_arguments", "flag_default", "settings_from_args"]
 
 
 def _default_namespace() -> str:
@@ -34,11 +34,14 @@ def _default_namespace() -> str:
 @dataclass(frozen=True, slots=True)
 class ServeSettings:
     # Kubernetes access
-    kubeconfig: str = field(default="", metadata={"help": "kubeconfig file (default: in-cluster, else ~/.kube/config)"})
+    kubeconfig: str = field(
+        default="",
+        metadata={"help": "kubeconfig file", "default_doc": "in-cluster configuration, else ~/.kube/config"},
+    )
     scheduler_name: str = field(
         default=wellknown.SCHEDULER_NAME, metadata={"help": "pods with this spec.schedulerName are ours"}
     )
-    policy: str = field(default="", metadata={"help": "scheduling policy YAML (default: the built-in policy)"})
+    policy: str = field(default="", metadata={"help": "scheduling policy YAML", "default_doc": "the built-in policy"})
     policy_reload_seconds: float = field(
         default=10.0,
         metadata={"help": "seconds between looks at the --policy file; a changed, valid file is applied (0: never)"},
@@ -59,11 +62,20 @@ class ServeSettings:
     binder_period: float = field(default=1.0, metadata={"help": "seconds between binder cycles"})
     leader_elect: bool = field(default=True, metadata={"help": "run the binder only while holding the Lease"})
     lease_name: str = field(default=wellknown.DEFAULT_BINDER_LEASE, metadata={"help": "binder Lease name"})
-    lease_namespace: str = field(default_factory=_default_namespace, metadata={"help": "binder Lease namespace"})
+    lease_namespace: str = field(
+        default_factory=_default_namespace,
+        metadata={
+            "help": "binder Lease namespace",
+            "default_doc": "$POD_NAMESPACE, else the service account's namespace, else kube-system",
+        },
+    )
     lease_duration: float = field(default=15.0, metadata={"help": "seconds a Lease is valid without renewal"})
     renew_deadline: float = field(default=10.0, metadata={"help": "seconds the leader keeps trying to renew"})
     retry_period: float = field(default=2.0, metadata={"help": "seconds between acquire/renew attempts"})
-    identity: str = field(default_factory=socket.gethostname, metadata={"help": "leader-election identity"})
+    identity: str = field(
+        default_factory=socket.gethostname,
+        metadata={"help": "leader-election identity", "default_doc": "the host name"},
+    )
     # model options
     reservation_ttl: float = field(default=600.0, metadata={"help": "seconds a deleted task's reservation lives"})
     gpu_spec_labels: str = field(
@@ -90,12 +102,23 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def flag_default(f: Field[Any]) -> str:
+    """The default of a setting as ``--help`` and docs/configuration.md show it: the value, or for
+    one that depends on where the process runs, the rule (metadata ``default_doc``)."""
+    if "default_doc" in f.metadata:
+        return str(f.metadata["default_doc"])
+    value = f.default
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return '""' if value == "" else str(value)
+
+
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     hints = get_type_hints(ServeSettings)
     for f in fields(ServeSettings):
         typ = hints[f.name]
         env = "SKY_" + f.name.upper()
-        help_text = f"{f.metadata.get('help', '')} (env {env})"
+        help_text = f"{f.metadata.get('help', '')} (default: {flag_default(f)}; env {env})"
         if typ is bool:
             parser.add_argument(
                 _flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text

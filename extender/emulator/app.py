@@ -22,7 +22,7 @@ from urllib.parse import parse_qs
 import orjson
 import yaml
 
-from extender.emulator import discovery, errors, patch
+from extender.emulator import admission, discovery, errors, patch, protobuf
 from extender.emulator.errors import ApiError
 from extender.emulator.faults import Faults, Journal, RequestRecord
 from extender.emulator.resources import ResourceType
@@ -128,8 +128,12 @@ class EmulatorApp:
         bookmark_interval: float = 1.0,
         max_body: int = 3 * 1024 * 1024,
         server_address: Callable[[], str] = lambda: "127.0.0.1:0",
+        services: admission.ServiceMap | None = None,
     ) -> None:
         self.store = store
+        self.admission = admission.AdmissionChain(
+            store.mutating_webhooks, store.namespace_labels, services or admission.ServiceMap()
+        )
         self.faults = faults
         self.journal = journal
         self.bookmark_interval = bookmark_interval
@@ -318,8 +322,19 @@ class EmulatorApp:
             if t.subresource == "eviction":
                 result = self.store.evict(ns, t.name or "", body, dry_run=_dry_run(params))
                 return await self._answer(send, 201, result, firing)
+            dry_run = _dry_run(params)
+            if t.subresource is None:
+                body = await self._admit(
+                    rt,
+                    t.namespace,
+                    body,
+                    params=params,
+                    dry_run=dry_run,
+                    field_validation=field_validation,
+                    warnings=warnings,
+                )
             obj = self.store.create(
-                rt, t.namespace, body, dry_run=_dry_run(params), field_validation=field_validation, warnings=warnings
+                rt, t.namespace, body, dry_run=dry_run, field_validation=field_validation, warnings=warnings
             )
             return await self._answer(send, 201, obj, firing, warnings)
         if verb == "update":
@@ -398,6 +413,29 @@ class EmulatorApp:
             }
             return await self._answer(send, 200, body, firing)
         raise errors.method_not_allowed(method, req.path)
+
+    async def _admit(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        body: Any,
+        *,
+        params: dict[str, list[str]],
+        dry_run: bool,
+        field_validation: str,
+        warnings: list[str],
+    ) -> Any:
+        """The body after the mutating admission chain (unchanged when no webhook is stored)."""
+        if not self.store.mutating_webhooks():
+            return body
+        obj = self.store.admission_object(rt, namespace, body, field_validation=field_validation, warnings=warnings)
+        options: dict[str, Any] = {k: v for k, v in (("fieldManager", _str(params, "fieldManager")),) if v}
+        if dry_run:
+            options["dryRun"] = ["All"]
+        req = admission.Request(rt, obj["metadata"].get("namespace"), dry_run, admission.ADMIN_USER, options)
+        result = await self.admission.admit_create(req, obj)
+        warnings += result.warnings
+        return result.obj
 
     @staticmethod
     async def _delay(req: _Request, seconds: float) -> None:
@@ -655,6 +693,8 @@ class _Request:
                 return yaml.safe_load(raw)
             except yaml.YAMLError as exc:
                 raise errors.bad_request(f"the request body is not valid YAML: {exc}") from None
+        if ct == protobuf.MEDIA_TYPE and self.method in ("POST", "PUT"):  # never a patch
+            return protobuf.decode(raw)
         if "json" not in ct and ct not in ("", "*/*", "text/plain"):
             raise errors.unsupported_media_type(ct, ["application/json", "application/yaml", *patch.PATCH_TYPES])
         try:

@@ -46,6 +46,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="apply every object of a YAML file or directory after the CRDs (repeatable)",
     )
     parser.add_argument(
+        "--service",
+        metavar="NS/NAME:PORT=HOST:PORT",
+        type=_service_mapping,
+        action="append",
+        default=[],
+        help="serve the Service NS/NAME port PORT at HOST:PORT for admission webhook calls (no cluster DNS "
+        "here; the certificate is still checked for NAME.NS.svc) (repeatable)",
+    )
+    parser.add_argument(
         "--history",
         type=int,
         default=1000,
@@ -53,8 +62,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _service_mapping(text: str) -> tuple[str, str, int, str]:
+    """``NS/NAME:PORT=HOST:PORT`` → (namespace, name, port, address)."""
+    service, sep, address = text.partition("=")
+    namespace, slash, rest = service.partition("/")
+    name, colon, port = rest.rpartition(":")
+    host, _, address_port = address.rpartition(":")
+    if not (sep and slash and colon and namespace and name and host and port.isdigit() and address_port.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected NS/NAME:PORT=HOST:PORT, got {text!r}")
+    return namespace, name, int(port), address
+
+
 async def _serve(args: argparse.Namespace) -> int:
     emu = Emulator(host=args.host, port=args.port, history_size=args.history)
+    for namespace, name, port, address in args.service:
+        emu.map_service(namespace, name, port, address)
     try:
         for directory in args.crds:
             crds = [o for o in read_yaml_objects(directory) if o.get("kind") == "CustomResourceDefinition"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from extender.emulator import webhookconfig
 from extender.emulator.errors import Cause
 from extender.emulator.jsonpath import JSONPath, JSONPathError
 from extender.emulator.meta import validate_dns_label, validate_dns_subdomain
@@ -50,6 +51,8 @@ def prepare_create(rt: ResourceType, obj: Obj, *, with_status: bool) -> None:
         obj.setdefault("type", "Opaque")
     elif rt.key == "customresourcedefinitions.apiextensions.k8s.io":
         obj["status"] = crd_status(obj)
+    elif rt.key == webhookconfig.KEY:
+        webhookconfig.default_configuration(obj)
 
 
 def _default_pod_spec(obj: Obj) -> None:
@@ -88,6 +91,8 @@ def prepare_update(rt: ResourceType, new: Obj, old: Obj, *, subresource: str | N
         labels["kubernetes.io/metadata.name"] = new["metadata"]["name"]
     elif rt.key == "customresourcedefinitions.apiextensions.k8s.io":
         new["status"] = crd_status(new)
+    elif rt.key == webhookconfig.KEY:
+        webhookconfig.default_configuration(new)
 
 
 def _fold_string_data(obj: Obj) -> None:
@@ -103,6 +108,8 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None) -> list[Cause]:
         return _validate_pod(obj, old)
     if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
         return _validate_crd(obj, old)
+    if rt.key == webhookconfig.KEY:
+        return webhookconfig.validate_configuration(obj)
     if rt.key == "events":
         involved_ns = (obj.get("involvedObject") or {}).get("namespace")
         if involved_ns and involved_ns != obj["metadata"].get("namespace"):

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from extender.emulator import errors, patch
+from extender.emulator.admission import ADMIN_USER, AdmissionResult, CallRecord, Request, ServiceMap
 from extender.emulator.app import EmulatorApp, install_log_filter
 from extender.emulator.faults import Faults, Journal
 from extender.emulator.meta import deep_copy
@@ -69,12 +70,15 @@ class Emulator:
         self.store = Store(history_size=history_size, rng=random.Random(seed))
         self.journal = Journal()
         self.faults = Faults(seed, drop_watches=self._drop_watches)
+        self.services = ServiceMap()
+        """Where the Services that webhook configurations name are served (no cluster DNS here)."""
         self.app = EmulatorApp(
             self.store,
             self.faults,
             self.journal,
             bookmark_interval=bookmark_interval,
             server_address=lambda: f"{self.host}:{self.port}",
+            services=self.services,
         )
         self._http = AppServer(self.app, host=host, port=port, name="emulator", log_level="warning")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -241,6 +245,33 @@ class Emulator:
         stored = self.store.create(rt, ns, obj, field_validation=field_validation, with_status=with_status)
         result: Obj = deep_copy(stored)
         return result
+
+    async def create_admitted(
+        self, obj: Obj, *, namespace: str | None = None, user: Mapping[str, Any] | None = None
+    ) -> AdmissionResult:
+        """Create ``obj`` as an HTTP POST does: through the mutating admission chain (the stored
+        MutatingWebhookConfigurations, called from the running event loop), then stored.
+        ``user`` is the ``userInfo`` the webhooks see (default: the emulator's admin)."""
+        rt = self._of(obj)
+        ns = namespace or _meta(obj).get("namespace") or ("default" if rt.namespaced else None)
+        result = AdmissionResult(deep_copy(obj))
+        if self.store.mutating_webhooks():
+            prepared = self.store.admission_object(rt, ns, obj, field_validation="Strict")
+            req = Request(rt, prepared["metadata"].get("namespace"), False, user or ADMIN_USER, {})
+            result = await self.app.admission.admit_create(req, prepared)
+        result.obj = deep_copy(self.store.create(rt, ns, result.obj, field_validation="Strict"))
+        return result
+
+    def map_service(self, namespace: str, name: str, port: int, address: str) -> None:
+        """Serve the Service ``namespace/name`` port ``port`` at ``address`` (``host:port``) for
+        webhook calls: kube-apiserver would dial ``<name>.<namespace>.svc:<port>``; the emulator
+        dials ``address`` and still verifies the certificate for ``<name>.<namespace>.svc``."""
+        self.services.set(namespace, name, port, address)
+
+    @property
+    def admission_calls(self) -> list[CallRecord]:
+        """Every webhook call the emulator made, oldest first (the last 1000)."""
+        return list(self.app.admission.calls)
 
     def get(self, api_version: str, resource: str, name: str, namespace: str | None = None) -> Obj:
         rt = self.store.resolve(api_version, resource)

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import orjson
 
-from extender.emulator import errors, kinds, patch
+from extender.emulator import errors, kinds, patch, webhookconfig
 from extender.emulator.errors import Cause
 from extender.emulator.meta import (
     deep_copy,
@@ -38,6 +38,7 @@ from extender.emulator.resources import BUILTIN_TYPES, ResourceType, from_crd
 from extender.emulator.schema import CompiledSchema
 from extender.emulator.selection import Selection
 from extender.emulator.tables import TableConverter
+from extender.emulator.webhookconfig import Webhook
 
 __all__ = ["DEFAULT_NAMESPACES", "FIELD_VALIDATION", "Change", "Store", "WatchItem", "Watcher", "transition"]
 
@@ -173,6 +174,7 @@ class Store:
         self._schemas: dict[tuple[str, str], CompiledSchema] = {}
         self._tables: dict[tuple[str, str], TableConverter] = {}
         self._snapshots: OrderedDict[str, _Snapshot] = OrderedDict()
+        self._webhooks: tuple[tuple[tuple[str, str], ...], list[Webhook]] | None = None
         self.discovery_generation = 0
         """Bumped whenever the set of served resources changes (CRD created, updated, deleted)."""
         for rt in BUILTIN_TYPES:
@@ -611,6 +613,45 @@ class Store:
             if rt.key == _CRD_KEY:
                 self._register_crd(stored)
             return stored
+
+    def admission_object(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        body: Any,
+        *,
+        field_validation: str = "Warn",
+        warnings: list[str] | None = None,
+    ) -> Obj:
+        """The object a CREATE would store, as admission sees it: decoded, pruned and defaulted,
+        not yet named from ``generateName``, not validated (kube-apiserver's order: defaulting,
+        mutating admission, then naming and validation in the registry). 404 for a namespace
+        that does not exist (the NamespaceLifecycle plugin runs before the webhooks)."""
+        obj = self._check_body(rt, body, namespace, name=None)
+        found = self._unknown_fields(rt, obj, field_validation)
+        if warnings is not None:
+            warnings += found
+        kinds.prepare_create(rt, obj, with_status=False)
+        ns = obj["metadata"].get("namespace")
+        if rt.namespaced and self.namespace_labels(ns) is None:
+            raise errors.not_found("", "namespaces", ns)
+        return obj
+
+    def namespace_labels(self, namespace: str | None) -> dict[str, str] | None:
+        """The labels of a namespace; None when it does not exist."""
+        with self._lock:
+            ns = self._kinds["namespaces"].objects.get(_obj_key(None, namespace or ""))
+        return None if ns is None else dict((ns.get("metadata") or {}).get("labels") or {})
+
+    def mutating_webhooks(self) -> list[Webhook]:
+        """The webhooks of the stored MutatingWebhookConfigurations, in call order (parsed once
+        per change of the configurations)."""
+        with self._lock:
+            objects = self._kinds[webhookconfig.KEY].objects
+            stamp = tuple((k, o["metadata"]["resourceVersion"]) for k, o in sorted(objects.items()))
+            if self._webhooks is None or self._webhooks[0] != stamp:
+                self._webhooks = (stamp, webhookconfig.ordered_webhooks(list(objects.values())))
+            return self._webhooks[1]
 
     def _generate_name(self, rt: ResourceType, namespace: str | None, prefix: str) -> str:
         objects = self._kind(rt).objects

@@ -1,8 +1,11 @@
 """Stand-ins for the parts of a cluster that are not ours, driving our components as they would.
 
-* :class:`ApiServerStandIn` creates pods the way kube-apiserver does: defaulting, then the
-  mutating webhook called over HTTPS with an ``admission.k8s.io/v1`` AdmissionReview (path
-  ``/mutate/pods?timeout=10s``), the returned JSONPatch applied, then the object stored.
+* :class:`ApiServerStandIn` creates pods the way kube-apiserver does. Without a ``webhook_url``
+  (the simulator, the sandbox) it hands them to the emulator's own admission chain, which calls
+  the MutatingWebhookConfigurations stored in it (:mod:`extender.emulator.admission`). With one
+  (tests aiming at one replica's webhook) it calls that webhook itself: defaulting, an
+  ``admission.k8s.io/v1`` AdmissionReview over HTTPS (path ``/mutate/pods?timeout=10s``), the
+  returned JSONPatch applied, then the object stored.
 * :class:`KubeSchedulerStandIn` schedules pending pods of our ``schedulerName`` the way
   kube-scheduler does with an extender configured ``nodeCacheCapable: true``: in-tree resource
   fit (NodeResourcesFit, taints, nodeSelector, readiness), then ``POST /filter`` with
@@ -40,6 +43,8 @@ from extender.model.selectors import Taint, Toleration, untolerated_taint
 __all__ = ["ApiServerStandIn", "Attempt", "HttpClient", "KubeSchedulerStandIn", "Kubelet"]
 
 Obj = dict[str, Any]
+_OPERATOR: Obj = {"username": "system:serviceaccount:kubeflow:training-operator"}
+"""Who creates the simulated workers (the training operator's service account)."""
 
 
 class HttpClient:
@@ -71,6 +76,11 @@ class ApiServerStandIn:
         self.warnings: list[str] = []
 
     async def create_pod(self, pod: Obj) -> Obj:
+        if self.webhook_url is None:
+            result = await self.emulator.create_admitted(pod, user=_OPERATOR)
+            self.warnings.extend(result.warnings)
+            self.warnings.extend(c.detail for c in result.calls if c.outcome == "failed-open")
+            return result.obj
         pod = copy.deepcopy(pod)
         spec = pod.setdefault("spec", {})
         spec.setdefault("schedulerName", "default-scheduler")  # API defaulting happens before admission
@@ -94,7 +104,7 @@ class ApiServerStandIn:
                 "name": meta.get("name", ""),
                 "namespace": meta["namespace"],
                 "operation": "CREATE",
-                "userInfo": {"username": "system:serviceaccount:kubeflow:training-operator"},
+                "userInfo": _OPERATOR,
                 "object": pod,
                 "oldObject": None,
                 "dryRun": False,

@@ -25,7 +25,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"a scenario file, or the name of an embedded one (default: {DEFAULT_SCENARIO}, the seed's example)",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
-    parser.add_argument("--svg", metavar="FILE", help="also draw the final placement as an SVG picture")
+    parser.add_argument("--svg", metavar="FILE", help="also draw the placement as an SVG picture: one panel per step")
+    parser.add_argument(
+        "--svg-step",
+        metavar="N",
+        type=int,
+        help="draw only step N (1 = the first step) in the SVG picture (default: every step)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument(
         "--check", action="store_true", help="exit 1 if the outcome differs from the scenario's expect section"
@@ -47,6 +53,10 @@ async def _simulate(args: argparse.Namespace) -> int:
     from extender.simulate.runner import Simulation  # noqa: PLC0415
 
     scenario = load_scenario(args.scenario)
+    if args.svg_step is not None and not 1 <= args.svg_step <= len(scenario.steps):
+        raise ScenarioError(
+            f"--svg-step {args.svg_step}: scenario {scenario.name} has steps 1 to {len(scenario.steps)}"
+        )
     progress = _progress(args.quiet or args.format == "json")
     async with Simulation(scenario, progress=progress) as sim:  # type: ignore[arg-type]
         result = await sim.run()
@@ -55,7 +65,7 @@ async def _simulate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(result))
     if args.svg:
-        svg = render_svg(result)
+        svg = render_svg(result, step=args.svg_step)
         await asyncio.to_thread(Path(args.svg).write_text, svg, encoding="utf-8")
         if args.format == "text":
             print(f"picture written to {args.svg}")
@@ -86,10 +96,18 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where to write the kubeconfig for kubectl (default: ./sky-sandbox.kubeconfig)",
     )
+    parser.add_argument(
+        "--webhook-ca-out",
+        default="sky-sandbox-webhook-ca.crt",
+        metavar="FILE",
+        help="where to copy the CA of the webhook's serving certificate, for curl --cacert "
+        "(default: ./sky-sandbox-webhook-ca.crt)",
+    )
     parser.add_argument("--period", type=float, default=1.0, help="seconds between scheduling rounds (default: 1)")
 
 
 async def _sandbox(args: argparse.Namespace) -> int:
+    from extender.simulate.registration import CONFIGURATION_NAME, SERVICE_DNS  # noqa: PLC0415
     from extender.simulate.runner import Simulation  # noqa: PLC0415
 
     scenario = load_scenario(args.scenario)
@@ -102,12 +120,15 @@ async def _sandbox(args: argparse.Namespace) -> int:
     await sim.start()
     try:
         kubeconfig = sim.emulator.write_kubeconfig(args.kubeconfig_out)
+        ca = _copy_file(sim.tls.ca_file, Path(args.webhook_ca_out))
         rt = sim.cluster.rt
         print(f"sandbox of scenario {scenario.name} is running (Ctrl-C stops it)")
         print(f"  API server (emulator)  {sim.emulator.url}")
         print(f"  kubeconfig             {kubeconfig}")
         for name, srv in sorted(rt.servers.items()):
             print(f"  {name:<22} {srv.url}")
+        print(f"  webhook CA             {ca}")
+        print(f"  webhook registration   mutatingwebhookconfiguration/{CONFIGURATION_NAME} (service {SERVICE_DNS})")
         ops = rt.servers["ops"].url
         print()
         print("try:")
@@ -115,13 +136,24 @@ async def _sandbox(args: argparse.Namespace) -> int:
         print(f"  kubectl --kubeconfig {kubeconfig} get pods -o wide")
         print(f"  curl {ops}/diagnose/job/default/{_first_job(scenario)}")
         print(f"  curl {ops}/metrics")
-        print("pods you create with kubectl (schedulerName: sky-scheduler) get their quota from the binder loop")
-        print("and are placed by the kube-scheduler stand-in through the extender, like the scenario's own.")
+        if "webhook" in rt.servers:
+            print(f"  curl --cacert {ca} {rt.servers['webhook'].url}/mutate/pods -d @review.json")
+        print("pods you create with kubectl (schedulerName: sky-scheduler) are admitted by the webhook (hop 1),")
+        print("their quotas placed by the binder loop and the pods by the kube-scheduler stand-in through the")
+        print("extender, like the scenario's own.")
         print(flush=True)
         await sim.run_forever(stop, period=args.period)
     finally:
         await sim.stop()
     return 0
+
+
+def _copy_file(source: Path, target: Path) -> Path:
+    """Copy ``source`` to ``target`` (a stable path the user can find) and return it absolute."""
+    target = target.absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(source.read_bytes())
+    return target
 
 
 def _first_job(scenario: object) -> str:

@@ -1,26 +1,14 @@
-"""Pictures of a simulation: the seed-2.7 observation tables, the placement table, an SVG."""
+"""Pictures of a simulation: the seed-2.7 observation tables and the placement table (text); the
+SVG is drawn by :mod:`extender.simulate.svg` (``render_svg`` is re-exported here)."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
 from extender.simulate.runner import NodeView, PhaseView, SimulationResult, StepRecord
+from extender.simulate.svg import render_svg
 
 __all__ = ["render_svg", "render_text"]
-
-_PALETTE = (
-    "#4e79a7",
-    "#f28e2b",
-    "#59a14f",
-    "#e15759",
-    "#76b7b2",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#bab0ac",
-)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
@@ -64,7 +52,7 @@ def _step_lines(step: StepRecord) -> list[str]:
     ]
     hops = ("① webhook (task→quota)", "② binder (quota→node)", "③ kube-scheduler (pod→node)")
     if changed:
-        lines.append("  $ kubectl get quota            (kubectl get node: unchanged — nodes are never modified)")
+        lines.append("  quotas: phase and node after each hop (nodes themselves are never modified)")
         rows = [
             [
                 n,
@@ -81,7 +69,9 @@ def _step_lines(step: StepRecord) -> list[str]:
         key=lambda k: (step.after_scheduler.pods[k].job, step.after_scheduler.pods[k].index or 0, k),
     )
     if pods:
-        lines.append("  $ kubectl get pod -o wide")
+        lines.append(
+            "  pods: phase and node after each hop (a pending pod: the quota, or the quota's node, it waits for)"
+        )
         rows = []
         for k in pods:
             quota = (
@@ -121,7 +111,7 @@ def render_text(result: SimulationResult) -> str:
     sc = result.scenario
     lines = [f"scenario {sc.name}: {sc.description}".rstrip(": "), ""]
     nodes = result.nodes
-    lines.append("  $ kubectl get node")
+    lines.append("  nodes: leaf switch, GPU model, allocatable GPUs, readiness")
     lines += _table(
         ["NODE", "LEAF", "GPU", "ALLOCATABLE", "STATUS"],
         [[n.name, n.leaf, n.model, f"nvidia.com/gpu: {n.gpus}", "Ready" if n.ready else "NotReady"] for n in nodes],
@@ -152,115 +142,3 @@ def render_text(result: SimulationResult) -> str:
         lines.append("webhook warnings:")
         lines += [f"  {w}" for w in sorted(set(result.warnings))]
     return "\n".join(lines) + "\n"
-
-
-def render_svg(result: SimulationResult) -> str:
-    """Leaf switches → nodes → GPU cells, coloured by the job whose pod uses the GPU (solid) or
-    whose quota holds it (hatched)."""
-    nodes = result.nodes
-    jobs = sorted(result.jobs)
-    color = {j: _PALETTE[i % len(_PALETTE)] for i, j in enumerate(jobs)}
-    pod_job = {k: v.job for k, v in result.final.pods.items()}
-    quota_job = {v.quota: v.job for v in result.final.pods.values() if v.quota}
-    leaves: dict[str, list[NodeView]] = {}
-    for n in nodes:
-        leaves.setdefault(n.leaf, []).append(n)
-
-    cell, gap, node_w = 14, 3, 0
-    max_gpus = max((n.gpus for n in nodes), default=8)
-    cols = 4 if max_gpus > 4 else max(1, max_gpus)
-    rows_per_node = -(-max_gpus // cols)
-    node_w = cols * (cell + gap) + 12
-    node_h = rows_per_node * (cell + gap) + 34
-    leaf_pad = 14
-    x = 20
-    y_leaf, y_nodes = 60, 130
-    parts: list[str] = []
-    leaf_centres = []
-    for leaf, members in leaves.items():
-        width = len(members) * (node_w + 10) - 10 + 2 * leaf_pad
-        lx = x
-        parts.append(
-            f'<rect x="{lx}" y="{y_leaf}" width="{width}" height="30" rx="6" fill="#3b3b3b"/>'
-            f'<text x="{lx + width / 2}" y="{y_leaf + 20}" fill="#fff" font-size="13" text-anchor="middle">'
-            f"leaf {html.escape(leaf)}</text>"
-        )
-        leaf_centres.append(lx + width / 2)
-        nx = lx + leaf_pad
-        for n in members:
-            cx = nx + node_w / 2
-            parts.append(
-                f'<line x1="{cx}" y1="{y_leaf + 30}" x2="{cx}" y2="{y_nodes}" stroke="#888" stroke-width="1.5"/>'
-            )
-            fill = "#fafafa" if n.ready else "#f3d6d6"
-            parts.append(
-                f'<rect x="{nx}" y="{y_nodes}" width="{node_w}" height="{node_h}" rx="5" fill="{fill}" stroke="#999"/>'
-                f'<text x="{nx + 6}" y="{y_nodes + 15}" font-size="11" font-weight="bold">{html.escape(n.name)}</text>'
-                f'<text x="{nx + node_w - 6}" y="{y_nodes + 15}" font-size="9" fill="#666" text-anchor="end">'
-                f"{html.escape(n.model)}</text>"
-            )
-            owners: list[tuple[str, bool]] = []
-            for pod, g in sorted(n.pod_gpus.items()):
-                owners += [(pod_job.get(pod, ""), True)] * g
-            for quota, g in sorted(n.quota_gpus.items()):
-                job = quota_job.get(quota, "")
-                used_by_job = sum(1 for o, solid in owners if o == job and solid)
-                owners += [(job, False)] * max(0, g - used_by_job)
-            for i in range(n.gpus):
-                r, c = divmod(i, cols)
-                gx = nx + 6 + c * (cell + gap)
-                gy = y_nodes + 24 + r * (cell + gap)
-                if i < len(owners) and owners[i][0] in color:
-                    job, solid = owners[i]
-                    style = f'fill="{color[job]}"' if solid else f'fill="url(#hatch-{jobs.index(job)})"'
-                    parts.append(
-                        f'<rect x="{gx}" y="{gy}" width="{cell}" height="{cell}" rx="2" {style} stroke="#555" '
-                        f'stroke-width="0.5"><title>{html.escape(job)}</title></rect>'
-                    )
-                else:
-                    parts.append(
-                        f'<rect x="{gx}" y="{gy}" width="{cell}" height="{cell}" rx="2" fill="#fff" stroke="#bbb" '
-                        'stroke-width="0.5"/>'
-                    )
-            nx += node_w + 10
-        x += width + 30
-    total_w = max(x, 400)
-    spine_y = 18
-    spine = (
-        f'<rect x="{total_w / 2 - 60}" y="{spine_y}" width="120" height="26" rx="6" fill="#222"/>'
-        f'<text x="{total_w / 2}" y="{spine_y + 18}" fill="#fff" font-size="12" text-anchor="middle">spine</text>'
-    )
-    links = "".join(
-        f'<line x1="{total_w / 2}" y1="{spine_y + 26}" x2="{c}" y2="{y_leaf}" stroke="#888" stroke-width="1.5"/>'
-        for c in leaf_centres
-    )
-    legend_y = y_nodes + node_h + 30
-    legend = []
-    for i, j in enumerate(jobs):
-        lx = 20 + (i % 3) * 260
-        ly = legend_y + (i // 3) * 22
-        leaves_text = html.escape(",".join(result.jobs[j]["leaves"]) or "-")
-        legend.append(
-            f'<rect x="{lx}" y="{ly - 11}" width="14" height="14" fill="{color[j]}"/>'
-            f'<text x="{lx + 20}" y="{ly}" font-size="12">{html.escape(j)} — leaves {leaves_text}</text>'
-        )
-    note_y = legend_y + (len(jobs) + 2) // 3 * 22 + 8
-    legend.append(
-        f'<text x="20" y="{note_y}" font-size="11" fill="#555">solid: GPU used by a running pod · hatched: held by '
-        "the job's bound quota · white: free · red node: NotReady</text>"
-    )
-    height = note_y + 20
-    defs = "".join(
-        f'<pattern id="hatch-{i}" width="5" height="5" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
-        '<rect width="5" height="5" fill="#fff"/>'
-        f'<line x1="0" y1="0" x2="0" y2="5" stroke="{color[j]}" stroke-width="3"/></pattern>'
-        for i, j in enumerate(jobs)
-    )
-    title = html.escape(f"sky-scheduler simulate — {result.scenario.name}")
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{height}" '
-        f'viewBox="0 0 {total_w} {height}" font-family="Helvetica, Arial, sans-serif">'
-        f"<title>{title}</title><defs>{defs}</defs>"
-        f'<rect width="100%" height="100%" fill="#ffffff"/>'
-        f"{spine}{links}{''.join(parts)}{''.join(legend)}</svg>\n"
-    )

@@ -5,13 +5,14 @@ service's HTTP apps (extender on 127.0.0.1, webhook over HTTPS with a throwaway 
 scenario's cluster, and for each step:
 
 1. applies the step's events and creates its jobs — PodGroups directly, pods through the
-   apiserver stand-in, so the **webhook** (hop ①) annotates them with their quota;
+   emulator's admission chain, which calls the **webhook** (hop ①) registered in it as the chart
+   registers it (:mod:`extender.simulate.registration`), so it annotates them with their quota;
 2. runs **binder** cycles until one writes nothing (hop ②: quotas land on nodes);
 3. runs rounds of the **kube-scheduler** stand-in (filter → prioritize → bind over HTTP, hop ③),
    the kubelet stand-in and binder cycles until nothing moves.
 
-After each of the three hops it records what ``kubectl get quota`` and ``kubectl get pod``
-would show — the seed's observation table (2.7).
+After each of the three hops it records each quota's phase and node and each pod's phase and node
+(or the quota it waits for) — the seed's observation table (2.7).
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from extender import wellknown
+from extender.cache.convert import node_index
 from extender.conf import load_policy_text
 from extender.emulator import Emulator
 from extender.simulate.actors import ApiServerStandIn, HttpClient, Kubelet, KubeSchedulerStandIn
 from extender.simulate.certs import write_self_signed
 from extender.simulate.cluster import LocalCluster, local_settings
+from extender.simulate.registration import SERVICE_DNS, register_webhook
 from extender.simulate.scenario import JobSpec, Scenario, Step, node_ready_condition, topology_object
 
 __all__ = ["NodeView", "PhaseView", "PodView", "Simulation", "SimulationResult", "StepRecord"]
@@ -66,6 +69,7 @@ class NodeView:
     ready: bool
     quota_gpus: dict[str, int]  # quota → GPUs its binding holds on the node
     pod_gpus: dict[str, int]  # pod → GPUs it uses
+    index: int = 0  # the node's index (annotation node-index, else its name's number): rank order
 
 
 @dataclass(slots=True)
@@ -78,6 +82,8 @@ class StepRecord:
     after_scheduler: PhaseView
     pending: dict[str, str] = field(default_factory=dict)  # pod → why it is still pending
     rounds: int = 0
+    nodes: list[NodeView] = field(default_factory=list)  # the nodes at the end of the step
+    jobs: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # the jobs submitted so far
 
 
 @dataclass(slots=True)
@@ -175,7 +181,7 @@ class Simulation:
         self.clock: SimClock | None = None if real_time else SimClock()
         self.progress = progress
         self._tmp = tempfile.TemporaryDirectory(prefix="sky-simulate-")
-        tls = write_self_signed(Path(self._tmp.name))
+        tls = write_self_signed(Path(self._tmp.name), hosts=("127.0.0.1", "localhost", SERVICE_DNS))
         self.tls = tls
         policy = None
         if scenario.policy is not None:
@@ -210,7 +216,9 @@ class Simulation:
         rt = self.cluster.rt
         hook = rt.servers.get("webhook")
         self.client = HttpClient(ca_file=self.tls.ca_file)
-        self.apiserver = ApiServerStandIn(self.emulator, hook.url if hook is not None else None, self.client)
+        if hook is not None:  # pods reach the webhook through the emulator's admission chain
+            register_webhook(self.emulator, hook.url, self.tls.ca_file)
+        self.apiserver = ApiServerStandIn(self.emulator, None, self.client)
         self.scheduler = KubeSchedulerStandIn(self.emulator, rt.servers["extender"].url, self.client)
         self.kubelet = Kubelet(self.emulator)
         self.cluster.apply(self.scenario.cluster_objects())
@@ -287,7 +295,18 @@ class Simulation:
             rounds += 1
         after = self.view()
         pending = {k: v for k, v in self.scheduler.last_failure.items() if k in after.pods and not after.pods[k].node}
-        return StepRecord(index, step.title, events, after_webhook, after_binder, after, pending, rounds)
+        return StepRecord(
+            index,
+            step.title,
+            events,
+            after_webhook,
+            after_binder,
+            after,
+            pending,
+            rounds,
+            nodes=self.node_views(),
+            jobs=self.job_views(),
+        )
 
     async def submit(self, job: JobSpec) -> None:
         key = f"{job.namespace}/{job.name}"
@@ -464,6 +483,7 @@ class Simulation:
                     ),
                     quota_gpus=q_gpus,
                     pod_gpus=p_gpus,
+                    index=node_index(name, n["metadata"].get("annotations") or {}),
                 )
             )
         order = {n: i for i, n in enumerate(self.scenario.node_names())}

@@ -53,6 +53,7 @@ def test_default_scenario_text_and_svg(tmp_path: Path) -> None:
     r = _cli("simulate", "--svg", str(svg))
     assert r.returncode == 0, r.stderr
     out = r.stdout
+    assert "$ kubectl" not in out  # the tables have columns kubectl would not print: no kubectl headings
     # the seed-2.7 observation table: quota bound at hop ②, pod running at hop ③
     row = next(line for line in out.splitlines() if line.strip().startswith("q-train-0"))
     assert re.search(r"QuotaEmpty\s+QuotaBound n0\s+QuotaBound n0", row)
@@ -60,11 +61,10 @@ def test_default_scenario_text_and_svg(tmp_path: Path) -> None:
     assert "Pending (quota on n0)" in pod and "Running n0" in pod
     assert "[1/3]" in r.stderr  # progress
     root = ET.fromstring(svg.read_text())
-    cells = [e for e in root.iter() if e.tag.endswith("rect") and e.get("width") == "14" and e.get("height") == "14"]
-    gpu_cells = [c for c in cells if c.get("rx") == "2"]
-    assert len(gpu_cells) == 8 * 8  # 8 nodes × 8 GPUs
-    coloured = [c for c in gpu_cells if c.get("fill") not in ("#fff", "#ffffff")]
-    assert len(coloured) == 4 * 1 + 3 * 8  # train: 4 × 1 GPU, llama: 3 × 8 GPUs
+    gpu_cells = [e for e in root.iter() if e.tag.endswith("rect") and e.get("class") == "gpu"]
+    assert len(gpu_cells) == 3 * 8 * 8  # one panel per step, 8 nodes × 8 GPUs each
+    coloured = [c for c in gpu_cells[-64:] if c.get("fill") not in ("#fff", "#ffffff")]
+    assert len(coloured) == 4 * 1 + 3 * 8  # the last step: train 4 × 1 GPU, llama 3 × 8 GPUs
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
@@ -103,7 +103,18 @@ async def test_sandbox_answers_a_filter_call_and_a_kubernetes_asyncio_list(tmp_p
 
     kubeconfig = tmp_path / "kc"
     proc = subprocess.Popen(  # noqa: ASYNC220 (a long-running child; the loop only waits on HTTP)
-        [sys.executable, "-m", "extender.cli", "sandbox", "--kubeconfig-out", str(kubeconfig), "--period", "0.2"],
+        [
+            sys.executable,
+            "-m",
+            "extender.cli",
+            "sandbox",
+            "--kubeconfig-out",
+            str(kubeconfig),
+            "--webhook-ca-out",
+            str(tmp_path / "ca.crt"),
+            "--period",
+            "0.2",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
