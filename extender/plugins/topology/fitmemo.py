@@ -88,6 +88,17 @@ class FitMemo:
             if node.quota_allocated:
                 self._touched[zid] += 1
                 self._busy.add(node.name)
+        # the tiers above the leaf: zone → (its spine, its core, …) as level → name, from its first node
+        self.zone_tiers: dict[ZoneId, dict[int, str]] = {}
+        self.levels = 1  # the highest tier level any node names (1: leaves only)
+        for zid, members in self.zone_nodes.items():
+            first = ssn.node(members[0])
+            tiers = first.tiers if first is not None else ()
+            self.zone_tiers[zid] = {lv: name for lv, name in enumerate(tiers) if lv >= 2 and name}
+            if self.zone_tiers[zid]:
+                self.levels = max(self.levels, *self.zone_tiers[zid])
+        # NVLink / accelerator domains (tier 0): node → its domain, for the nodes that name one
+        self.domain_of = {n.name: n.tier(0) for n in ssn.nodes() if n.tier(0)}
         self._shape_ids: dict[object, int] = {}
         self.shapes: dict[int, ShapeFit] = {}
         self._quota_shape: dict[str, int | None] = {}

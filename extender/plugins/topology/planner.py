@@ -52,7 +52,7 @@ class GangPlan:
 
 @dataclass(slots=True)
 class _SpecPlan:
-    key: tuple[int, int, int, int, int, int, str]
+    key: tuple[int, int, int, int, int, int, int, str]
     zones: list[ZoneOffer]
     slots: list[Slot] | None  # None: made for the winning spec only
 
@@ -107,11 +107,11 @@ class GangPlanner:
         if self.holds.any():
             # a hold may make a gang wait, never make it span more zones than it would without
             free = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones, mind_holds=False)
-            if free is not None and (best is None or len(free.zones) < len(best.zones)):
+            if free is not None and (best is None or free.key[:2] < best.key[:2]):
                 holders = sorted({self.holds.holder(n) for z in free.zones for n in memo.zone_nodes[z.id]} - {""})
                 return Status.unschedulable(
                     Reason.NODE_HELD_FOR_GANG,
-                    f"{len(free.zones)} zone(s) would hold {describe_gang(unbound)} but nodes there are held for "
+                    f"{free.key[1]} zone(s) would hold {describe_gang(unbound)} but nodes there are held for "
                     + ", ".join(holders),
                 )
         if best is None:
@@ -169,22 +169,27 @@ class GangPlanner:
         zones = self.memo.spec_zones.get(spec, [])
         if self.continuity and not bound_zones:
             return self._plan_continuity(job, head, sid, spec, need=need)
+        if self.memo.domain_of and not bound_zones:
+            in_domain = self._plan_domain(job, head, sid, spec, need=need)
+            if in_domain is not None:
+                return in_domain
         if bound_zones:
             home = [self._offer(job, head, sid, z) for z in bound_zones]
             room = sum(z.capacity for z in home)
             chosen = [z for z in home if z.capacity > 0]
             if room < need:
                 others = [self._offer(job, head, sid, z) for z in zones if z not in bound_zones]
-                more = choose_zones(others, need - room)
+                more = self._near_siblings(others, bound_zones, need - room)
                 if more is None:
                     return None
                 chosen += more
         else:
-            picked = choose_zones([self._offer(job, head, sid, z) for z in zones], need)
+            picked = self._lowest_tier([self._offer(job, head, sid, z) for z in zones], need)
             if picked is None:
                 return None
             chosen = picked
         key = (
+            self._span(chosen),
             len(chosen),
             -sum(z.affinity for z in chosen),
             sum(z.capacity for z in chosen if z.untouched),
@@ -205,6 +210,24 @@ class GangPlanner:
                 slots += [Slot(cand.name, cand.index)] * count
         return slots
 
+    def _plan_domain(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, *, need: int) -> _SpecPlan | None:
+        """Tier 0: the NVLink domain with the least room that holds the whole gang (no RDMA hop at all)."""
+        memo = self.memo
+        units: dict[str, list[Candidate]] = {}
+        for z in memo.spec_zones.get(spec, []):
+            for c in self._candidates(job, head, sid, z):
+                domain = memo.domain_of.get(c.name)
+                if domain:
+                    units.setdefault(domain, []).append(c)
+        holding = [(d, cs) for d, cs in units.items() if sum(c.capacity for c in cs) >= need]
+        if not holding:
+            return None
+        domain, cands = min(holding, key=lambda u: (sum(c.capacity for c in u[1]), len(u[1]), u[1][0].index, u[0]))
+        slots = [Slot(c.name, c.index) for c, n in choose_nodes(cands, need, pack=self.pack) for _ in range(n)]
+        offers = [self._offer(job, head, sid, z) for z in sorted({memo.zone_of[c.name] for c in cands})]
+        key = (0, 1, 0, 0, sum(c.capacity for c in cands), len(cands), cands[0].index, spec)
+        return _SpecPlan(key, offers, slots)
+
     def _plan_continuity(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, need: int
     ) -> _SpecPlan | None:
@@ -216,8 +239,64 @@ class GangPlanner:
         slots = [Slot(c.name, c.index) for c, n in choose_nodes(block, need, pack=self.pack) for _ in range(n)]
         zids = sorted({memo.zone_of[c.name] for c in block})
         offers = [self._offer(job, head, sid, z) for z in zids]
-        key = (len(block), 0, 0, sum(c.capacity for c in block), len(block), block[0].index, spec)
+        key = (self._span(offers), len(block), 0, 0, sum(c.capacity for c in block), len(block), block[0].index, spec)
         return _SpecPlan(key, offers, slots)
+
+    # --- tiers above the leaf ----------------------------------------------------------------
+    def _lowest_tier(self, offers: Sequence[ZoneOffer], need: int) -> list[ZoneOffer] | None:
+        """Rule 1 applied tier by tier: one leaf if one holds the gang; else the units of the lowest
+        tier (spine, then core, …) of which one holds it — the one with the least room that does
+        (best fit) — and within it the fewest leaves; else the fewest leaves of the whole cluster."""
+        if any(z.capacity >= need for z in offers):
+            return choose_zones(offers, need)
+        tiers = self.memo.zone_tiers
+        for level in range(2, self.memo.levels + 1):
+            units: dict[str, list[ZoneOffer]] = {}
+            for z in offers:
+                name = tiers[z.id].get(level)
+                if name:
+                    units.setdefault(name, []).append(z)
+            holding = [(n, zs) for n, zs in units.items() if sum(z.capacity for z in zs) >= need]
+            if holding:
+                _, best = min(
+                    holding,
+                    key=lambda u: (
+                        sum(z.capacity for z in u[1]),
+                        sum(z.size for z in u[1]),
+                        min(z.first_index for z in u[1]),
+                        u[0],
+                    ),
+                )
+                return choose_zones(best, need)
+        return choose_zones(offers, need)
+
+    def _near_siblings(
+        self, others: Sequence[ZoneOffer], bound_zones: Sequence[ZoneId], need: int
+    ) -> list[ZoneOffer] | None:
+        """Further zones for a partly bound gang: under the lowest tier its siblings share, if there
+        are enough there, else anywhere (fewest zones)."""
+        tiers = self.memo.zone_tiers
+        for level in range(2, self.memo.levels + 1):
+            names = {tiers[z].get(level) for z in bound_zones}
+            if len(names) != 1 or None in names:
+                continue
+            (name,) = names
+            near = choose_zones([z for z in others if tiers[z.id].get(level) == name], need)
+            if near is not None:
+                return near
+        return choose_zones(others, need)
+
+    def _span(self, zones: Sequence[ZoneOffer]) -> int:
+        """The highest tier a set of zones spans: 1 for one leaf, 2 for leaves of one spine, …
+        (``levels + 1``: the whole cluster)."""
+        if len(zones) <= 1:
+            return 1
+        tiers = self.memo.zone_tiers
+        for level in range(2, self.memo.levels + 1):
+            names = {tiers[z.id].get(level) for z in zones}
+            if len(names) == 1 and None not in names:
+                return level
+        return self.memo.levels + 1
 
     def _holding(self) -> bool:
         return self._mind_holds and self.holds.any()
