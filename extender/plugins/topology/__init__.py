@@ -18,6 +18,9 @@ off). For such a job:
 * ``qn.select`` — for other jobs: a node held for a waiting gang (``holds.py``) is refused.
 * ``job.quota_allocate`` — a topology job commits only within one GPU spec, and a strict-order
   job only if its node indices never descend as its task indices ascend.
+* ``tn.predicate`` — spot gangs that request RDMA (the TN path, no quotas) stay in one zone too:
+  once a pod of the job runs, its siblings go only to that zone; the first pod goes only to a zone
+  whose ``idle`` room holds every unplaced pod of the job.
 
 Non-topology jobs are left alone (every stage but the hold check abstains).
 """
@@ -37,8 +40,9 @@ from extender.framework.status import SKIP, SUCCESS, Reason, Status
 from extender.model.job import JobInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
+from extender.model.task import TaskInfo
 from extender.plugins.topology import holds
-from extender.plugins.topology.fitmemo import FitMemo
+from extender.plugins.topology.fitmemo import FitMemo, capacity_for
 from extender.plugins.topology.gangplan import ZoneId
 from extender.plugins.topology.planner import GangPlan, GangPlanner
 
@@ -71,6 +75,7 @@ class _Topology:
         self._planner: GangPlanner | None = None
         self.plans: dict[str, GangPlan | Status] = {}
         self._affinity: defaultdict[str, Counter[ZoneId]] | None = None
+        self._spot_room: dict[ZoneId, int] = {}  # zone → spot pods of one shape its idle room takes
         self.holds = holds.HoldBook(ssn.snap.holds, ssn.now, args.hold_seconds)
         ssn.notes[holds.NOTE] = self.holds.current()  # expired holds end with this session
 
@@ -223,8 +228,40 @@ class _Topology:
             return Status.unschedulable(Reason.NODE_HELD_FOR_GANG, f"held for gang {holder}")
         return SKIP
 
+    def spot_zone(self, task: TaskInfo, node: NodeInfo) -> Status:
+        """The zone rule for a spot pod of a topology job (see the module docstring)."""
+        if not task.spot:
+            return SKIP
+        ssn = self.ssn
+        job = ssn.job(task.job)
+        if job is None or not job.topology:
+            return SKIP
+        memo = self.memo
+        zid = memo.zone_of.get(node.name)
+        siblings = [t for t in job.alive_tasks() if t.spot and t.uid != task.uid]
+        placed = {memo.zone_of.get(t.node) for t in siblings if t.node}
+        if placed:
+            if zid in placed:
+                return SUCCESS
+            zones = ", ".join(sorted(z[1] for z in placed if z is not None))
+            return Status.unschedulable(Reason.ZONE_MISMATCH, f"the job's spot pods run in zone {zones}")
+        need = 1 + sum(1 for t in siblings if not t.node)
+        room = self._spot_room.get(zid) if zid is not None else 0
+        if room is None and zid is not None:
+            room = self._spot_room[zid] = sum(
+                capacity_for(task.request, n.idle) for n in map(ssn.node, memo.zone_nodes[zid]) if n is not None
+            )
+        if (room or 0) >= need:
+            return SUCCESS
+        return Status.unschedulable(
+            Reason.NO_ZONE_FITS, f"zone {zid[1] if zid else node.name} has room for {room or 0} of {need} spot pods"
+        )
+
     def on_event(self, ev: Event) -> None:
         kind = ev.kind
+        if kind is EventKind.ALLOCATE:  # a pod placed (TN path): the zones' spot room changed
+            self._spot_room.clear()
+            return
         if kind is EventKind.CLAIM or kind is EventKind.UNCLAIM:
             if self._memo is not None:
                 self._memo.forget_quota(ev.quota)
@@ -251,10 +288,18 @@ class Plugin:
     NAME: Final = NAME
     Args = TopologyArgs
     STAGES: Final = frozenset(
-        {"job.zone_candidates", "job.quota_allocate", "qn.select", "qn.node_order", "qn.best_n", "events"}
+        {
+            "job.zone_candidates",
+            "job.quota_allocate",
+            "qn.select",
+            "qn.node_order",
+            "qn.best_n",
+            "tn.predicate",
+            "events",
+        }
     )
     EVENT_KINDS: Final = frozenset(
-        {EventKind.CLAIM, EventKind.UNCLAIM, EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA}
+        {EventKind.CLAIM, EventKind.UNCLAIM, EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA, EventKind.ALLOCATE}
     )  # the statement events its handler follows
     RANK_ORDERED_BEST_N: Final = True
 
@@ -269,6 +314,7 @@ class Plugin:
             "qn.select": t.select,
             "qn.node_order": t.node_order,
             "qn.best_n": t.best_n,
+            "tn.predicate": t.spot_zone,
             "events": t.on_event,
         }
 

@@ -1,0 +1,74 @@
+"""Spot gangs that request RDMA (the TN path, no quotas) are kept in one zone like training jobs
+(issue 16 item 5): the first pod only where its zone's idle room holds the whole job, the others
+only in the zone where a sibling runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender import wellknown
+from extender.cache.cache import ClusterCache
+from extender.conf import default_policy
+from extender.framework.session import Session
+from extender.framework.status import Reason
+from tests import builders as b
+
+NOW = 1_800_000_000.0
+SPOT = {wellknown.RESOURCE_SPOT_GPU: "8"}
+
+
+def spot(name: str, *, node: str | None = None) -> dict[str, Any]:
+    return b.pod(
+        name,
+        group="sp",
+        gpu=8,
+        hca=1,
+        node=node,
+        phase="Running" if node else "Pending",
+        extra={wellknown.RESOURCE_SPOT_GPU: "8"},
+    )
+
+
+def verdicts(pods: list[dict[str, Any]], ask: str) -> dict[str, Reason | None]:
+    objs: list[dict[str, Any]] = [b.queue("research"), b.podgroup("sp", min_member=1)]
+    for i, leaf in enumerate(["s1", "s2", "s2"]):  # s1 has one node, s2 two
+        objs += [b.node(f"n{i}", extra_allocatable=SPOT), b.topology(f"n{i}", [leaf])]
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs + pods)
+    assert not cache.conversion_errors
+    ssn = Session(cache.snapshot(NOW), default_policy())
+    task = next(t for j in ssn.jobs() for t in j.tasks.values() if t.name == ask)
+    out: dict[str, Reason | None] = {}
+    for node in ssn.nodes():
+        status = ssn.tn.predicate(task, node)
+        out[node.name] = None if status.ok else status.reason
+    return out
+
+
+def test_the_first_spot_pod_goes_only_to_a_zone_that_holds_the_whole_job() -> None:
+    got = verdicts([spot("sp-0"), spot("sp-1")], "sp-0")
+    assert got == {"n0": Reason.NO_ZONE_FITS, "n1": None, "n2": None}
+
+
+def test_a_spot_pod_follows_its_running_sibling_into_its_zone() -> None:
+    got = verdicts([spot("sp-0", node="n1"), spot("sp-1")], "sp-1")
+    assert got["n0"] is Reason.ZONE_MISMATCH
+    assert got["n2"] is None
+
+
+def test_an_rdma_gang_waiting_for_a_mount_point_is_told_storage_not_ready() -> None:
+    """The verdict of a topology job whose nodes all lack its mount point names storage, not zones."""
+    from extender.scheduler import Scheduler
+
+    objs: list[dict[str, Any]] = [b.queue("research")]
+    for i in range(2):
+        objs += [b.node(f"n{i}"), b.topology(f"n{i}", ["s1"])]
+    job = b.training_job("train", 2, gpu=1, hca=1)
+    for o in job:
+        if o["kind"] == "Pod":
+            o["metadata"]["annotations"][wellknown.ANNO_REQUIRED_MOUNT_POINTS] = "fs1"
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs + job)
+    result = Scheduler(default_policy()).run_once(cache.snapshot(NOW))
+    verdict = result.verdicts["default/train"]
+    assert verdict.status.reason is Reason.STORAGE_NOT_READY, verdict.status.message()
