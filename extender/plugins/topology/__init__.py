@@ -144,7 +144,8 @@ class _Topology:
         """A gang that has waited long enough holds the nodes that would fit it soonest."""
         args, book = self.args, self.holds
         held = book.of(job.key)
-        if held is None and args.reserve_after_cycles > 0:
+        # a gang kept off nodes held for another waits for that one: it holds nothing itself
+        if held is None and args.reserve_after_cycles > 0 and failure.reason is not Reason.NODE_HELD_FOR_GANG:
             waited = self.ssn.snap.gang_waits.get(job.key, 0)
             if waited >= args.reserve_after_cycles and book.count() < args.max_holds:
                 held = holds.choose_hold(self.memo, self.planner, job, quotas)

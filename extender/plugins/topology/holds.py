@@ -100,7 +100,7 @@ def choose_hold(memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Seque
             picked = _take(rows[zone], need)
             key = (1, -sum(x[0] for x in rows[zone]), 0)
         else:
-            order = sorted(rows, key=lambda z: (-sum(x[1] for x in rows[z]), z))
+            order = sorted(rows, key=lambda z: (-sum(x[0] for x in rows[z]), -sum(x[1] for x in rows[z]), z))
             picked, left, count = [], need, 0
             for z in order:
                 if left <= 0:
