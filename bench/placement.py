@@ -88,7 +88,7 @@ LARGEST = "17-32"
 class SkyDriver:
     """The real scheduler on a cache, stepped as the module docstring says."""
 
-    def __init__(self, cluster: Cluster, gangs: list[Gang], cycles_per_step: int, policy: Policy) -> None:
+    def __init__(self, cluster: Cluster, gangs: list[Gang], cycles_per_step: int, policy: Policy | None = None) -> None:
         self.cluster = cluster
         self.gangs = {g.name: g for g in gangs}
         self.cycles_per_step = cycles_per_step
@@ -99,7 +99,7 @@ class SkyDriver:
             objs.append(b.node(f"n{i}", gpu=cluster.gpus[i], gpu_model=cluster.model[i], index=i))
             objs.append(b.topology(f"n{i}", [f"leaf-{cluster.leaf[i]}"]))
         b.feed(self.cache, objs)
-        self.scheduler = Scheduler(policy)
+        self.scheduler = Scheduler(policy or default_policy())
         self.free = list(cluster.gpus)  # replayed from the bind intents, checked against the cache
         self.first_min: dict[str, int] = {}  # gang → min leaves just before its first bind
         self.bound: dict[str, dict[str, int]] = {}  # gang → quota → node index
