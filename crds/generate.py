@@ -705,6 +705,27 @@ def nodetopology_crd() -> Schema:
 # --------------------------------------------------------------------------------------------
 
 
+def tier_limit_fields() -> dict[str, Schema]:
+    """``highestTierAllowed`` + ``mode`` (extender/cache/tierlimit.py reads them)."""
+    return {
+        "highestTierAllowed": {
+            "description": "Highest topology tier the gang may span: a number (0 NVLink domain, 1 leaf "
+            "switch, 2 spine, 3 core, …) or a name: nvlink (or accelerator), leaf, spine, core. "
+            "Absent: no limit (the planner still prefers the lowest tier that holds the gang).",
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "minimum": 0,
+            "maximum": 16,
+            "pattern": "^([0-9]|1[0-6]|nvlink|accelerator|leaf|spine|core)$",
+            "x-kubernetes-int-or-string": True,
+        },
+        "mode": enum(
+            "hard: never place the gang above highestTierAllowed (it waits, reason "
+            "FitsOnlyAboveAllowedTier); soft (default): prefer it, fall back to a higher tier.",
+            ["hard", "soft"],
+        ),
+    }
+
+
 def podgroup_crd() -> Schema:
     spec = obj(
         "Job-level scheduling options. Written by users or the training operator.",
@@ -740,7 +761,13 @@ def podgroup_crd() -> Schema:
                         "ranks follow the physical order. Default false."
                     ),
                     "affinityKey": string("Jobs with the same key are pulled into the same RDMA zone (seed 3.5)."),
+                    **tier_limit_fields(),
                 },
+            ),
+            "networkTopology": obj(
+                "Volcano's spelling of highestTierAllowed and mode (numbers are this scheduler's tiers). "
+                "If both this and topology name a tier they must agree.",
+                tier_limit_fields(),
             ),
         },
         default={},
@@ -984,7 +1011,7 @@ def render_crd(doc: Schema) -> str:
 
 def _type_of(node: Schema) -> str:
     if node.get("x-kubernetes-int-or-string"):
-        return "quantity"
+        return "quantity" if node.get("pattern") == QUANTITY_PATTERN else "integer or string"
     t = node.get("type", "")
     if t == "array":
         return "[]" + _type_of(node["items"])

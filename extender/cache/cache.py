@@ -32,6 +32,7 @@ from typing import Any
 from extender import wellknown
 from extender.cache import convert
 from extender.cache.convert import ConversionError, ConvertOptions, PodGroupSpec
+from extender.cache.tierlimit import TierLimit, job_tier_limit, pod_tier_limit
 from extender.framework.session import Snapshot
 from extender.model.job import JobInfo, JobPhase, JobQueueInfo, QueueInfo
 from extender.model.node import LedgerError, NodeInfo
@@ -603,6 +604,13 @@ class ClusterCache:
         self.jobs[key] = job
         return job
 
+    def _pod_tier_limit(self, task: TaskInfo) -> TierLimit | None:
+        """The tier limit a pod's annotations name (task_from_api checked them already)."""
+        try:
+            return pod_tier_limit(task.annotations, self.opts.tier_labels)
+        except ValueError:
+            return None
+
     def _refresh_job(self, job: JobInfo) -> None:
         """Job attributes from its PodGroup (if any) and its pods."""
         pg = self._podgroups.get(job.key)
@@ -618,6 +626,7 @@ class ClusterCache:
             job.strict_order = pg.strict_order
             job.affinity_key = pg.affinity_key
             job.resource_version = pg.resource_version
+            pg_limit = pg.tier_limit
         else:
             job.has_podgroup = False
             job.min_member = 1
@@ -635,6 +644,10 @@ class ClusterCache:
             job.topology_override = None
             job.strict_order = False
             job.affinity_key = ""
+            pg_limit = None
+        limit = job_tier_limit(pg_limit, (self._pod_tier_limit(t) for t in tasks if t.is_alive()))
+        job.highest_tier = limit.level if limit is not None else None
+        job.tier_mode = limit.mode if limit is not None else "soft"
         # pod annotations can switch topology on/off and name an affinity key
         for t in tasks:
             flag = t.annotations.get(wellknown.ANNO_ENABLE_TOPOLOGY)

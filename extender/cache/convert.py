@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from extender import wellknown
+from extender.cache.tierlimit import TierLimit, pod_tier_limit, podgroup_tier_limit
 from extender.model.job import JobQueueInfo, QueueInfo
 from extender.model.node import NodeCondition, NodeInfo
 from extender.model.quota import (
@@ -274,6 +275,10 @@ def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
     node_selector = _str_map(spec.get("nodeSelector"))
     spot = request.get(opts.spot_resource) > 0
     mounts = annotations.get(wellknown.ANNO_REQUIRED_MOUNT_POINTS, "")
+    try:
+        pod_tier_limit(annotations, opts.tier_labels)  # checked here; the cache reads it per job
+    except ValueError as exc:
+        raise ConversionError(f"{_what(obj)}: {exc}") from None
     task = TaskInfo(
         uid=uid,
         namespace=ns,
@@ -411,6 +416,7 @@ class PodGroupSpec:
     topology_enabled: bool | None = None
     strict_order: bool = False
     affinity_key: str = ""
+    tier_limit: TierLimit | None = None  # spec.topology / spec.networkTopology highestTierAllowed + mode
     created: float = 0.0
     resource_version: str = ""
     phase: str = ""
@@ -419,6 +425,10 @@ class PodGroupSpec:
 def podgroup_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> PodGroupSpec:
     meta = _meta(obj)
     spec = obj.get("spec") or {}
+    try:
+        tier_limit = podgroup_tier_limit(spec)
+    except ValueError as exc:
+        raise ConversionError(f"{_what(obj)}: {exc}") from None
     topo = spec.get("topology") or {}
     ns = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
@@ -437,6 +447,7 @@ def podgroup_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> PodGroupS
         topology_enabled=bool(enabled) if isinstance(enabled, bool) else None,
         strict_order=bool(topo.get("strictOrder")),
         affinity_key=str(topo.get("affinityKey") or ""),
+        tier_limit=tier_limit,
         created=parse_time(meta.get("creationTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
         phase=str((obj.get("status") or {}).get("phase") or ""),

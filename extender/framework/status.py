@@ -74,6 +74,8 @@ class Reason(Enum):
     STORAGE_NOT_READY = "StorageNotReady"
     HOLDING_NODES = "HoldingNodes"  # a waiting gang holds nodes (topology/holds.py)
     NODE_HELD_FOR_GANG = "NodeHeldForGang"  # another job is kept off a held node
+    # the gang fits only across a tier above its hard highestTierAllowed: it waits
+    FITS_ONLY_ABOVE_ALLOWED_TIER = "FitsOnlyAboveAllowedTier"
     # pod → node (hop ③)
     INSUFFICIENT_IDLE = "InsufficientIdle"
     LOWER_PRIORITY_PODS_USE_NODE = "LowerPriorityPodsUseNode"

@@ -39,6 +39,9 @@ class JobInfo:
     topology_override: bool | None = None  # None: automatic (on when a task requests rdma/*)
     strict_order: bool = False  # node index must ascend with task index
     affinity_key: str = ""  # topology-affinity-key: jobs sharing it gather in one zone
+    # highestTierAllowed (0 NVLink domain, 1 leaf, 2 spine, 3 core …): None = no limit
+    highest_tier: int | None = None
+    tier_mode: str = "soft"  # "hard": never place above highest_tier; "soft": prefer it, fall back upward
     phase: JobPhase = JobPhase.PENDING
     resource_version: str = ""
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
@@ -60,6 +63,11 @@ class JobInfo:
         if self.topology_override is not None:
             return self.topology_override
         return self.needs_rdma
+
+    @property
+    def tier_hard(self) -> bool:
+        """A hard tier limit: the job is never placed above :attr:`highest_tier` (it waits)."""
+        return self.highest_tier is not None and self.tier_mode == "hard"
 
     # --- tasks -------------------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:
@@ -106,6 +114,8 @@ class JobInfo:
         j.topology_override = self.topology_override
         j.strict_order = self.strict_order
         j.affinity_key = self.affinity_key
+        j.highest_tier = self.highest_tier
+        j.tier_mode = self.tier_mode
         j.phase = self.phase
         j.resource_version = self.resource_version
         j.tasks = {uid: t.clone() for uid, t in self.tasks.items()}

@@ -28,15 +28,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from extender import wellknown
 
 __all__ = [
+    "TIER_NAMES",
     "TierLabels",
+    "describe_tier",
     "format_tier_labels",
     "generated_zone_key",
     "gpu_spec_code",
     "node_tiers",
     "node_zone_key",
+    "parse_tier",
     "parse_tier_labels",
     "sorted_switches",
+    "spanned_tier",
     "tier_annotation",
+    "tier_of_label",
     "zone_label_value",
 ]
 
@@ -45,6 +50,64 @@ TierLabels = Sequence[tuple[int, str]]
 
 MAX_TIER = 16
 """Highest tier number accepted in annotations and settings (a fat tree has 4 or 5)."""
+
+
+TIER_NAMES: Mapping[str, int] = {"nvlink": 0, "accelerator": 0, "leaf": 1, "spine": 2, "core": 3}
+"""Names accepted for a tier wherever a job names one (``highestTierAllowed``): NVIDIA Topograph's
+level names, with ``nvlink`` for the accelerator (NVLink) domain."""
+
+_TIER_WORDS = ("nvlink", "leaf", "spine", "core")
+
+
+def describe_tier(level: int) -> str:
+    """A tier's name in messages and metric labels: ``nvlink``, ``leaf``, ``spine``, ``core``, then
+    ``tier-4`` … for the levels above the core."""
+    return _TIER_WORDS[level] if 0 <= level < len(_TIER_WORDS) else f"tier-{level}"
+
+
+def parse_tier(value: object) -> int:
+    """A tier given as a number (``2``, ``"2"``) or a name of :data:`TIER_NAMES` (any case).
+
+    ValueError, saying what is accepted, for anything else, a negative number, or one above
+    :data:`MAX_TIER`.
+    """
+    level: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        level = value
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        if text.isdigit():
+            level = int(text)
+        else:
+            level = TIER_NAMES.get(text)
+    if level is None or not 0 <= level <= MAX_TIER:
+        names = ", ".join(f"{n}={lv}" for n, lv in TIER_NAMES.items())
+        raise ValueError(f"tier {value!r}: expected a number 0..{MAX_TIER} or one of {names}")
+    return level
+
+
+def tier_of_label(key: str, tier_labels: TierLabels) -> int | None:
+    """The tier a topology node label key stands for (Kueue / KAI name tiers by label key): its
+    entry in ``tier_labels`` (``--topology-labels``), ``zone`` (our agents' leaf label) → 1; None
+    for a key that names no tier."""
+    for level, label in tier_labels:
+        if label == key:
+            return level
+    return 1 if key == wellknown.LABEL_ZONE else None
+
+
+def spanned_tier(node_tiers: Iterable[Sequence[str]]) -> int | None:
+    """The highest tier a set of nodes spans: the lowest level at which every node names the same
+    unit (0: one NVLink domain, 1: one leaf, …). None when no level is shared (the gang spans the
+    whole cluster, or a node names no tiers); also None for no nodes."""
+    rows = list(node_tiers)
+    if not rows:
+        return None
+    for level in range(max(len(r) for r in rows)):
+        first = rows[0][level] if level < len(rows[0]) else ""
+        if first and all(level < len(r) and r[level] == first for r in rows):
+            return level
+    return None
 
 
 def sorted_switches(switches: Iterable[str]) -> list[str]:

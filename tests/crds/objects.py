@@ -147,7 +147,14 @@ PODGROUP: dict[str, Any] = {
         "queue": "research",
         "priorityClassName": "training-high",
         "minResources": {"nvidia.com/gpu": 4, "rdma/hca": 4, "cpu": "3500m"},
-        "topology": {"enabled": True, "strictOrder": False, "affinityKey": "llama-data"},
+        "topology": {
+            "enabled": True,
+            "strictOrder": False,
+            "affinityKey": "llama-data",
+            "highestTierAllowed": "spine",
+            "mode": "soft",
+        },
+        "networkTopology": {"highestTierAllowed": 2, "mode": "soft"},  # Volcano's spelling, agreeing
     },
     "status": {
         "phase": "Running",

@@ -135,6 +135,10 @@ def _del(path: str) -> Mutation:
     return mutate
 
 
+_TIER = "spec/topology/highestTierAllowed"
+_VTIER = "spec/networkTopology/highestTierAllowed"
+
+
 def _split(path: str) -> list[Any]:
     """JSON-pointer-like: segments split on "/", "~1" stands for a "/" inside a key, digits index lists."""
     return [int(p) if p.isdigit() else p.replace("~1", "/") for p in path.split("/")]
@@ -235,6 +239,10 @@ INVALID: list[tuple[str, str, Mutation, str]] = [
     ("podgroup-running-negative", "PodGroup", _set("status/running", -1), "status.running"),
     ("podgroup-min-resources", "PodGroup", _set("spec/minResources/cpu", "3.5 cores"), "spec.minResources[cpu]"),
     ("podgroup-unknown-topology-field", "PodGroup", _set("spec/topology/zone", "S1"), "spec.topology.zone"),
+    ("podgroup-tier-name", "PodGroup", _set(_TIER, "rack"), _TIER.replace("/", ".")),
+    ("podgroup-tier-too-high", "PodGroup", _set(_TIER, 17), _TIER.replace("/", ".")),
+    ("podgroup-tier-negative", "PodGroup", _set(_VTIER, -1), _VTIER.replace("/", ".")),
+    ("podgroup-tier-mode", "PodGroup", _set("spec/topology/mode", "strict"), "spec.topology.mode"),
     ("queue-negative-weight", "Queue", _set("spec/weight", -1), "spec.weight"),
     ("queue-zero-weight", "Queue", _set("spec/weight", 0), "spec.weight"),
     ("queue-state-paused", "Queue", _set("spec/state", "Paused"), "spec.state"),
