@@ -112,3 +112,31 @@ def test_the_highest_tier_spanned_is_the_lowest_possible(case: Any) -> None:
     spines = {where[n][1] for n in nodes}
     span = 1 if len(leaves) == 1 else (2 if len(spines) == 1 else 3)
     assert span == best, (nodes, span, best)
+
+
+def test_a_hard_leaf_limit_keeps_a_gang_that_fits_only_across_leaves_waiting() -> None:
+    from extender.framework.status import Reason
+
+    objs: list[dict[str, Any]] = [b.queue("research")]
+    for i in range(4):
+        objs += [b.node(f"n{i}", index=i), b.topology(f"n{i}", ["s1" if i < 2 else "s2"])]
+    job = b.training_job("wide", 3, gpu=8, hca=1)
+    for o in job:
+        if o["kind"] == "PodGroup":
+            o["spec"]["topology"] = {"highestTierAllowed": "leaf", "mode": "hard"}
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs + job)
+    assert not cache.conversion_errors
+    result = Scheduler(default_policy()).run_once(cache.snapshot(NOW))
+    assert not any(result.session.quota(f"q-wide-{i}").node_name for i in range(3))  # type: ignore[union-attr]
+    status = result.verdicts["default/wide"].status
+    assert status.reason is Reason.FITS_ONLY_ABOVE_ALLOWED_TIER, status.message()
+    assert "highestTierAllowed is leaf" in status.message()
+    # soft (the default): the same gang runs across the two leaves
+    for o in job:
+        if o["kind"] == "PodGroup":
+            o["spec"]["topology"] = {"highestTierAllowed": "leaf"}
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs + job)
+    ssn = Scheduler(default_policy()).run_once(cache.snapshot(NOW)).session
+    assert all(ssn.quota(f"q-wide-{i}").node_name for i in range(3))  # type: ignore[union-attr]

@@ -25,6 +25,7 @@ from extender.framework.status import Reason, Status, aggregate
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.model.resources import format_quantity
+from extender.model.topology import describe_tier
 from extender.plugins.topology.fitmemo import FitMemo
 from extender.plugins.topology.gangplan import (
     Candidate,
@@ -116,6 +117,8 @@ class GangPlanner:
                 )
         if best is None:
             return self._failure(job, head, sid, specs, unbound)
+        if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
+            return self._above_limit(job, best, unbound)
         slots = best.slots if best.slots is not None else self._slots(job, head, sid, best.zones, len(unbound))
         placed = assign_ranks(slots, self._ranges(quotas, unbound))
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
@@ -312,6 +315,18 @@ class GangPlanner:
             if node is not None:
                 info.add(q.name, q.rank, node.index, node.name)
         return [(None, None) if q.rank is None else info.neighbours(q.rank) for q in unbound]
+
+    def _above_limit(self, job: JobInfo, best: _SpecPlan, unbound: Sequence[QuotaInfo]) -> Status:
+        """A hard ``highestTierAllowed`` the gang fits only above: it waits, and says how far."""
+        limit = job.highest_tier or 0
+        span = best.key[0]
+        above = describe_tier(span) if span <= self.memo.levels else "cluster"
+        room = max((z.capacity for z in best.zones), default=0)
+        return Status.unschedulable(
+            Reason.FITS_ONLY_ABOVE_ALLOWED_TIER,
+            f"{describe_gang(unbound)} fits only across a {above} (tier {span}); highestTierAllowed is "
+            f"{describe_tier(limit)} (tier {limit}), and the roomiest {describe_tier(max(limit, 1))} takes {room}",
+        )
 
     def _failure(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, specs: Collection[str], unbound: Sequence[QuotaInfo]
