@@ -46,6 +46,8 @@ class Metrics:
         self.extra_leaves = Gauge(
             "sky_topology_extra_leaves", "Topology jobs placed on more leaves than they needed", registry=r
         )
+        self.gang_holds = Gauge("sky_gang_holds", "Waiting gangs holding nodes (topology holds)", registry=r)
+        self.held_nodes = Gauge("sky_held_nodes", "Nodes held for waiting gangs", registry=r)
         self.writes = Counter("sky_binder_writes", "API writes by the binder", ["kind", "result"], registry=r)
         self.leader = Gauge("sky_binder_leader", "1 while this replica holds the binder Lease", registry=r)
         self.synced = Gauge("sky_cache_synced", "1 once every informer has completed its first list", registry=r)

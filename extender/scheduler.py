@@ -21,6 +21,7 @@ from extender.framework.session import JobVerdict, Session, Snapshot
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.topology import holds
+from extender.plugins.topology.holds import Hold
 
 __all__ = ["CycleResult", "Scheduler", "SchedulerMemory"]
 
@@ -31,7 +32,7 @@ class SchedulerMemory:
     stuck_cycles: dict[str, int] = field(default_factory=dict)
     release_count: dict[str, int] = field(default_factory=dict)
     last_fix: float = 0.0
-    holds: dict[str, Any] = field(default_factory=dict)  # job key → topology.holds.Hold
+    holds: dict[str, Hold] = field(default_factory=dict)  # job key → its hold
     gang_waits: dict[str, int] = field(default_factory=dict)  # job key → cycles its gang plan failed in a row
     last_generation: int = -1  # cache generation the previous cycle saw (-1: none yet)
 

@@ -340,6 +340,9 @@ class BinderLoop:
         for reason, n in by_reason.items():
             m.pending_jobs.labels(reason=reason).set(n)
         m.extra_leaves.set(extra_leaves(self.cache))
+        holds = self.scheduler.memory.holds
+        m.gang_holds.set(len(holds))
+        m.held_nodes.set(len({n for h in holds.values() for n in h.nodes}))
 
 
 def extra_leaves(cache: ClusterCache) -> int:
