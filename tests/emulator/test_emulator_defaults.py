@@ -14,6 +14,7 @@ from tests import builders as b
 pytestmark = pytest.mark.anyio
 
 GPU = "nvidia.com/gpu"
+QUOTA_NAME = "scheduling.infini-ai.com/quota-name"
 
 
 def _limits_only_pod(name: str, ns: str) -> dict[str, Any]:
@@ -70,7 +71,5 @@ async def test_limits_only_gpu_pods_are_not_placed_as_if_they_asked_for_nothing(
         tasks = (stored.get("status") or {}).get("tasks") or []
         assert len(tasks) == 1, tasks
         assert tasks[0]["request"] == {GPU: "1"}
-        claimed = [
-            p for p in cl.pods("default") if (p["metadata"].get("annotations") or {}).get("scheduling.infini-ai.com/quota-name")
-        ]
+        claimed = [p for p in cl.pods("default") if (p["metadata"].get("annotations") or {}).get(QUOTA_NAME)]
         assert len(claimed) == 1
