@@ -143,6 +143,8 @@ class ClusterCache:
         self._podgroups: dict[str, PodGroupSpec] = {}
         self._quota_objs: dict[str, Obj] = {}
         self._podgroup_objs: dict[str, Obj] = {}
+        self._queue_objs: dict[str, Obj] = {}  # the API objects, for their status and quota pools
+        self._jobqueue_objs: dict[str, Obj] = {}
 
         self.nodes: dict[str, NodeInfo] = {}
         self.quotas: dict[str, QuotaInfo] = {}
@@ -399,6 +401,9 @@ class ClusterCache:
         task = job.remove_task(uid)
         if task is None:
             return
+        final = ((deleted or {}).get("status") or {}).get("phase")
+        if final in (TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value):
+            job.finished[uid] = TaskStatus(final)
         if task.node:
             self._tasks_on_node[task.node].discard(uid)
             node = self.nodes.get(task.node)
@@ -667,6 +672,7 @@ class ClusterCache:
             self._error(f"Queue/{_name(obj)}", exc)
             return
         self.queues[q.name] = q
+        self._queue_objs[q.name] = obj
         self._bump()
 
     def on_queue_update(self, old: Obj, new: Obj) -> None:
@@ -674,6 +680,7 @@ class ClusterCache:
 
     def on_queue_delete(self, obj: Obj) -> None:
         self.queues.pop(_name(obj), None)
+        self._queue_objs.pop(_name(obj), None)
         self._bump()
 
     def on_jobqueue_add(self, obj: Obj) -> None:
@@ -683,6 +690,7 @@ class ClusterCache:
             self._error(f"JobQueue/{_name(obj)}", exc)
             return
         self.jobqueues[q.name] = q
+        self._jobqueue_objs[q.name] = obj
         self._bump()
 
     def on_jobqueue_update(self, old: Obj, new: Obj) -> None:
@@ -690,6 +698,7 @@ class ClusterCache:
 
     def on_jobqueue_delete(self, obj: Obj) -> None:
         self.jobqueues.pop(_name(obj), None)
+        self._jobqueue_objs.pop(_name(obj), None)
         self._bump()
 
     # --- reading -----------------------------------------------------------------------------
@@ -698,6 +707,12 @@ class ClusterCache:
 
     def quota_object(self, name: str) -> Obj | None:
         return self._quota_objs.get(name)
+
+    def queue_object(self, name: str) -> Obj | None:
+        return self._queue_objs.get(name)
+
+    def jobqueue_object(self, name: str) -> Obj | None:
+        return self._jobqueue_objs.get(name)
 
     def podgroup_object(self, key: str) -> Obj | None:
         return self._podgroup_objs.get(key)

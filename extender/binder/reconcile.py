@@ -1,0 +1,137 @@
+"""The binder leader's controller-manager role: PodGroup, Queue and JobQueue statuses.
+
+After each cycle, :meth:`StatusReconciler.reconcile` computes every object's desired status
+with the pure functions of :mod:`extender.binder.status` and writes, through the writer's
+read-modify-write (optimistic concurrency, retries on conflict), only the objects whose status
+the cache shows differently. The desired status is recomputed on the object the writer read,
+so a write that lost a race is re-derived, never replayed. Each answer is applied to the cache
+at once, so the next cycle does not write the same status again. A failed write is logged and
+counted; the next cycle tries again (the difference is still there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from extender.binder import status as st
+from extender.cache.cache import ClusterCache
+from extender.cache.convert import format_time
+from extender.framework.session import JobVerdict
+from extender.model.job import JobInfo
+
+__all__ = ["StatusReconciler", "StatusWriter"]
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Mutate = Callable[[Obj], Obj | None]
+
+
+class StatusWriter(Protocol):
+    """What the reconciler needs of ``extender.kube.writer.KubeWriter``."""
+
+    async def patch_podgroup_status(self, namespace: str, name: str, mutate: Mutate) -> Obj | None: ...
+
+    async def update_queue_status(self, name: str, mutate: Mutate) -> Obj | None: ...
+
+    async def update_jobqueue_status(self, name: str, mutate: Mutate) -> Obj | None: ...
+
+
+class StatusReconciler:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        writer: StatusWriter,
+        *,
+        guard: Callable[[Awaitable[Any]], Awaitable[Any]],
+        count: Callable[[str, str], None],
+    ) -> None:
+        """``guard`` bounds the concurrency of the writes (the loop's semaphore); ``count(kind,
+        outcome)`` counts each write in the metrics."""
+        self.cache = cache
+        self.writer = writer
+        self._guard = guard
+        self._count = count
+        self.writes = 0  # status writes that changed an object (for tests and the cycle report)
+
+    async def reconcile(self, verdicts: Mapping[str, JobVerdict], now: float) -> None:
+        cache = self.cache
+        stamp = format_time(now)
+        phases: dict[str, str] = {}
+        by_queue: dict[str, list[JobInfo]] = {}
+        writes: list[Awaitable[None]] = []
+        for key, job in cache.jobs.items():
+            verdict = verdicts.get(key)
+            obj = cache.podgroup_object(key) if job.has_podgroup else None
+            stored = _status(obj)
+            phases[key] = st.job_phase(job, verdict, str(stored.get("phase") or ""))
+            by_queue.setdefault(job.queue, []).append(job)
+            if obj is None:
+                continue
+            if st.podgroup_status(job, cache.quotas, verdict, stored, stamp) != stored:
+                writes.append(self._podgroup(job, verdict, stamp))
+        for name, queue in cache.queues.items():
+            jobs = by_queue.get(name, [])
+            stored = _status(cache.queue_object(name))
+            if st.queue_status(queue, jobs, phases, cache.nodes, stored) != stored:
+                writes.append(self._queue(name, jobs, phases))
+        governed: dict[str, list[JobInfo]] = {name: [] for name in cache.jobqueues}
+        jqs = list(cache.jobqueues.values())
+        for job in cache.jobs.values():
+            jq = st.governing_jobqueue(job, jqs)
+            if jq is not None:
+                governed[jq.name].append(job)
+        for name, jq in cache.jobqueues.items():
+            stored = _status(cache.jobqueue_object(name))
+            if st.jobqueue_status(jq, governed[name], stored) != stored:
+                writes.append(self._jobqueue(name, governed[name]))
+        if writes:
+            await asyncio.gather(*(self._guard(w) for w in writes))
+
+    async def _write(self, kind: str, what: str, call: Awaitable[Obj | None], apply: Callable[[Obj], None]) -> None:
+        try:
+            obj = await call
+        except Exception as exc:
+            log.warning("%s %s: status write failed: %s", kind, what, exc)
+            self._count(f"{kind}_status", "error")
+            return
+        if obj is not None:
+            apply(obj)
+            self.writes += 1
+        self._count(f"{kind}_status", "ok")
+
+    async def _podgroup(self, job: JobInfo, verdict: JobVerdict | None, stamp: str) -> None:
+        quotas = self.cache.quotas
+
+        def mutate(obj: Obj) -> Obj | None:
+            return st.podgroup_status(job, quotas, verdict, _status(obj), stamp)
+
+        call = self.writer.patch_podgroup_status(job.namespace, job.name, mutate)
+        await self._write("podgroup", job.key, call, lambda o: self.cache.on_podgroup_update(o, o))
+
+    async def _queue(self, name: str, jobs: list[JobInfo], phases: Mapping[str, str]) -> None:
+        cache = self.cache
+
+        def mutate(obj: Obj) -> Obj | None:
+            queue = cache.queues.get(name)
+            return None if queue is None else st.queue_status(queue, jobs, phases, cache.nodes, _status(obj))
+
+        call = self.writer.update_queue_status(name, mutate)
+        await self._write("queue", name, call, lambda o: cache.on_queue_update(o, o))
+
+    async def _jobqueue(self, name: str, jobs: list[JobInfo]) -> None:
+        cache = self.cache
+
+        def mutate(obj: Obj) -> Obj | None:
+            jq = cache.jobqueues.get(name)
+            return None if jq is None else st.jobqueue_status(jq, jobs, _status(obj))
+
+        call = self.writer.update_jobqueue_status(name, mutate)
+        await self._write("jobqueue", name, call, lambda o: cache.on_jobqueue_update(o, o))
+
+
+def _status(obj: Mapping[str, Any] | None) -> Obj:
+    return dict((obj or {}).get("status") or {})
