@@ -141,6 +141,7 @@ class BinderLoop:
         await self._write_pods(pods, report)
         await self._post_outcomes(result)
         await self.statuses.reconcile(result.verdicts, result.now)
+        await self.statuses.warn_unholdable()
         self._remember_verdicts(result)
         report.seconds = time.perf_counter() - t0
         self._observe(result, report)

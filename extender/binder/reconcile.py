@@ -16,10 +16,13 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from extender import wellknown
 from extender.binder import status as st
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
 from extender.framework.session import JobVerdict
+from extender.framework.status import Reason
+from extender.model.capacity import largest_allocatable, unholdable
 from extender.model.job import JobInfo
 
 __all__ = ["StatusReconciler", "StatusWriter"]
@@ -39,6 +42,8 @@ class StatusWriter(Protocol):
 
     async def update_jobqueue_status(self, name: str, mutate: Mutate) -> Obj | None: ...
 
+    async def post_event(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> Any: ...
+
 
 class StatusReconciler:
     def __init__(
@@ -56,9 +61,17 @@ class StatusReconciler:
         self._guard = guard
         self._count = count
         self.writes = 0  # status writes that changed an object (for tests and the cycle report)
+        self._judged: dict[str, tuple[int, str]] = {}  # quota → (generation, largest-node key) judged
+        self._last: tuple[object, ...] | None = None  # inputs of the last pass that wrote nothing
+        self._judged_at = -1  # cache generation warn_unholdable last looked at
 
     async def reconcile(self, verdicts: Mapping[str, JobVerdict], now: float) -> None:
+        """Write every status that differs from its desired value. Skipped (O(verdicts)) when
+        neither the cache nor the verdicts changed since the last pass that wrote nothing."""
         cache = self.cache
+        seen = (cache.generation, tuple((k, v.stage, v.status.message()) for k, v in sorted(verdicts.items())))
+        if seen == self._last:
+            return
         stamp = format_time(now)
         phases: dict[str, str] = {}
         by_queue: dict[str, list[JobInfo]] = {}
@@ -90,6 +103,39 @@ class StatusReconciler:
                 writes.append(self._jobqueue(name, governed[name]))
         if writes:
             await asyncio.gather(*(self._guard(w) for w in writes))
+        # nothing to write means the same inputs give nothing to write again; after writes, the
+        # answers changed the cache (a new generation) and the next pass looks again
+        self._last = seen if not writes else None
+
+    async def warn_unholdable(self) -> int:
+        """A Warning Event ``QuotaLargerThanAnyNode`` on each quota no node could ever hold, when
+        it is first seen (and again when its spec or the largest node changes). Returns how
+        many were posted."""
+        cache = self.cache
+        if cache.generation == self._judged_at:
+            return 0
+        self._judged_at = cache.generation
+        largest = largest_allocatable(cache.nodes.values())
+        key = repr(sorted(largest.items()))
+        posts: list[Awaitable[Any]] = []
+        for name in [n for n in self._judged if n not in cache.quotas]:
+            del self._judged[name]
+        for name, quota in cache.quotas.items():
+            seen = (quota.generation, key)
+            if self._judged.get(name) == seen:
+                continue
+            self._judged[name] = seen
+            why = unholdable(quota.request, largest)
+            if not why:
+                continue
+            meta = (cache.quota_object(name) or {}).get("metadata") or {}
+            involved = {"apiVersion": wellknown.API_VERSION, "kind": wellknown.KIND_QUOTA, "name": name}
+            involved["uid"] = str(meta.get("uid") or "")
+            message = f"{why}: it can never be bound; shrink spec.request to what one node has, or add such a node"
+            posts.append(self.writer.post_event(involved, "Warning", Reason.QUOTA_LARGER_THAN_ANY_NODE.value, message))
+        if posts:
+            await asyncio.gather(*(self._guard(p) for p in posts), return_exceptions=True)
+        return len(posts)
 
     async def _write(self, kind: str, what: str, call: Awaitable[Obj | None], apply: Callable[[Obj], None]) -> None:
         try:
