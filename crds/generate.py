@@ -884,6 +884,10 @@ def queue_crd() -> Schema:
                             "Set when no node could ever hold the pool's request: which resource, and the "
                             "most any node has of it."
                         ),
+                        "message": string(
+                            "Set when the pool cannot be kept: e.g. quota names the pool needs are taken by "
+                            "quotas that are not the pool's (they are never taken over)."
+                        ),
                     },
                     required=["name", "count", "present"],
                 ),

@@ -67,6 +67,10 @@ class Writer(Protocol):
         self, name: str, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
     ) -> dict[str, Any] | None: ...
 
+    async def apply_quota(self, body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]: ...
+
+    async def delete_quota(self, name: str, *, uid: str, resource_version: str) -> bool: ...
+
 
 @dataclass(slots=True)
 class CycleReport:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from extender import wellknown
 from extender.binder import status as st
+from extender.binder.pools import plan_pool, pools_of
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
 from extender.framework.session import JobVerdict
@@ -43,6 +44,10 @@ class StatusWriter(Protocol):
     async def update_jobqueue_status(self, name: str, mutate: Mutate) -> Obj | None: ...
 
     async def post_event(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> Any: ...
+
+    async def apply_quota(self, body: Mapping[str, Any]) -> tuple[Obj, bool]: ...
+
+    async def delete_quota(self, name: str, *, uid: str, resource_version: str) -> bool: ...
 
 
 class StatusReconciler:
@@ -86,11 +91,18 @@ class StatusReconciler:
                 continue
             if st.podgroup_status(job, cache.quotas, verdict, stored, stamp) != stored:
                 writes.append(self._podgroup(job, verdict, stamp))
+        largest = largest_allocatable(cache.nodes.values())
         for name, queue in cache.queues.items():
             jobs = by_queue.get(name, [])
+            pools = []
+            for pool in pools_of(cache.queue_object(name) or {}):
+                plan = plan_pool(pool, cache.quota_objects(), cache.quotas, largest, now)
+                writes += [self._apply_quota(obj) for obj in plan.create + plan.update]
+                writes += [self._delete_quota(*d) for d in plan.delete]
+                pools.append(plan.status)
             stored = _status(cache.queue_object(name))
-            if st.queue_status(queue, jobs, phases, cache.nodes, stored) != stored:
-                writes.append(self._queue(name, jobs, phases))
+            if st.queue_status(queue, jobs, phases, cache.nodes, stored, pools=pools) != stored:
+                writes.append(self._queue(name, jobs, phases, pools))
         governed: dict[str, list[JobInfo]] = {name: [] for name in cache.jobqueues}
         jqs = list(cache.jobqueues.values())
         for job in cache.jobs.values():
@@ -158,12 +170,41 @@ class StatusReconciler:
         call = self.writer.patch_podgroup_status(job.namespace, job.name, mutate)
         await self._write("podgroup", job.key, call, lambda o: self.cache.on_podgroup_update(o, o))
 
-    async def _queue(self, name: str, jobs: list[JobInfo], phases: Mapping[str, str]) -> None:
+    async def _apply_quota(self, body: Obj) -> None:
+        name = body["metadata"]["name"]
+        try:
+            obj, wrote = await self.writer.apply_quota(body)
+        except Exception as exc:
+            log.warning("quota pool: %s: create/update failed: %s", name, exc)
+            self._count("pool_quota", "error")
+            return
+        if wrote:
+            self.cache.on_quota_update(obj, obj)
+            self.writes += 1
+        self._count("pool_quota", "ok")
+
+    async def _delete_quota(self, name: str, uid: str, resource_version: str) -> None:
+        try:
+            gone = await self.writer.delete_quota(name, uid=uid, resource_version=resource_version)
+        except Exception as exc:
+            log.warning("quota pool: %s: delete failed: %s", name, exc)
+            self._count("pool_quota", "error")
+            return
+        if gone:
+            obj = self.cache.quota_object(name)
+            if obj is not None:
+                self.cache.on_quota_delete(obj)
+            self.writes += 1
+        self._count("pool_quota", "ok" if gone else "skipped")
+
+    async def _queue(self, name: str, jobs: list[JobInfo], phases: Mapping[str, str], pools: list[Obj]) -> None:
         cache = self.cache
 
         def mutate(obj: Obj) -> Obj | None:
             queue = cache.queues.get(name)
-            return None if queue is None else st.queue_status(queue, jobs, phases, cache.nodes, _status(obj))
+            if queue is None:
+                return None
+            return st.queue_status(queue, jobs, phases, cache.nodes, _status(obj), pools=pools)
 
         call = self.writer.update_queue_status(name, mutate)
         await self._write("queue", name, call, lambda o: cache.on_queue_update(o, o))

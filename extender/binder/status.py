@@ -39,7 +39,7 @@ cache reads the grant from the spec, the status reports what is in force).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from extender.framework.session import FitStage, JobVerdict
@@ -157,9 +157,12 @@ def queue_status(
     phases: Mapping[str, str],
     nodes: Mapping[str, NodeInfo],
     stored: Mapping[str, Any],
+    *,
+    pools: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The desired ``status`` of ``queue`` from the jobs of that queue and their ``phases``
-    (job key → PodGroup phase, :func:`job_phase`); fields not owned here are kept."""
+    (job key → PodGroup phase, :func:`job_phase`), with ``pools`` as ``quotaPools`` (the
+    entries :func:`extender.binder.pools.plan_pool` reports); fields not owned here are kept."""
     allocated = Resource.empty()
     by_spec: dict[str, Resource] = {}
     running = pending = 0
@@ -188,6 +191,10 @@ def queue_status(
         pending=pending,
         state=state,
     )
+    if pools:
+        out["quotaPools"] = [dict(p) for p in pools]
+    else:
+        out.pop("quotaPools", None)
     return out
 
 

@@ -708,6 +708,10 @@ class ClusterCache:
     def quota_object(self, name: str) -> Obj | None:
         return self._quota_objs.get(name)
 
+    def quota_objects(self) -> Mapping[str, Obj]:
+        """Every Quota object by name, as the informer delivered it (read only)."""
+        return self._quota_objs
+
     def queue_object(self, name: str) -> Obj | None:
         return self._queue_objs.get(name)
 

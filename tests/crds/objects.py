@@ -201,6 +201,7 @@ QUEUE: dict[str, Any] = {
                 "bound": 1,
                 "claimed": 1,
                 "unholdable": "no node has more than 8 nvidia.com/gpu",
+                "message": "names taken by quotas that are not the pool's: research-a100-3",
             },
         ],
     },
