@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -115,6 +116,8 @@ async def _sandbox(args: argparse.Namespace) -> int:
         print(f"  kubectl --kubeconfig {kubeconfig} get pods -o wide")
         print(f"  curl {ops}/diagnose/job/default/{_first_job(scenario)}")
         print(f"  curl {ops}/metrics")
+        for line in quota_banner(scenario, str(kubeconfig)):
+            print(line)
         print("pods you create with kubectl (schedulerName: sky-scheduler) get their quota from the binder loop")
         print("and are placed by the kube-scheduler stand-in through the extender, like the scenario's own.")
         print(flush=True)
@@ -122,6 +125,25 @@ async def _sandbox(args: argparse.Namespace) -> int:
     finally:
         await sim.stop()
     return 0
+
+
+def quota_banner(scenario: Any, kubeconfig: str) -> list[str]:
+    """Where the sandbox's quotas come from, and how to add some (every pod needs one)."""
+    specs = list(getattr(scenario, "quotas", []) or [])
+    total = sum(q.count for q in specs)
+    lines = [f"quotas: {total} from scenario {scenario.name}'s `quotas:` list (every pod of a job claims one):"]
+    for q in specs:
+        request = ",".join(f"{k}={v}" for k, v in q.request.items())
+        lines.append(
+            f"  {q.name.replace('{i}', '0..' + str(q.count - 1)) if q.count > 1 else q.name}"
+            f"  queue {q.queue}  request {request}"
+        )
+    queue = specs[0].queue if specs else "research"
+    lines.append(
+        f"  more: sky-scheduler quotas create --kubeconfig {kubeconfig} --queue {queue} --count 2 "
+        "--request nvidia.com/gpu=1,rdma/hca=1  (or a Queue's spec.quotaPools)"
+    )
+    return lines
 
 
 def _first_job(scenario: object) -> str:

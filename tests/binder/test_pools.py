@@ -11,7 +11,9 @@ import yaml
 
 from extender import cli, wellknown
 from extender.binder.pools import LABEL_POOL, LABEL_QUEUE
+from extender.simulate.cli import quota_banner
 from extender.simulate.cluster import LocalCluster
+from extender.simulate.scenario import load_scenario
 from tests import builders as b
 
 pytestmark = pytest.mark.anyio
@@ -143,3 +145,19 @@ async def test_cli_applies_through_the_writer_and_is_idempotent(capsys: pytest.C
         await cl.cycle()
         await cl.cycle()
         assert sum(1 for n in cl.quota_nodes().values() if n) == 1
+
+
+async def test_the_sandbox_banner_says_where_quotas_come_from_and_its_command_works(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with LocalCluster() as cl:
+        kc = cl.emulator.write_kubeconfig(tmp_path / "kc")
+        lines = quota_banner(load_scenario("seed-8-node"), str(kc))
+        assert lines[0].startswith("quotas: 7 from scenario seed-8-node")
+        assert "q-train-0..3  queue research  request nvidia.com/gpu=1,rdma/hca=1" in lines[1]
+        command = lines[-1].split("more: ", 1)[1].split("  (", 1)[0].split()
+        assert command[:3] == ["sky-scheduler", "quotas", "create"]
+        assert await asyncio.to_thread(cli.main, command[1:]) == 0
+        assert "quota/research-manual-1 applied" in capsys.readouterr().out
+        names = {q["metadata"]["name"] for q in cl.emulator.list(wellknown.API_VERSION, wellknown.QUOTAS)}
+        assert names == {"research-manual-0", "research-manual-1"}
