@@ -58,9 +58,10 @@ class StatusReconciler:
         *,
         guard: Callable[[Awaitable[Any]], Awaitable[Any]],
         count: Callable[[str, str], None],
+        resync: float = 60.0,
     ) -> None:
         """``guard`` bounds the concurrency of the writes (the loop's semaphore); ``count(kind,
-        outcome)`` counts each write in the metrics."""
+        outcome)`` counts each write in the metrics; ``resync``: seconds between full passes."""
         self.cache = cache
         self.writer = writer
         self._guard = guard
@@ -69,55 +70,109 @@ class StatusReconciler:
         self._judged: dict[str, tuple[int, str]] = {}  # quota → (generation, largest-node key) judged
         self._last: tuple[object, ...] | None = None  # inputs of the last pass that wrote nothing
         self._judged_at = -1  # cache generation warn_unholdable last looked at
+        self._nodes_seen: object = None  # the cache's cluster_total() when _largest was computed
+        self._largest: dict[str, int] = {}
+        self.resync = resync
+        self._last_full: float | None = None  # when every object was last looked at
+        self._msgs: dict[str, str] = {}  # job → its verdict's message, as of the last pass
+        self._phases: dict[str, str] = {}  # job → PodGroup phase, as of the last pass that looked at it
+        self._queue_of: dict[str, str] = {}  # job → the queue it was counted in
+        self._queue_rv: dict[str, object] = {}  # queue → resourceVersion of the object last looked at
+        self._queues_dirty: set[str] = set()  # queues whose pool quotas this reconciler changed
 
     async def reconcile(self, verdicts: Mapping[str, JobVerdict], now: float) -> None:
-        """Write every status that differs from its desired value. Skipped (O(verdicts)) when
-        neither the cache nor the verdicts changed since the last pass that wrote nothing."""
+        """Write every status that differs from its desired value.
+
+        Incremental: only jobs the cache marked changed (``ClusterCache.take_changed_jobs``) or
+        whose verdict changed are looked at, with the queues and JobQueues they count in (and
+        queues whose object or pool quotas changed); every ``resync`` seconds everything is
+        (the controllers' resync, for what no mark covers: node labels, foreign writes).
+        Skipped at once when neither the cache nor the verdicts changed since a pass that
+        wrote nothing."""
         cache = self.cache
-        seen = (cache.generation, tuple((k, v.stage, v.status.message()) for k, v in sorted(verdicts.items())))
-        if seen == self._last:
+        msgs = {k: f"{v.stage.label}: {v.status.message()}" for k, v in verdicts.items()}
+        full = self._last_full is None or now - self._last_full >= self.resync
+        seen = (cache.generation, msgs)
+        if not full and seen == self._last:
             return
+        changed = cache.take_changed_jobs()
+        if full:
+            self._last_full = now
+            keys: set[str] = set(cache.jobs) | set(self._queue_of)
+        else:
+            keys = changed | {k for k in msgs.keys() | self._msgs.keys() if msgs.get(k) != self._msgs.get(k)}
+        self._msgs = msgs
         stamp = format_time(now)
-        phases: dict[str, str] = {}
-        by_queue: dict[str, list[JobInfo]] = {}
         writes: list[Awaitable[None]] = []
-        for key, job in cache.jobs.items():
+        queues = set(cache.queues) if full else set(self._queues_dirty)
+        self._queues_dirty.clear()
+        for key in keys:
+            if key in self._queue_of:
+                queues.add(self._queue_of.pop(key))
+            job = cache.jobs.get(key)
+            if job is None:
+                self._phases.pop(key, None)
+                continue
             verdict = verdicts.get(key)
             obj = cache.podgroup_object(key) if job.has_podgroup else None
             stored = _status(obj)
-            phases[key] = st.job_phase(job, verdict, str(stored.get("phase") or ""))
-            by_queue.setdefault(job.queue, []).append(job)
-            if obj is None:
-                continue
-            if st.podgroup_status(job, cache.quotas, verdict, stored, stamp) != stored:
+            self._phases[key] = st.job_phase(job, verdict, str(stored.get("phase") or ""))
+            self._queue_of[key] = job.queue
+            queues.add(job.queue)
+            if obj is not None and st.podgroup_status(job, cache.quotas, verdict, stored, stamp) != stored:
                 writes.append(self._podgroup(job, verdict, stamp))
-        largest = largest_allocatable(cache.nodes.values())
-        for name, queue in cache.queues.items():
-            jobs = by_queue.get(name, [])
-            pools = []
-            for pool in pools_of(cache.queue_object(name) or {}):
-                plan = plan_pool(pool, cache.quota_objects(), cache.quotas, largest, now)
-                writes += [self._apply_quota(obj) for obj in plan.create + plan.update]
-                writes += [self._delete_quota(*d) for d in plan.delete]
-                pools.append(plan.status)
-            stored = _status(cache.queue_object(name))
-            if st.queue_status(queue, jobs, phases, cache.nodes, stored, pools=pools) != stored:
-                writes.append(self._queue(name, jobs, phases, pools))
-        governed: dict[str, list[JobInfo]] = {name: [] for name in cache.jobqueues}
-        jqs = list(cache.jobqueues.values())
-        for job in cache.jobs.values():
-            jq = st.governing_jobqueue(job, jqs)
-            if jq is not None:
-                governed[jq.name].append(job)
-        for name, jq in cache.jobqueues.items():
-            stored = _status(cache.jobqueue_object(name))
-            if st.jobqueue_status(jq, governed[name], stored) != stored:
-                writes.append(self._jobqueue(name, governed[name]))
+        for name in cache.queues:
+            rv = ((cache.queue_object(name) or {}).get("metadata") or {}).get("resourceVersion")
+            if self._queue_rv.get(name) != rv:
+                self._queue_rv[name] = rv
+                queues.add(name)
+        if queues:
+            writes += self._queues(queues & set(cache.queues), now)
+        if cache.jobqueues and (keys or full):
+            writes += self._jobqueues()
         if writes:
             await asyncio.gather(*(self._guard(w) for w in writes))
         # nothing to write means the same inputs give nothing to write again; after writes, the
         # answers changed the cache (a new generation) and the next pass looks again
         self._last = seen if not writes else None
+
+    def _queues(self, names: set[str], now: float) -> list[Awaitable[None]]:
+        cache = self.cache
+        by_queue: dict[str, list[JobInfo]] = {n: [] for n in names}
+        for job in cache.jobs.values():
+            if job.queue in by_queue:
+                by_queue[job.queue].append(job)
+        largest = largest_allocatable(cache.nodes.values())
+        writes: list[Awaitable[None]] = []
+        for name in sorted(names):
+            queue = cache.queues[name]
+            jobs = by_queue[name]
+            pools = []
+            for pool in pools_of(cache.queue_object(name) or {}):
+                plan = plan_pool(pool, cache.quota_objects(), cache.quotas, largest, now)
+                writes += [self._apply_quota(obj, name) for obj in plan.create + plan.update]
+                writes += [self._delete_quota(*d, queue=name) for d in plan.delete]
+                pools.append(plan.status)
+            stored = _status(cache.queue_object(name))
+            phases = self._phases
+            if st.queue_status(queue, jobs, phases, cache.nodes, stored, pools=pools) != stored:
+                writes.append(self._queue(name, jobs, phases, pools))
+        return writes
+
+    def _jobqueues(self) -> list[Awaitable[None]]:
+        cache = self.cache
+        governed: dict[str, list[JobInfo]] = {name: [] for name in cache.jobqueues}
+        jqs = st.by_precedence(cache.jobqueues.values())
+        for job in cache.jobs.values():
+            jq = st.governing_jobqueue(job, jqs)
+            if jq is not None:
+                governed[jq.name].append(job)
+        writes: list[Awaitable[None]] = []
+        for name, jq in cache.jobqueues.items():
+            stored = _status(cache.jobqueue_object(name))
+            if st.jobqueue_status(jq, governed[name], stored) != stored:
+                writes.append(self._jobqueue(name, governed[name]))
+        return writes
 
     async def warn_unholdable(self) -> int:
         """A Warning Event ``QuotaLargerThanAnyNode`` on each quota no node could ever hold, when
@@ -126,13 +181,21 @@ class StatusReconciler:
         cache = self.cache
         if cache.generation == self._judged_at:
             return 0
-        self._judged_at = cache.generation
-        largest = largest_allocatable(cache.nodes.values())
+        since, self._judged_at = self._judged_at, cache.generation
+        total = cache.cluster_total()  # a new object whenever the nodes changed
+        if total is not self._nodes_seen:
+            self._nodes_seen = total
+            self._largest = largest_allocatable(cache.nodes.values())
+            since = -1  # the largest node may differ: judge every quota again
+        largest = self._largest
         key = repr(sorted(largest.items()))
         posts: list[Awaitable[Any]] = []
         for name in [n for n in self._judged if n not in cache.quotas]:
             del self._judged[name]
+        touched = cache.quota_touched
         for name, quota in cache.quotas.items():
+            if touched.get(name, since + 1) <= since:
+                continue  # unchanged since the last look
             seen = (quota.generation, key)
             if self._judged.get(name) == seen:
                 continue
@@ -170,8 +233,9 @@ class StatusReconciler:
         call = self.writer.patch_podgroup_status(job.namespace, job.name, mutate)
         await self._write("podgroup", job.key, call, lambda o: self.cache.on_podgroup_update(o, o))
 
-    async def _apply_quota(self, body: Obj) -> None:
+    async def _apply_quota(self, body: Obj, queue: str) -> None:
         name = body["metadata"]["name"]
+        self._queues_dirty.add(queue)  # the pool's status counts it next pass
         try:
             obj, wrote = await self.writer.apply_quota(body)
         except Exception as exc:
@@ -183,7 +247,8 @@ class StatusReconciler:
             self.writes += 1
         self._count("pool_quota", "ok")
 
-    async def _delete_quota(self, name: str, uid: str, resource_version: str) -> None:
+    async def _delete_quota(self, name: str, uid: str, resource_version: str, *, queue: str) -> None:
+        self._queues_dirty.add(queue)
         try:
             gone = await self.writer.delete_quota(name, uid=uid, resource_version=resource_version)
         except Exception as exc:

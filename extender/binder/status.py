@@ -52,6 +52,7 @@ from extender.model.task import ON_NODE, TaskStatus
 
 __all__ = [
     "UNSCHEDULABLE",
+    "by_precedence",
     "governing_jobqueue",
     "job_phase",
     "jobqueue_status",
@@ -198,10 +199,16 @@ def queue_status(
     return out
 
 
-def governing_jobqueue(job: JobInfo, jobqueues: Iterable[JobQueueInfo]) -> JobQueueInfo | None:
-    """The JobQueue that governs ``job``: the highest priority selecting it, ties by name (the
-    ``jobqueue`` plugin's rule)."""
-    return next((q for q in sorted(jobqueues, key=lambda q: (-q.priority, q.name)) if q.selects(job)), None)
+def by_precedence(jobqueues: Iterable[JobQueueInfo]) -> list[JobQueueInfo]:
+    """JobQueues in the order that decides which governs a job: highest priority first, ties by
+    name (the ``jobqueue`` plugin's rule)."""
+    return sorted(jobqueues, key=lambda q: (-q.priority, q.name))
+
+
+def governing_jobqueue(job: JobInfo, ordered: Iterable[JobQueueInfo]) -> JobQueueInfo | None:
+    """The JobQueue that governs ``job``: the first of ``ordered`` (:func:`by_precedence`) that
+    selects it."""
+    return next((q for q in ordered if q.selects(job)), None)
 
 
 def jobqueue_status(jq: JobQueueInfo, jobs: Iterable[JobInfo], stored: Mapping[str, Any]) -> dict[str, Any]:

@@ -164,6 +164,7 @@ class ClusterCache:
         self.dirty_quotas: set[str] = set()  # derived status (claims, reservations) may differ from the API
         # indices that let an idle cycle do O(changes) work
         self.pending_jobs: set[str] = set()  # jobs with an alive non-spot task not on a node
+        self.changed_jobs: set[str] = set()  # jobs whose status inputs may have changed (take_changed_jobs)
         self.quota_touched: dict[str, int] = {}  # quota → generation of its last change
         self.release_candidates: set[str] = set()  # bound, non-static quotas without claims or node
         self.static_quotas: set[str] = set()  # quotas with spec.staticBindNode
@@ -420,6 +421,7 @@ class ClusterCache:
                     self._reserve(task.quota, task, deleted, _disruption_reason(deleted))
         if not job.tasks and not job.has_podgroup:
             del self.jobs[key]
+            self.changed_jobs.add(key)
             self.pending_jobs.discard(key)
         else:
             self._refresh_job(job)
@@ -523,6 +525,7 @@ class ClusterCache:
                 node.add_quota(name, new.request, force=True)
         if old is None:
             self._attach_claims(name)
+        self.changed_jobs.update(c.job for c in new.claims.values())  # boundQuotas may differ
         self._bump(quotas=old is None or old.queue != new.queue or old.shared_queues != new.shared_queues)
 
     def on_quota_update(self, old: Obj, new: Obj) -> None:
@@ -545,6 +548,7 @@ class ClusterCache:
             node = self.nodes.get(q.node_name)
             if node is not None and node.has_quota(name):
                 node.remove_quota(name)
+        self.changed_jobs.update(c.job for c in q.claims.values())
         for uid in q.claims:
             self._waiting_claims[name].add(uid)
             key = self.task_job.get(uid)
@@ -590,6 +594,7 @@ class ClusterCache:
         if job is not None:
             if not job.tasks:
                 del self.jobs[key]
+                self.changed_jobs.add(key)
                 self.pending_jobs.discard(key)
             else:
                 self._refresh_job(job)
@@ -610,6 +615,7 @@ class ClusterCache:
 
     def _refresh_job(self, job: JobInfo) -> None:
         """Job attributes from its PodGroup (if any) and its pods."""
+        self.changed_jobs.add(job.key)
         pg = self._podgroups.get(job.key)
         tasks = list(job.tasks.values())
         if pg is not None:
@@ -789,6 +795,12 @@ class ClusterCache:
             static_quotas=CopiedOnRead(self.static_quotas),
             anti_affinity_quotas=CopiedOnRead(self.anti_affinity_quotas),
         )
+
+    def take_changed_jobs(self) -> set[str]:
+        """The jobs marked changed since the last call (pods, PodGroup, their quotas' binding),
+        and forget them: the status reconciler looks at these."""
+        out, self.changed_jobs = self.changed_jobs, set()
+        return out
 
     def take_dirty_quotas(self) -> set[str]:
         """Quotas whose derived status may differ from the API since the last call (the binder

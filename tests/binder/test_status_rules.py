@@ -171,3 +171,17 @@ def test_quota_reason_is_never_empty() -> None:
         "pinned": "StaticBind",
     }
     assert st.quota_reason(cache.quotas["free"], now, "NoZoneFits(no zone)") == "NoZoneFits"
+
+
+def test_a_job_counts_in_the_jobqueue_of_highest_priority_then_first_name() -> None:
+    objs: list[dict[str, Any]] = [b.queue("research"), b.podgroup("a", labels={"team": "x"}), b.pod("a-0", group="a")]
+    objs += [
+        b.jobqueue("low", selector={}, priority=1),
+        b.jobqueue("high-b", selector={"matchLabels": {"team": "x"}}, priority=5),
+        b.jobqueue("high-a", selector={"matchLabels": {"team": "x"}}, priority=5),
+    ]
+    cache = _cache(objs)
+    ordered = st.by_precedence(cache.jobqueues.values())
+    assert [q.name for q in ordered] == ["high-a", "high-b", "low"]
+    jq = st.governing_jobqueue(cache.jobs["default/a"], ordered)
+    assert jq is not None and jq.name == "high-a"
