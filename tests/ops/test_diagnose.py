@@ -195,3 +195,21 @@ async def test_not_found(stuck: Harness) -> None:
 
 def test_every_reason_says_what_would_unblock_it() -> None:
     assert {r for r in Reason if not UNBLOCK.get(r)} == set()
+
+
+async def test_the_time_left_of_a_back_off_is_in_diagnose_not_in_the_message(tmp_path: Path) -> None:
+    """Nothing binds the pods here, so release_quota releases the job's quotas after 30 cycles
+    and the job backs off 10 s: /diagnose counts the time down, the message stays the same."""
+    async with harness(tmp_path) as h:
+        h.apply([*b.seed_cluster(per_leaf=2), b.queue("research"), *b.training_job("idle", 2, hca=None)])
+        seen: list[tuple[str, int]] = []
+        for _ in range(45):
+            await h.cycle()
+            d = (await h.ops("/diagnose/job/default/idle")).json()
+            if d.get("reason") == Reason.BACKOFF.value:
+                seen.append((d["message"], d["backoff"]["remainingSeconds"]))
+                assert d["backoff"]["releases"] == 1 and d["backoff"]["until"].endswith("Z")
+    assert len(seen) >= 3, seen
+    assert len({m for m, _ in seen}) == 1 and "retry in" not in seen[0][0]
+    remaining = [r for _, r in seen]
+    assert remaining == sorted(remaining, reverse=True) and remaining[0] > remaining[-1] > 0
