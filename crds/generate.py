@@ -386,6 +386,11 @@ def quota_crd() -> Schema:
                 "quota may together request up to request + status.shadowResource.",
                 minProperties=1,
             ),
+            "shadowResource": resource_list(
+                "Oversell grant: resources the tasks claiming this quota may request beyond request, so "
+                "they may claim up to request + shadowResource in total. Not deducted from any node's "
+                "quota-idle. The scheduler reports the grant in force in status.shadowResource. Absent: none."
+            ),
             "nodeSelector": string_map(
                 "Labels the quota's node must carry, all of them (like a pod's nodeSelector), e.g. "
                 "nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB. A key among the configured GPU-spec label "
@@ -508,8 +513,8 @@ def quota_crd() -> Schema:
                 "spec.request + shadowResource."
             ),
             "shadowResource": resource_list(
-                "Oversell pool: resources tasks may claim beyond spec.request, so the quota may be claimed "
-                "up to request + shadowResource. Set by the scheduler."
+                "Oversell pool in force: resources tasks may claim beyond spec.request, so the quota may be "
+                "claimed up to request + shadowResource. Set by the scheduler from spec.shadowResource."
             ),
             "staticBindStatus": obj(
                 "State of the static binding asked for by spec.staticBindNode.",
@@ -532,10 +537,13 @@ def quota_crd() -> Schema:
                 ["podUID"],
             ),
             "reason": string(
-                "Why the quota is not bound yet, as a CamelCase code from the scheduler's reason vocabulary "
-                "(the same codes as /diagnose), e.g. InsufficientQuotaIdle. Empty when bound."
+                "One CamelCase word for the quota's state. Unbound: why, as a code from the scheduler's "
+                "reason vocabulary (the same codes as /diagnose), e.g. InsufficientQuotaIdle; QuotaNotBound "
+                "when tasks claim it and the binder places it next; Unclaimed when nothing claims it. "
+                "Bound: what holds it on its node: Claimed (tasks claim it), Reserved (reservations of "
+                "departed tasks only), StaticBind (spec.staticBindNode), Idle (nothing: released soon)."
             ),
-            "message": string("Human-readable explanation of reason."),
+            "message": string("Human-readable explanation of reason (while unbound)."),
             "lastTransitionTime": timestamp("When phase last changed."),
             "observedGeneration": integer(
                 "metadata.generation of the spec this status was computed from.", fmt="int64", minimum=0
@@ -565,7 +573,7 @@ def quota_crd() -> Schema:
             column("QUEUE", ".spec.queueName", "string", "Queue that owns the quota."),
             column("GPU", r".spec.request.nvidia\.com/gpu", "string", "nvidia.com/gpu held by the quota."),
             AGE,
-            column("REASON", ".status.reason", "string", "Why the quota is not bound yet.", priority=1),
+            column("REASON", ".status.reason", "string", "Why the quota is not bound, or what holds it.", priority=1),
         ],
     )
 
@@ -791,10 +799,17 @@ def podgroup_crd() -> Schema:
         "Observed state of the job. Written by the scheduler through the status subresource.",
         {
             "phase": enum(
-                "Pending (not admitted yet: queue, JobQueue or gang not satisfied), Inqueue (admitted; "
-                "quotas and nodes being assigned), Running (at least minMember pods running), Completed "
-                "(all pods finished) or Unknown (some pods running but fewer than minMember).",
-                ["Pending", "Inqueue", "Running", "Completed", "Unknown"],
+                "Pending (not admitted yet: Queue or JobQueue closed or full, or fewer than minMember pods "
+                "exist), Inqueue (admitted; quotas and nodes being assigned), Unschedulable (admitted, but "
+                "the last scheduling cycle could not place it, or it backs off after its quotas were "
+                "released: the Unschedulable condition says why), Running (at least minMember pods "
+                "running), Completed (no pod left alive and some finished) or Unknown (some pods running "
+                "but fewer than minMember).",
+                ["Pending", "Inqueue", "Unschedulable", "Running", "Completed", "Unknown"],
+            ),
+            "queue": string(
+                "Queue the job is counted in: spec.queue, else the pods' scheduling.infini-ai.com/queue-name "
+                "annotation, else the scheduler's default queue."
             ),
             "conditions": map_list(
                 "Latest observations, one per type, e.g. Unschedulable with the reason the job waits.",
@@ -802,8 +817,8 @@ def podgroup_crd() -> Schema:
                 ["type"],
             ),
             "running": integer("Pods of the job in phase Running.", minimum=0),
-            "succeeded": integer("Pods of the job in phase Succeeded.", minimum=0),
-            "failed": integer("Pods of the job in phase Failed.", minimum=0),
+            "succeeded": integer("Pods of the job that finished in phase Succeeded.", minimum=0),
+            "failed": integer("Pods of the job that finished in phase Failed.", minimum=0),
             "boundQuotas": integer("Tasks of the job whose quota is bound to a node.", minimum=0),
         },
     )
@@ -826,7 +841,7 @@ def podgroup_crd() -> Schema:
         columns=[
             column("MINMEMBER", ".spec.minMember", "integer", "Gang size."),
             column("PHASE", ".status.phase", "string", "Phase of the job."),
-            column("QUEUE", ".spec.queue", "string", "Queue of the job."),
+            column("QUEUE", ".status.queue", "string", "Queue the job is counted in."),
             AGE,
             column("RUNNING", ".status.running", "integer", "Pods running.", priority=1),
             column("BOUNDQUOTAS", ".status.boundQuotas", "integer", "Tasks whose quota is bound.", priority=1),
@@ -863,6 +878,37 @@ def queue_crd() -> Schema:
                 ["Open", "Closed"],
                 default="Open",
             ),
+            "quotaPools": map_list(
+                "Quotas the scheduler keeps for the queue, so nobody writes one Quota per task: for each "
+                "pool, exactly count Quota objects named <queue>-<pool>-<i> (i from 0), labelled "
+                "scheduling.infini-ai.com/queue and scheduling.infini-ai.com/quota-pool. Missing ones are "
+                "created; surplus ones (highest index first) are deleted only once no task claims them "
+                "and they are not bound to a node. A pool quota whose spec differs from the pool is "
+                "brought to it while unclaimed and unbound.",
+                obj(
+                    "A pool of identical quotas.",
+                    {
+                        "name": string(
+                            "Pool name, part of the quota names: a DNS label.",
+                            minLength=1,
+                            maxLength=40,
+                            pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                        ),
+                        "count": integer("How many quotas the pool holds.", minimum=0, maximum=10000),
+                        "request": resource_list(
+                            "spec.request of each quota of the pool, e.g. nvidia.com/gpu: 8, rdma/hca: 8.",
+                            minProperties=1,
+                        ),
+                        "nodeSelector": string_map(
+                            "spec.nodeSelector of each quota of the pool (e.g. the GPU model label).",
+                            **{"x-kubernetes-map-type": "atomic"},
+                        ),
+                        "tolerations": tolerations("spec.tolerations of each quota of the pool."),
+                    },
+                    required=["name", "count", "request"],
+                ),
+                ["name"],
+            ),
         },
         default={},
     )
@@ -881,6 +927,29 @@ def queue_crd() -> Schema:
             "state": enum(
                 "Observed state: Open, Closed, Closing (closed, jobs still running) or Unknown.",
                 ["Open", "Closed", "Closing", "Unknown"],
+            ),
+            "quotaPools": map_list(
+                "State of each pool of spec.quotaPools.",
+                obj(
+                    "What the scheduler keeps of one pool.",
+                    {
+                        "name": string("Pool name.", minLength=1),
+                        "count": integer("Quotas the pool should hold (spec).", minimum=0),
+                        "present": integer("Quota objects of the pool that exist.", minimum=0),
+                        "bound": integer("Quotas of the pool bound to a node.", minimum=0),
+                        "claimed": integer("Quotas of the pool that tasks claim.", minimum=0),
+                        "unholdable": string(
+                            "Set when no node could ever hold the pool's request: which resource, and the "
+                            "most any node has of it."
+                        ),
+                        "message": string(
+                            "Set when the pool cannot be kept: e.g. quota names the pool needs are taken by "
+                            "quotas that are not the pool's (they are never taken over)."
+                        ),
+                    },
+                    required=["name", "count", "present"],
+                ),
+                ["name"],
             ),
         },
     )

@@ -24,6 +24,7 @@ class _Command(Protocol):
 COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("extender.simulate.cli", "Run a scenario through the real components on an in-process cluster"),
     "sandbox": ("extender.simulate.sandbox", "Keep a scenario's cluster running for kubectl, curl and /diagnose"),
+    "quotas": ("extender.quotas", "Create the Quota objects a queue's jobs need (print them with --dry-run)"),
     "serve": ("extender.serve", "Run the scheduler service: extender, webhook, quota-binder loop, /diagnose"),
     "discover": ("discovery.cli", "Discover RDMA topology (RoCE per node, InfiniBand fabric) and publish NodeTopology"),
     "emulator": ("extender.emulator.cli", "Run the in-process Kubernetes API emulator on 127.0.0.1"),

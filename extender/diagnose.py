@@ -23,10 +23,12 @@ conditions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
-from extender.actions.placement import place_quota
+from extender.actions.placement import larger_than_any_node, place_quota
+from extender.cache.convert import format_time
 from extender.framework.session import FitStage, JobVerdict, Session
 from extender.framework.statement import StatementError
 from extender.framework.status import Reason, Status, summarize
@@ -51,6 +53,8 @@ UNBLOCK: dict[Reason, str] = {
     Reason.QUOTA_NOT_FOUND: "create the quota the pods name, or remove the annotation so one is assigned",
     Reason.WAITING_FOR_GANG: "wait for the rest of the gang, or free room so that all of it fits at once",
     Reason.NO_ZONE_FITS: "free nodes in one RDMA zone of the GPU model, or add capacity",
+    Reason.QUOTA_LARGER_THAN_ANY_NODE: "no node can ever hold the quota: shrink its request to what one node "
+    "has (split the task), or add a node that large",
     Reason.INSUFFICIENT_QUOTA_IDLE: "nodes are full of bound quotas: release idle quotas or add nodes",
     Reason.QUOTA_IDLE_AFTER_RELEASE: "wait: idle quotas on suitable nodes are about to be released",
     Reason.NODE_NOT_READY: "repair the node, or let release_quota move the quota after its back-off",
@@ -171,6 +175,15 @@ def _place_unbound(
     return zone_status, node_status, per_node, blocked, gate
 
 
+def _larger_than_any_node(ssn: Session, quotas: list[QuotaInfo]) -> tuple[str, Status] | None:
+    """The first of ``quotas`` no node could ever hold, and why (:mod:`extender.model.capacity`)."""
+    for q in quotas:
+        status = larger_than_any_node(ssn, q)
+        if status is not None:
+            return q.name, status
+    return None
+
+
 def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) -> dict[str, Any]:
     """The ladder, rung by rung; ``stage`` is the first rung that stops the job.
 
@@ -210,6 +223,14 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
         if q is not None and not q.node_name:
             unbound.append(q)
     zone_status, node_status, per_node, blocked_quota, gate = _place_unbound(ssn, job, unbound)
+    too_big = _larger_than_any_node(ssn, unbound) if blocked_quota else None
+    if too_big is not None:
+        # never placeable, whatever is freed: say so, not "free nodes" (the binder's rule too)
+        blocked_quota, status = too_big
+        if job.topology and zone_status is not None and not zone_status.ok:
+            zone_status = status
+        else:
+            node_status = status
     if gang.ok and not gate.ok:
         gang = gate
     if not blocked_quota:
@@ -277,6 +298,15 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
     }
     if stop is not None and not placed:
         doc["unblock"] = unblock(str(stop.get("reason") or ""))
+    until = ssn.snap.backoff.get(job.key)
+    if until is not None and until > ssn.now:
+        # the time left is here, not in the message (a message that counts down makes a new
+        # Event every second instead of one whose count grows)
+        doc["backoff"] = {
+            "until": format_time(until),
+            "remainingSeconds": math.ceil(until - ssn.now),
+            "releases": ssn.snap.release_count.get(job.key, 0),
+        }
     if verdict is not None:
         doc["lastCycle"] = {
             "stage": verdict.stage.label,

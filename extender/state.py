@@ -86,5 +86,19 @@ class ServiceState:
         ssn = self._ssn = Session(snap, self.policy)
         return ssn
 
+    def diagnose_snapshot(self) -> Snapshot:
+        """:meth:`snapshot` with what the binder's scheduler remembers between cycles (back-offs,
+        releases, stuck cycles), so that /diagnose sees a job's back-off as the binder does."""
+        snap = self.snapshot()
+        if self.loop is None:
+            return snap
+        mem = self.loop.scheduler.memory
+        return dataclasses.replace(
+            snap,
+            backoff={k: v for k, v in mem.backoff.items() if v > snap.now},
+            release_count=dict(mem.release_count),
+            stuck_cycles=dict(mem.stuck_cycles),
+        )
+
     def verdicts(self) -> Mapping[str, JobVerdict]:
         return self.loop.verdicts if self.loop is not None else {}

@@ -20,7 +20,7 @@ from typing import Final
 
 from pydantic import Field
 
-from extender.actions.placement import place_quota
+from extender.actions.placement import larger_than_any_node, place_quota
 from extender.framework.ordering import ordered_jobs
 from extender.framework.pipeline import Prejudged, adaptive_stop_after
 from extender.framework.plugin import ArgsModel
@@ -83,7 +83,7 @@ def bind_job_quotas(
             continue
         names = candidates(current) if candidates is not None else None
         if isinstance(names, Status):
-            ssn.verdict(job.key, FitStage.ZONE_SELECTION, names, quota=quota.name)
+            ssn.verdict(job.key, FitStage.ZONE_SELECTION, larger_than_any_node(ssn, current) or names, quota=quota.name)
             placement_failed = True
             break
         if isinstance(names, Prejudged) and names and _bind_judged(stmt, quota.name, names[0]):
@@ -95,7 +95,8 @@ def bind_job_quotas(
             nodes = filter(None, map(ssn.node, names))
         result = place_quota(ssn, current, nodes, rank_ordered=rank_ordered, stop_after=stop_after)
         if result.choice is None:
-            ssn.verdict(job.key, FitStage.NODE_PREDICATES, result.status, per_node=result.failures, quota=quota.name)
+            why = larger_than_any_node(ssn, current) or result.status  # never fits: say so, not "wait"
+            ssn.verdict(job.key, FitStage.NODE_PREDICATES, why, per_node=result.failures, quota=quota.name)
             placement_failed = True
             break
         try:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from extender.framework.pipeline import Placement, place
 from extender.framework.session import Session
 from extender.framework.status import Code, Reason, Status, aggregate
+from extender.model.capacity import largest_allocatable, unholdable
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
@@ -29,6 +30,16 @@ def future_quota_idle(ssn: Session, node: NodeInfo) -> Resource:
         if q is not None and not q.static_bind_node and q.is_idle(ssn.now):
             out.iadd(request)
     return out
+
+
+def larger_than_any_node(ssn: Session, quota: QuotaInfo) -> Status | None:
+    """``QuotaLargerThanAnyNode`` when some resource of the quota's request exceeds every node's
+    allocatable (no release can ever make room: the quota, or the cluster, has to change), else
+    None. O(nodes): asked only once a placement has failed."""
+    why = unholdable(quota.request, largest_allocatable(ssn.nodes()))
+    if not why:
+        return None
+    return Status.unresolvable(Reason.QUOTA_LARGER_THAN_ANY_NODE, f"quota {quota.name}: {why}")
 
 
 def place_quota(

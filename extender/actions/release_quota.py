@@ -94,7 +94,8 @@ class Action:
                 continue
             k = ssn.snap.release_count.get(job.key, 0)
             delay = min(self.args.max_backoff_seconds, self.args.backoff_seconds * (2**k))
-            why = f"{unplaced} task(s) unplaced for {count} cycles; retry in {delay:.0f}s"
+            # stable for the same job state (the delay, which grows, is in /diagnose)
+            why = f"{unplaced} task(s) could not be placed on their quotas' nodes; quotas released"
             stmt = ssn.statement()
             for q in releasable:
                 stmt.release_quota(q.name, Reason.RELEASED_UNSCHEDULABLE.value)

@@ -39,7 +39,7 @@ def create_app(state: ServiceState) -> FastAPI:
     async def diagnose_job_route(namespace: str, name: str) -> Response:
         if (r := not_synced()) is not None:
             return r
-        ssn = Session(state.snapshot(), state.policy)
+        ssn = Session(state.diagnose_snapshot(), state.policy)
         key = job_key(namespace, name)
         job = ssn.job(key)
         if job is None:
@@ -52,7 +52,7 @@ def create_app(state: ServiceState) -> FastAPI:
             return r
         obj = state.cache.pod_by_name(namespace, name)
         uid = str(((obj or {}).get("metadata") or {}).get("uid") or "")
-        ssn = Session(state.snapshot(), state.policy)
+        ssn = Session(state.diagnose_snapshot(), state.policy)
         task = ssn.task(uid) if uid else None
         if task is None:
             return _json({"error": f"pod {namespace}/{name} is not one of sky-scheduler's pods"}, 404)

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from extender import heap, wellknown
 from extender.actions import fix_quota_binding, release_quota
 from extender.binder.plan import OWNED_STATUS_FIELDS, PodPatch, QuotaStatusWrite, plan_writes
+from extender.binder.reconcile import StatusReconciler
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
 from extender.framework.session import JobVerdict
@@ -58,6 +59,18 @@ class Writer(Protocol):
         self, namespace: str, name: str, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
     ) -> dict[str, Any] | None: ...
 
+    async def update_queue_status(
+        self, name: str, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> dict[str, Any] | None: ...
+
+    async def update_jobqueue_status(
+        self, name: str, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> dict[str, Any] | None: ...
+
+    async def apply_quota(self, body: Mapping[str, Any]) -> tuple[dict[str, Any], bool]: ...
+
+    async def delete_quota(self, name: str, *, uid: str, resource_version: str) -> bool: ...
+
 
 @dataclass(slots=True)
 class CycleReport:
@@ -81,7 +94,10 @@ class BinderLoop:
         metrics: Metrics | None = None,
         concurrency: int = 16,
         on_cycle: Callable[[CycleReport], Awaitable[None] | None] | None = None,
+        event_repeat: float = 30.0,
     ) -> None:
+        """``event_repeat``: while a job stays stopped for the same reason, its Event is posted
+        again (the writer bumps its ``count``) at most this often, in session seconds."""
         self.cache = cache
         self.scheduler = scheduler
         self.writer = writer
@@ -92,9 +108,11 @@ class BinderLoop:
         self.on_cycle = on_cycle
         self.last: CycleReport | None = None
         self.verdicts: dict[str, JobVerdict] = {}  # latest verdict per job (for /diagnose)
-        self._posted: dict[str, str] = {}  # job → message of the last event posted
+        self.event_repeat = event_repeat
+        self._posted: dict[str, tuple[str, float]] = {}  # job → (message, when) of the last event posted
         self._warned_scattered: set[str] = set()
         self._sem = asyncio.Semaphore(concurrency)
+        self.statuses = StatusReconciler(cache, writer, guard=self._guarded, count=self._count)
 
     # --- running -------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -126,6 +144,8 @@ class BinderLoop:
         pods = [p for p in plan.pods if not self._depends_on(p, failed_quotas)]
         await self._write_pods(pods, report)
         await self._post_outcomes(result)
+        await self.statuses.reconcile(result.verdicts, result.now)
+        await self.statuses.warn_unholdable()
         self._remember_verdicts(result)
         report.seconds = time.perf_counter() - t0
         self._observe(result, report)
@@ -207,21 +227,20 @@ class BinderLoop:
     async def _post_outcomes(self, result: CycleResult) -> None:
         tasks: list[Awaitable[Any]] = []
         for key, verdict in result.verdicts.items():
+            # the message is stable while the reason is (no countdown in it): a repeat bumps the
+            # Event's count instead of making another Event
             msg = f"{verdict.stage.label}: {verdict.status.message()}"
-            if self._posted.get(key) == msg:
+            last = self._posted.get(key)
+            if last is not None and last[0] == msg and result.now - last[1] < self.event_repeat:
                 continue
-            self._posted[key] = msg
+            self._posted[key] = (msg, result.now)
             tasks.append(
                 self._job_event(
                     key, "Warning", verdict.status.reason.value if verdict.status.reason else "Unschedulable", msg
                 )
             )
-            tasks.append(self._podgroup_condition(key, verdict, result.now))
         for key in [k for k in self._posted if k not in result.verdicts]:
-            job = self.cache.jobs.get(key)
-            if job is not None and any(t.quota for t in job.alive_tasks()):
-                del self._posted[key]
-                tasks.append(self._podgroup_condition(key, None, result.now))
+            del self._posted[key]
         fix = result.notes.get(fix_quota_binding.NAME)
         if isinstance(fix, Mapping):
             for quota, nodes in fix.get("scattered", ()):
@@ -264,49 +283,12 @@ class BinderLoop:
                 "uid": meta.get("uid", ""),
             }
             await self.writer.post_event(involved, type_, reason, message)
-            return
+        # and on every pod still waiting, where `kubectl describe pod` shows it
         for t in job.alive_tasks():
+            if t.node:
+                continue
             involved = {"apiVersion": "v1", "kind": "Pod", "name": t.name, "namespace": t.namespace, "uid": t.uid}
             await self.writer.post_event(involved, type_, reason, message)
-
-    async def _podgroup_condition(self, key: str, verdict: JobVerdict | None, now: float) -> None:
-        job = self.cache.jobs.get(key)
-        if job is None or not job.has_podgroup:
-            return
-        if verdict is None:
-            cond = {"type": "Unschedulable", "status": "False", "reason": "Scheduled", "message": ""}
-        else:
-            cond = {
-                "type": "Unschedulable",
-                "status": "True",
-                "reason": verdict.status.reason.value if verdict.status.reason else "Unschedulable",
-                "message": f"{verdict.stage.label}: {verdict.status.message()}",
-            }
-        phase = job.phase.value
-
-        def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
-            status = dict(obj.get("status") or {})
-            conds = [dict(c) for c in status.get("conditions") or () if isinstance(c, Mapping)]
-            old = next((c for c in conds if c.get("type") == cond["type"]), None)
-            if old is not None and all(old.get(k) == v for k, v in cond.items()) and status.get("phase") == phase:
-                return None
-            new = dict(cond)
-            new["lastTransitionTime"] = (
-                old.get("lastTransitionTime")
-                if old is not None and old.get("status") == cond["status"]
-                else format_time(now)
-            ) or format_time(now)
-            conds = [c for c in conds if c.get("type") != cond["type"]] + [new]
-            status["conditions"] = conds
-            status["phase"] = phase
-            return status
-
-        try:
-            await self.writer.patch_podgroup_status(job.namespace, job.name, mutate)
-            self._count("podgroup_status", "ok")
-        except Exception as exc:
-            log.warning("PodGroup %s: status write failed: %s", key, exc)
-            self._count("podgroup_status", "error")
 
     # --- bookkeeping ---------------------------------------------------------------------------
     def _remember_verdicts(self, result: CycleResult) -> None:

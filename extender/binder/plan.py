@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender import wellknown
+from extender.binder.status import quota_reason
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time, reserved_to_api
 from extender.framework.intents import ClaimQuota, ReleaseClaim
@@ -35,6 +36,7 @@ OWNED_STATUS_FIELDS = (
     "staticBindStatus",
     "reason",
     "message",
+    "shadowResource",
 )
 
 
@@ -91,8 +93,9 @@ def desired_quota_status(cache: ClusterCache, quota: QuotaInfo, now: float, verd
         "allocated": _resource_list(quota.allocated.q),
         "tasks": tasks,
         "reservedTasks": reserved,
-        "reason": "" if quota.node_name else verdict.split("(", 1)[0],
+        "reason": quota_reason(quota, now, verdict),
         "message": "" if quota.node_name else verdict,
+        "shadowResource": _resource_list(quota.shadow.q),  # in force: spec.shadowResource
     }
     if quota.static_bind_node:
         status["staticBindStatus"] = {

@@ -144,6 +144,8 @@ class ClusterCache:
         self._podgroups: dict[str, PodGroupSpec] = {}
         self._quota_objs: dict[str, Obj] = {}
         self._podgroup_objs: dict[str, Obj] = {}
+        self._queue_objs: dict[str, Obj] = {}  # the API objects, for their status and quota pools
+        self._jobqueue_objs: dict[str, Obj] = {}
 
         self.nodes: dict[str, NodeInfo] = {}
         self.quotas: dict[str, QuotaInfo] = {}
@@ -163,6 +165,7 @@ class ClusterCache:
         self.dirty_quotas: set[str] = set()  # derived status (claims, reservations) may differ from the API
         # indices that let an idle cycle do O(changes) work
         self.pending_jobs: set[str] = set()  # jobs with an alive non-spot task not on a node
+        self.changed_jobs: set[str] = set()  # jobs whose status inputs may have changed (take_changed_jobs)
         self.quota_touched: dict[str, int] = {}  # quota → generation of its last change
         self.release_candidates: set[str] = set()  # bound, non-static quotas without claims or node
         self.static_quotas: set[str] = set()  # quotas with spec.staticBindNode
@@ -400,6 +403,9 @@ class ClusterCache:
         task = job.remove_task(uid)
         if task is None:
             return
+        final = ((deleted or {}).get("status") or {}).get("phase")
+        if final in (TaskStatus.SUCCEEDED.value, TaskStatus.FAILED.value):
+            job.finished[uid] = TaskStatus(final)
         if task.node:
             self._tasks_on_node[task.node].discard(uid)
             node = self.nodes.get(task.node)
@@ -416,6 +422,7 @@ class ClusterCache:
                     self._reserve(task.quota, task, deleted, _disruption_reason(deleted))
         if not job.tasks and not job.has_podgroup:
             del self.jobs[key]
+            self.changed_jobs.add(key)
             self.pending_jobs.discard(key)
         else:
             self._refresh_job(job)
@@ -519,6 +526,7 @@ class ClusterCache:
                 node.add_quota(name, new.request, force=True)
         if old is None:
             self._attach_claims(name)
+        self.changed_jobs.update(c.job for c in new.claims.values())  # boundQuotas may differ
         self._bump(quotas=old is None or old.queue != new.queue or old.shared_queues != new.shared_queues)
 
     def on_quota_update(self, old: Obj, new: Obj) -> None:
@@ -541,6 +549,7 @@ class ClusterCache:
             node = self.nodes.get(q.node_name)
             if node is not None and node.has_quota(name):
                 node.remove_quota(name)
+        self.changed_jobs.update(c.job for c in q.claims.values())
         for uid in q.claims:
             self._waiting_claims[name].add(uid)
             key = self.task_job.get(uid)
@@ -586,6 +595,7 @@ class ClusterCache:
         if job is not None:
             if not job.tasks:
                 del self.jobs[key]
+                self.changed_jobs.add(key)
                 self.pending_jobs.discard(key)
             else:
                 self._refresh_job(job)
@@ -613,6 +623,7 @@ class ClusterCache:
 
     def _refresh_job(self, job: JobInfo) -> None:
         """Job attributes from its PodGroup (if any) and its pods."""
+        self.changed_jobs.add(job.key)
         pg = self._podgroups.get(job.key)
         tasks = list(job.tasks.values())
         if pg is not None:
@@ -680,6 +691,7 @@ class ClusterCache:
             self._error(f"Queue/{_name(obj)}", exc)
             return
         self.queues[q.name] = q
+        self._queue_objs[q.name] = obj
         self._bump()
 
     def on_queue_update(self, old: Obj, new: Obj) -> None:
@@ -687,6 +699,7 @@ class ClusterCache:
 
     def on_queue_delete(self, obj: Obj) -> None:
         self.queues.pop(_name(obj), None)
+        self._queue_objs.pop(_name(obj), None)
         self._bump()
 
     def on_jobqueue_add(self, obj: Obj) -> None:
@@ -696,6 +709,7 @@ class ClusterCache:
             self._error(f"JobQueue/{_name(obj)}", exc)
             return
         self.jobqueues[q.name] = q
+        self._jobqueue_objs[q.name] = obj
         self._bump()
 
     def on_jobqueue_update(self, old: Obj, new: Obj) -> None:
@@ -703,6 +717,7 @@ class ClusterCache:
 
     def on_jobqueue_delete(self, obj: Obj) -> None:
         self.jobqueues.pop(_name(obj), None)
+        self._jobqueue_objs.pop(_name(obj), None)
         self._bump()
 
     # --- reading -----------------------------------------------------------------------------
@@ -711,6 +726,16 @@ class ClusterCache:
 
     def quota_object(self, name: str) -> Obj | None:
         return self._quota_objs.get(name)
+
+    def quota_objects(self) -> Mapping[str, Obj]:
+        """Every Quota object by name, as the informer delivered it (read only)."""
+        return self._quota_objs
+
+    def queue_object(self, name: str) -> Obj | None:
+        return self._queue_objs.get(name)
+
+    def jobqueue_object(self, name: str) -> Obj | None:
+        return self._jobqueue_objs.get(name)
 
     def podgroup_object(self, key: str) -> Obj | None:
         return self._podgroup_objs.get(key)
@@ -783,6 +808,12 @@ class ClusterCache:
             static_quotas=CopiedOnRead(self.static_quotas),
             anti_affinity_quotas=CopiedOnRead(self.anti_affinity_quotas),
         )
+
+    def take_changed_jobs(self) -> set[str]:
+        """The jobs marked changed since the last call (pods, PodGroup, their quotas' binding),
+        and forget them: the status reconciler looks at these."""
+        out, self.changed_jobs = self.changed_jobs, set()
+        return out
 
     def take_dirty_quotas(self) -> set[str]:
         """Quotas whose derived status may differ from the API since the last call (the binder

@@ -393,7 +393,7 @@ def quota_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> QuotaInfo:
         generation=int(meta.get("generation") or 0),
         phase=phase,
         node_name=node_name,
-        shadow=_resources(obj, status.get("shadowResource"), "status.shadowResource"),
+        shadow=_resources(obj, spec.get("shadowResource"), "spec.shadowResource"),
         static_bind_status=static,
         reserved=tuple(reserved),
         reason=str(status.get("reason") or ""),

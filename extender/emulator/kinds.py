@@ -65,6 +65,28 @@ def _default_pod_spec(obj: Obj) -> None:
         spec.setdefault("terminationGracePeriodSeconds", 30)
         if "priorityClassName" not in spec:
             spec.setdefault("priority", 0)
+        for key in ("containers", "initContainers"):
+            for container in spec.get(key) or ():
+                if isinstance(container, dict):
+                    _default_requests_from_limits(container)
+
+
+def _default_requests_from_limits(container: Obj) -> None:
+    """kube-apiserver's ``SetDefaults_Pod`` (pkg/apis/core/v1/defaults.go): for every container and
+    init container of a Pod (not of a pod template), each resource with a limit and no request
+    gets the limit as its request. A request already given is never changed, even when it
+    differs from the limit; a container without limits is left alone."""
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return
+    limits = resources.get("limits")
+    if not isinstance(limits, dict) or not limits:
+        return  # an empty map would stay empty (and be omitted), as in the apiserver
+    requests = resources.get("requests")
+    if not isinstance(requests, dict):
+        requests = resources["requests"] = {}
+    for name, value in limits.items():
+        requests.setdefault(name, value)
 
 
 def prepare_update(rt: ResourceType, new: Obj, old: Obj, *, subresource: str | None) -> None:

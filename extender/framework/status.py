@@ -54,6 +54,7 @@ class Reason(Enum):
     GANG_NOT_READY = "GangNotReady"
     # quota → node (hop ②)
     QUOTA_NOT_BOUND = "QuotaNotBound"
+    QUOTA_LARGER_THAN_ANY_NODE = "QuotaLargerThanAnyNode"
     QUOTA_BOUND_ELSEWHERE = "QuotaBoundElsewhere"
     NODE_NOT_READY = "NodeNotReady"
     NODE_UNSCHEDULABLE = "NodeUnschedulable"

@@ -73,6 +73,15 @@ API_CALLS: Final[frozenset[ApiCall]] = frozenset(
         ApiCall("update", wellknown.GROUP, wellknown.QUOTAS, "status"),
         ApiCall("get", wellknown.GROUP, wellknown.PODGROUPS),
         ApiCall("update", wellknown.GROUP, wellknown.PODGROUPS, "status"),
+        # queue and jobqueue status (the counts the binder leader keeps true)
+        ApiCall("get", wellknown.GROUP, wellknown.QUEUES),
+        ApiCall("update", wellknown.GROUP, wellknown.QUEUES, "status"),
+        ApiCall("get", wellknown.GROUP, wellknown.JOBQUEUES),
+        ApiCall("update", wellknown.GROUP, wellknown.JOBQUEUES, "status"),
+        # quota pools (Queue spec.quotaPools) and `sky-scheduler quotas create`
+        ApiCall("create", wellknown.GROUP, wellknown.QUOTAS),
+        ApiCall("update", wellknown.GROUP, wellknown.QUOTAS),
+        ApiCall("delete", wellknown.GROUP, wellknown.QUOTAS),
         # pods
         ApiCall("create", "", "pods", "binding"),
         ApiCall("patch", "", "pods"),
@@ -238,6 +247,60 @@ class KubeWriter:
     async def patch_podgroup_status(self, namespace: str, name: str, mutate: StatusMutator) -> Obj:
         """Like :meth:`update_quota_status`, for ``PodGroup.status``."""
         return await self._update_status(wellknown.PODGROUPS, wellknown.KIND_PODGROUP, namespace, name, mutate)
+
+    async def update_queue_status(self, name: str, mutate: StatusMutator) -> Obj:
+        """Like :meth:`update_quota_status`, for ``Queue.status``."""
+        return await self._update_status(wellknown.QUEUES, wellknown.KIND_QUEUE, None, name, mutate)
+
+    async def update_jobqueue_status(self, name: str, mutate: StatusMutator) -> Obj:
+        """Like :meth:`update_quota_status`, for ``JobQueue.status``."""
+        return await self._update_status(wellknown.JOBQUEUES, wellknown.KIND_JOBQUEUE, None, name, mutate)
+
+    # ------------------------------------------------------------------------------------------
+    # quota objects (quota pools, `sky-scheduler quotas create`)
+
+    async def apply_quota(self, body: Mapping[str, Any]) -> tuple[Obj, bool]:
+        """Create the Quota ``body`` describes, or bring an existing one's ``spec`` and labels to
+        it (other labels, annotations and the status are kept). Returns the object and whether
+        anything was written. Conflicts are re-read and re-compared."""
+        g, v, plural = wellknown.GROUP, wellknown.VERSION, wellknown.QUOTAS
+        want = orjson.loads(orjson.dumps(dict(body)))
+        meta_want = want.get("metadata") or {}
+        name = str(meta_want.get("name") or "")
+        labels = dict(meta_want.get("labels") or {})
+        for _ in range(self.retries):
+            resp = await self._call("get", g, v, plural, name=name)
+            if resp.status == 404:
+                created = await self._call("create", g, v, plural, body=want)
+                if created.status == 409:
+                    continue  # created meanwhile (or by our own timed-out attempt): compare again
+                return self._ok(created, f"create quota {name}"), True
+            current = self._ok(resp, f"get quota {name}")
+            meta = current.get("metadata") or {}
+            have = meta.get("labels") or {}
+            if current.get("spec") == want.get("spec") and all(have.get(k) == x for k, x in labels.items()):
+                return current, False
+            new = {**current, "metadata": {**meta, "labels": {**have, **labels}}, "spec": want.get("spec")}
+            updated = await self._call("update", g, v, plural, name=name, body=new)
+            if updated.status == 409:
+                continue
+            return self._ok(updated, f"update quota {name}"), True
+        raise WriteConflict(f"Quota {name}: still conflicting after {self.retries} attempts", attempts=self.retries)
+
+    async def delete_quota(self, name: str, *, uid: str, resource_version: str) -> bool:
+        """Delete a Quota only if it is still the object that was judged (``uid`` and
+        ``resourceVersion`` preconditions: a claim or a binding written since makes it a
+        conflict). Returns False when it changed meanwhile or is already gone."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "preconditions": {"uid": uid, "resourceVersion": resource_version},
+        }
+        resp = await self._call("delete", wellknown.GROUP, wellknown.VERSION, wellknown.QUOTAS, name=name, body=body)
+        if resp.status in (404, 409):
+            return False
+        self._ok(resp, f"delete quota {name}")
+        return True
 
     async def update_node_topology_status(self, name: str, status: Mapping[str, Any]) -> Obj | None:
         """Set these fields of ``NodeTopology.status`` (the discovery agents' heartbeat:

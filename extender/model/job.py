@@ -45,6 +45,9 @@ class JobInfo:
     phase: JobPhase = JobPhase.PENDING
     resource_version: str = ""
     tasks: dict[str, TaskInfo] = field(default_factory=dict)
+    # tasks that finished (pod uid → Succeeded / Failed): finished pods leave the cache, the
+    # PodGroup's status still counts them
+    finished: dict[str, TaskStatus] = field(default_factory=dict)
     # needs_rdma, worked out on first read and forgotten when a task is added or removed (the
     # binder reads it several times per job and cycle): change tasks through add_task/remove_task
     _rdma: bool | None = field(default=None, repr=False, compare=False)
@@ -119,6 +122,7 @@ class JobInfo:
         j.phase = self.phase
         j.resource_version = self.resource_version
         j.tasks = {uid: t.clone() for uid, t in self.tasks.items()}
+        j.finished = self.finished
         j._rdma = self._rdma
         return j
 

@@ -15,6 +15,7 @@ from extender.framework.status import SUCCESS, Reason, Status
 from extender.model.job import JobInfo
 
 NAME: Final = "backoff"
+BACKOFF_MESSAGE: Final = "quotas released after the job could not be placed; waiting out the back-off"
 Args = NoArgs
 
 
@@ -32,7 +33,9 @@ class Plugin:
         def valid(job: JobInfo) -> Status:
             until = backoff.get(job.key)
             if until is not None and ssn.now < until:
-                return Status.unschedulable(Reason.BACKOFF, f"retry in {until - ssn.now:.0f}s")
+                # no countdown in the message: it stays the same while the back-off lasts, so its
+                # Event is one object whose count grows (the time left is in /diagnose)
+                return Status.unschedulable(Reason.BACKOFF, BACKOFF_MESSAGE)
             return SUCCESS
 
         return {"job.valid": valid}

@@ -9,6 +9,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -138,6 +139,8 @@ async def _sandbox(args: argparse.Namespace) -> int:
         print(f"  curl {ops}/metrics")
         if "webhook" in rt.servers:
             print(f"  curl --cacert {ca} {rt.servers['webhook'].url}/mutate/pods -d @review.json")
+        for line in quota_banner(scenario, str(kubeconfig)):
+            print(line)
         print("pods you create with kubectl (schedulerName: sky-scheduler) are admitted by the webhook (hop 1),")
         print("their quotas placed by the binder loop and the pods by the kube-scheduler stand-in through the")
         print("extender, like the scenario's own.")
@@ -154,6 +157,25 @@ def _copy_file(source: Path, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(source.read_bytes())
     return target
+
+
+def quota_banner(scenario: Any, kubeconfig: str) -> list[str]:
+    """Where the sandbox's quotas come from, and how to add some (every pod needs one)."""
+    specs = list(getattr(scenario, "quotas", []) or [])
+    total = sum(q.count for q in specs)
+    lines = [f"quotas: {total} from scenario {scenario.name}'s `quotas:` list (every pod of a job claims one):"]
+    for q in specs:
+        request = ",".join(f"{k}={v}" for k, v in q.request.items())
+        lines.append(
+            f"  {q.name.replace('{i}', '0..' + str(q.count - 1)) if q.count > 1 else q.name}"
+            f"  queue {q.queue}  request {request}"
+        )
+    queue = specs[0].queue if specs else "research"
+    lines.append(
+        f"  more: sky-scheduler quotas create --kubeconfig {kubeconfig} --queue {queue} --count 2 "
+        "--request nvidia.com/gpu=1,rdma/hca=1  (or a Queue's spec.quotaPools)"
+    )
+    return lines
 
 
 def _first_job(scenario: object) -> str:

@@ -64,16 +64,15 @@ def clusters(draw: st.DrawFn, *, jobqueue: bool = False) -> list[dict[str, Any]]
         if draw(st.booleans()):
             status = {"phase": "QuotaBound", "nodeName": draw(st.sampled_from(nodes))}
         shadow = draw(st.sampled_from([None, {wellknown.RESOURCE_GPU: "1"}]))
-        if shadow is not None:
-            status = {**(status or {"phase": "QuotaEmpty"}), "shadowResource": shadow}
-        objs.append(
-            b.quota(
-                name,
-                gpu=draw(st.sampled_from([1, 2, 4])),
-                hca=draw(st.sampled_from([None, 1])),
-                status=status,
-            )
+        quota = b.quota(
+            name,
+            gpu=draw(st.sampled_from([1, 2, 4])),
+            hca=draw(st.sampled_from([None, 1])),
+            status=status,
         )
+        if shadow is not None:
+            quota["spec"]["shadowResource"] = shadow  # the oversell grant (status reports it)
+        objs.append(quota)
     if jobqueue:  # a JobQueue that admits one job at a time makes `enqueueable` state-dependent
         objs.append(b.jobqueue("one-at-a-time", selector={}, max_running=draw(st.integers(1, 2))))
     for j in range(draw(st.integers(1, 3))):

@@ -53,6 +53,7 @@ QUOTA: dict[str, Any] = {
     "spec": {
         "queueName": "research",
         "request": {"nvidia.com/gpu": 8, "rdma/hca": "8", "cpu": "96", "memory": "1Ti"},
+        "shadowResource": {"nvidia.com/gpu": 1},
         "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
         "tolerations": [
             {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"},
@@ -163,6 +164,7 @@ PODGROUP: dict[str, Any] = {
              "lastTransitionTime": "2025-11-29T10:00:04Z", "transitionID": "c-17"},
             {"type": "Unschedulable", "status": "False"},
         ],
+        "queue": "research",
         "running": 4,
         "succeeded": 0,
         "failed": 0,
@@ -174,13 +176,46 @@ QUEUE: dict[str, Any] = {
     "apiVersion": API_VERSION,
     "kind": "Queue",
     "metadata": {"name": "research"},
-    "spec": {"weight": 2, "capability": {"nvidia.com/gpu": 32}, "reclaimable": False, "state": "Closed"},
+    "spec": {
+        "weight": 2,
+        "capability": {"nvidia.com/gpu": 32},
+        "reclaimable": False,
+        "state": "Closed",
+        "quotaPools": [
+            {
+                "name": "a100",
+                "count": 4,
+                "request": {"nvidia.com/gpu": 8, "rdma/hca": 8},
+                "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+                "tolerations": [
+                    {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"},
+                    {
+                        "key": "node.kubernetes.io/unreachable",
+                        "operator": "Exists",
+                        "effect": "NoExecute",
+                        "tolerationSeconds": 300,
+                    },
+                ],
+            },
+        ],
+    },
     "status": {
         "allocated": {"nvidia.com/gpu": "4", "rdma/hca": "4"},
         "specAllocated": {"NVIDIA-A100-SXM4-80GB": {"nvidia.com/gpu": "4"}, "h100": {}},
         "running": 1,
         "pending": 2,
         "state": "Closing",
+        "quotaPools": [
+            {
+                "name": "a100",
+                "count": 4,
+                "present": 4,
+                "bound": 1,
+                "claimed": 1,
+                "unholdable": "no node has more than 8 nvidia.com/gpu",
+                "message": "names taken by quotas that are not the pool's: research-a100-3",
+            },
+        ],
     },
 }
 

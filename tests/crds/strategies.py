@@ -278,7 +278,7 @@ PODGROUPS = resource(
         topology=optional(enabled=st.booleans(), strictOrder=st.booleans(), affinityKey=TEXT),
     ),
     optional(
-        phase=st.sampled_from(["Pending", "Inqueue", "Running", "Completed", "Unknown"]),
+        phase=st.sampled_from(["Pending", "Inqueue", "Unschedulable", "Running", "Completed", "Unknown"]),
         conditions=st.lists(CONDITION, max_size=3, unique_by=lambda c: c["type"]),
         running=NON_NEGATIVE_INT32,
         succeeded=NON_NEGATIVE_INT32,

@@ -41,7 +41,7 @@ COLUMNS = {
     "PodGroup": [
         ("MINMEMBER", ".spec.minMember", "integer"),
         ("PHASE", ".status.phase", "string"),
-        ("QUEUE", ".spec.queue", "string"),
+        ("QUEUE", ".status.queue", "string"),
         ("AGE", ".metadata.creationTimestamp", "date"),
     ],
     "Queue": [
@@ -409,7 +409,7 @@ ENUMS = [
     ("Quota", "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[]"
               ".matchExpressions[].operator", ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]),
     ("Quota", "status.reservedTasks[].reason", ["Preempted", "Deleted", "Evicted", "Failed"]),
-    ("PodGroup", "status.phase", ["Pending", "Inqueue", "Running", "Completed", "Unknown"]),
+    ("PodGroup", "status.phase", ["Pending", "Inqueue", "Unschedulable", "Running", "Completed", "Unknown"]),
     ("PodGroup", "status.conditions[].status", ["True", "False", "Unknown"]),
     ("Queue", "spec.state", ["Open", "Closed"]),
     ("JobQueue", "spec.state", ["Open", "Closed"]),

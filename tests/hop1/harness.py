@@ -220,8 +220,8 @@ def over_claimed(pods: Iterable[Obj], quotas: dict[str, Obj]) -> dict[str, str]:
     """Invariant 3 from the API state: quota → how its claims exceed request + shadow."""
     out: dict[str, str] = {}
     for name, total in claims_from_pods(pods, quotas).items():
-        status = quotas[name].get("status") or {}
-        cap = Resource.from_list(quotas[name]["spec"]["request"]) + Resource.from_list(status.get("shadowResource"))
+        spec = quotas[name]["spec"]
+        cap = Resource.from_list(spec["request"]) + Resource.from_list(spec.get("shadowResource"))
         if not total.less_equal(cap):
             out[name] = f"{total} > {cap}"
     return out

@@ -43,6 +43,8 @@ STAND_IN_CRDS = (
     stand_in_crd(wellknown.QUOTAS, wellknown.KIND_QUOTA, namespaced=False, short_names=("qo",)),
     stand_in_crd(wellknown.PODGROUPS, wellknown.KIND_PODGROUP, namespaced=True),
     stand_in_crd(wellknown.NODETOPOLOGIES, wellknown.KIND_NODETOPOLOGY, namespaced=False),
+    stand_in_crd(wellknown.QUEUES, wellknown.KIND_QUEUE, namespaced=False),
+    stand_in_crd(wellknown.JOBQUEUES, wellknown.KIND_JOBQUEUE, namespaced=False),
 )
 
 

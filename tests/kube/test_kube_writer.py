@@ -177,6 +177,51 @@ async def test_podgroup_status(emu: Emulator, api: Any, ns: str) -> None:
         await writer(api).patch_podgroup_status(ns, "missing", lambda g: {"phase": "Running"})
 
 
+async def test_queue_and_jobqueue_status(emu: Emulator, api: Any) -> None:
+    name = f"q-{uuid.uuid4().hex[:6]}"
+    emu.create({"apiVersion": wellknown.API_VERSION, "kind": wellknown.KIND_QUEUE, "metadata": {"name": name}})
+    emu.create(
+        {
+            "apiVersion": wellknown.API_VERSION,
+            "kind": wellknown.KIND_JOBQUEUE,
+            "metadata": {"name": name},
+            "spec": {"jobSelector": {}},
+        }
+    )
+    w = writer(api)
+    out = await w.update_queue_status(name, lambda q: {"running": 1, "pending": 0})
+    assert out["status"] == {"running": 1, "pending": 0}
+    out = await w.update_jobqueue_status(name, lambda q: {"runningJobs": 0})
+    assert out["status"] == {"runningJobs": 0}
+
+
+async def test_apply_quota_creates_updates_and_deletes_with_preconditions(emu: Emulator, api: Any) -> None:
+    name = f"pool-{uuid.uuid4().hex[:6]}"
+    body = {
+        "apiVersion": wellknown.API_VERSION,
+        "kind": wellknown.KIND_QUOTA,
+        "metadata": {"name": name, "labels": {"a": "1"}},
+        "spec": {"queueName": "research", "request": {"nvidia.com/gpu": "8"}},
+    }
+    w = writer(api)
+    created, wrote = await w.apply_quota(body)
+    assert wrote and created["spec"] == body["spec"]
+    again, wrote = await w.apply_quota(body)
+    assert not wrote and again["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    emu.update({**again, "metadata": {**again["metadata"], "labels": {"a": "1", "mine": "x"}}})
+    changed = {**body, "spec": {**body["spec"], "request": {"nvidia.com/gpu": "4"}}}
+    updated, wrote = await w.apply_quota(changed)
+    assert wrote and updated["spec"]["request"] == {"nvidia.com/gpu": "4"}
+    assert updated["metadata"]["labels"] == {"a": "1", "mine": "x"}  # others' labels are kept
+    meta = updated["metadata"]
+    # a stale resourceVersion (the quota changed since it was judged) deletes nothing
+    assert not await w.delete_quota(name, uid=meta["uid"], resource_version=created["metadata"]["resourceVersion"])
+    assert emu.try_get(wellknown.API_VERSION, wellknown.QUOTAS, name) is not None
+    assert await w.delete_quota(name, uid=meta["uid"], resource_version=meta["resourceVersion"])
+    assert emu.try_get(wellknown.API_VERSION, wellknown.QUOTAS, name) is None
+    assert not await w.delete_quota(name, uid=meta["uid"], resource_version=meta["resourceVersion"])
+
+
 async def test_bind_pod_is_idempotent_and_conflicts_are_typed(emu: Emulator, api: Any, ns: str) -> None:
     p = pod(emu, ns)
     uid = p["metadata"]["uid"]
@@ -375,10 +420,32 @@ async def test_declared_api_calls_are_exactly_the_ones_used(emu: Emulator, api: 
     )
     node = f"node-{uuid.uuid4().hex[:6]}"
     emu.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    qname = f"q-{uuid.uuid4().hex[:6]}"
+    emu.create({"apiVersion": wellknown.API_VERSION, "kind": wellknown.KIND_QUEUE, "metadata": {"name": qname}})
+    emu.create(
+        {
+            "apiVersion": wellknown.API_VERSION,
+            "kind": wellknown.KIND_JOBQUEUE,
+            "metadata": {"name": qname},
+            "spec": {"jobSelector": {}},
+        }
+    )
     emu.journal.clear()
-
     await w.update_quota_status(q, lambda obj: {"phase": "QuotaBound"})
     await w.patch_podgroup_status(ns, "pg", lambda obj: {"phase": "Running"})
+    await w.update_queue_status(qname, lambda obj: {"running": 0})
+    await w.update_jobqueue_status(qname, lambda obj: {"runningJobs": 0})
+    pool = {
+        "apiVersion": wellknown.API_VERSION,
+        "kind": wellknown.KIND_QUOTA,
+        "metadata": {"name": f"{qname}-p-0"},
+        "spec": {"queueName": qname, "request": {"nvidia.com/gpu": "1"}},
+    }
+    await w.apply_quota(pool)
+    made, _ = await w.apply_quota({**pool, "spec": {**pool["spec"], "request": {"nvidia.com/gpu": "2"}}})
+    await w.delete_quota(
+        made["metadata"]["name"], uid=made["metadata"]["uid"], resource_version=made["metadata"]["resourceVersion"]
+    )
     await w.bind_pod(ns, "p", p["metadata"]["uid"], node)
     await w.patch_pod_annotations(ns, "p", {"a": "b"})
     involved = {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": ns, "uid": p["metadata"]["uid"]}

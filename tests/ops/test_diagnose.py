@@ -39,6 +39,8 @@ def _stuck_jobs() -> list[Obj]:
     # NodePredicates: a 16-GPU quota, 8-GPU nodes
     objs += [b.podgroup("fat"), b.quota("q-fat-0", gpu=16, hca=None)]
     objs.append(b.pod("fat-worker-0", group="fat", quota="q-fat-0", gpu=16, hca=None))
+    # ZoneSelection, never: a topology job whose quotas ask 16 GPUs of 8-GPU nodes
+    objs += b.training_job("huge", 2, gpu=16, hca=8)
     # Bind: everything done but kube-scheduler's part
     objs += [b.podgroup("ready"), b.quota("q-ready-0", gpu=1, hca=None)]
     objs.append(b.pod("ready-worker-0", group="ready", quota="q-ready-0", hca=None))
@@ -50,7 +52,17 @@ EXPECTED = {
     "noq": ("QuotaAssignment", Reason.NO_QUOTA, "NoQuota(2/2 tasks hold no quota)"),
     "gang": ("Gang", Reason.GANG_NOT_READY, "GangNotReady(3/4 pods exist)"),
     "wide": ("ZoneSelection", Reason.NO_ZONE_FITS, "NoZoneFits(no zone holds 5×8 GPU)"),
-    "fat": ("NodePredicates", Reason.INSUFFICIENT_QUOTA_IDLE, None),
+    # a 16-GPU quota on 8-GPU nodes can never fit: said as such, not "free nodes" (issue 21)
+    "fat": (
+        "NodePredicates",
+        Reason.QUOTA_LARGER_THAN_ANY_NODE,
+        "QuotaLargerThanAnyNode(quota q-fat-0: no node has more than 8 nvidia.com/gpu (asks 16))",
+    ),
+    "huge": (
+        "ZoneSelection",
+        Reason.QUOTA_LARGER_THAN_ANY_NODE,
+        "QuotaLargerThanAnyNode(quota q-huge-0: no node has more than 8 nvidia.com/gpu (asks 16))",
+    ),
     "ready": ("Bind", Reason.WAITING_FOR_BIND, "WaitingForBind(1 pod(s) not bound yet by kube-scheduler)"),
 }
 RUNGS = ["JobQueue", "QuotaAssignment", "Gang", "ZoneSelection", "NodePredicates", "Bind"]
@@ -119,14 +131,14 @@ async def test_the_ladder_details(stuck: Harness) -> None:
 
 
 async def test_stage_agrees_with_the_binders_last_cycle(stuck: Harness) -> None:
-    for job in ("held", "noq", "wide", "fat"):
+    for job in ("held", "noq", "wide", "fat", "huge"):
         d = (await stuck.ops(f"/diagnose/job/default/{job}")).json()
         assert d["lastCycle"]["stage"] == d["stage"], job
         assert d["lastCycle"]["reason"] == d["reason"], job
 
 
 async def test_conditions_events_and_filter_speak_the_same_reasons(stuck: Harness) -> None:
-    for job in ("held", "noq", "wide", "fat"):
+    for job in ("held", "noq", "wide", "fat", "huge"):
         d = (await stuck.ops(f"/diagnose/job/default/{job}")).json()
         pg = stuck.emulator.get(wellknown.API_VERSION, wellknown.PODGROUPS, job, "default")
         (cond,) = [c for c in pg["status"]["conditions"] if c["type"] == "Unschedulable"]
@@ -183,3 +195,21 @@ async def test_not_found(stuck: Harness) -> None:
 
 def test_every_reason_says_what_would_unblock_it() -> None:
     assert {r for r in Reason if not UNBLOCK.get(r)} == set()
+
+
+async def test_the_time_left_of_a_back_off_is_in_diagnose_not_in_the_message(tmp_path: Path) -> None:
+    """Nothing binds the pods here, so release_quota releases the job's quotas after 30 cycles
+    and the job backs off 10 s: /diagnose counts the time down, the message stays the same."""
+    async with harness(tmp_path) as h:
+        h.apply([*b.seed_cluster(per_leaf=2), b.queue("research"), *b.training_job("idle", 2, hca=None)])
+        seen: list[tuple[str, int]] = []
+        for _ in range(45):
+            await h.cycle()
+            d = (await h.ops("/diagnose/job/default/idle")).json()
+            if d.get("reason") == Reason.BACKOFF.value:
+                seen.append((d["message"], d["backoff"]["remainingSeconds"]))
+                assert d["backoff"]["releases"] == 1 and d["backoff"]["until"].endswith("Z")
+    assert len(seen) >= 3, seen
+    assert len({m for m, _ in seen}) == 1 and "retry in" not in seen[0][0]
+    remaining = [r for _, r in seen]
+    assert remaining == sorted(remaining, reverse=True) and remaining[0] > remaining[-1] > 0

@@ -1,0 +1,118 @@
+"""Statuses the binder leader keeps, read back with the official kubectl from the emulator
+after a scenario settles: every printer column of every CRD shows a value."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from extender.simulate.runner import Simulation
+from extender.simulate.scenario import load_scenario
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parents[2]
+KUBECTL = Path(os.environ.get("SKY_TOOLS_BIN", REPO / ".tools" / "bin")) / "kubectl"
+needs_kubectl = pytest.mark.skipif(not os.access(KUBECTL, os.X_OK), reason=f"kubectl not found at {KUBECTL}")
+
+
+def _kubectl(kubeconfig: Path, cache: Path, *args: str) -> str:
+    done = subprocess.run(
+        [str(KUBECTL), "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _rows(table: str) -> list[dict[str, str]]:
+    """``kubectl get -o wide`` output → one dict per row (columns split at the header's offsets)."""
+    lines = [line for line in table.splitlines() if line.strip()]
+    header = lines[0]
+    names = header.split()
+    starts = []  # header names are unique and in order: search each from the previous one
+    pos = 0
+    for n in names:
+        pos = header.index(n, pos)
+        starts.append(pos)
+        pos += len(n)
+    rows = []
+    for line in lines[1:]:
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], len(line) + 1], strict=True)]
+        rows.append(dict(zip(names, cells, strict=True)))
+    return rows
+
+
+async def _settled(name: str) -> Simulation:
+    sim = Simulation(load_scenario(name))
+    await sim.start()
+    await sim.run()
+    for _ in range(3):
+        await sim.round()
+    return sim
+
+
+@needs_kubectl
+async def test_every_printer_column_shows_a_value_after_the_default_scenario(tmp_path: Path) -> None:
+    sim = await _settled("seed-8-node")
+    try:
+        kc = sim.emulator.write_kubeconfig(tmp_path / "kc")
+        for kind, want in (("skypg", 2), ("skyq", 1), ("quota", 7)):
+            out = await asyncio.to_thread(_kubectl, kc, tmp_path / "cache", "get", kind, "-A", "-o", "wide")
+            rows = _rows(out)
+            assert len(rows) == want, out
+            for row in rows:
+                empty = [col for col, cell in row.items() if col != "NAMESPACE" and cell in ("", "<none>")]
+                assert not empty, f"{kind}: empty columns {empty} in\n{out}"
+        pgs = {
+            r["NAME"]: r
+            for r in _rows(await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "get", "skypg", "-o", "wide"))
+        }
+        assert {n: (r["PHASE"], r["RUNNING"], r["BOUNDQUOTAS"]) for n, r in pgs.items()} == {
+            "train": ("Running", "4", "4"),
+            "llama": ("Running", "3", "3"),
+        }
+        (queue,) = _rows(await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "get", "skyq", "-o", "wide"))
+        assert (queue["RUNNING"], queue["PENDING"]) == ("2", "0")
+        research = sim.emulator.get("scheduling.infini-ai.com/v1alpha1", "queues", "research")["status"]
+        # 4 × 1 GPU + 3 × 8 GPU, all on A100 nodes
+        assert research["allocated"]["nvidia.com/gpu"] == "28"
+        assert [spec["nvidia.com/gpu"] for spec in research["specAllocated"].values()] == ["28"]
+        # settled: a further cycle writes no status at all
+        loop = sim.cluster.rt.loop
+        assert loop is not None
+        before = loop.statuses.writes
+        await sim.round()
+        assert loop.statuses.writes == before
+    finally:
+        await sim.stop()
+
+
+@needs_kubectl
+async def test_jobqueue_and_blocked_job_columns(tmp_path: Path) -> None:
+    sim = await _settled("jobqueue")
+    try:
+        kc = sim.emulator.write_kubeconfig(tmp_path / "kc")
+        (jq,) = _rows(await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "get", "jq", "-o", "wide"))
+        assert (jq["STATE"], jq["RUNNING"]) == ("Closed", "0")
+        status = sim.emulator.get("scheduling.infini-ai.com/v1alpha1", "jobqueues", "nightly")["status"]
+        assert (status["runningJobs"], status["pendingJobs"], status["blockedJobs"]) == (0, 0, 1)
+        pgs = {
+            r["NAME"]: r
+            for r in _rows(await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "get", "skypg", "-o", "wide"))
+        }
+        assert pgs["batch"]["PHASE"] == "Pending" and pgs["interactive"]["PHASE"] == "Running"
+        for row in pgs.values():
+            assert all(cell not in ("", "<none>") for cell in row.values()), row
+        batch = sim.emulator.get("scheduling.infini-ai.com/v1alpha1", "podgroups", "batch", "default")["status"]
+        (cond,) = batch["conditions"]
+        assert (cond["status"], cond["reason"]) == ("True", "JobBlockedByJobQueue")
+    finally:
+        await sim.stop()
