@@ -111,6 +111,10 @@ class InFlightRegistry:
     def add(self, entry: InFlight) -> None:
         self._entries[entry.seq] = entry
 
+    def discard(self, entry: InFlight) -> None:
+        """Forget ``entry`` (its claim was recorded on the quota, or refused)."""
+        self._entries.pop(entry.seq, None)
+
     def live(self, quotas: Mapping[str, QuotaInfo], now: float) -> list[InFlight]:
         """The entries still in flight given the cache's quotas at ``now`` (no mutation)."""
         if not self._entries:

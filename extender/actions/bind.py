@@ -69,7 +69,12 @@ def choose_inline_quota(ssn: Session, task: TaskInfo) -> QuotaInfo | None:
     job = ssn.job(task.job)
     if job is None:
         return None
-    result = place(ssn.tq, task, list(ssn.quotas_of_queue(job.queue)))
+    if task.required_quota:  # the quota its creator named, or none
+        named = ssn.quota(task.required_quota)
+        candidates = [named] if named is not None else []
+    else:
+        candidates = list(ssn.quotas_of_queue(job.queue))
+    result = place(ssn.tq, task, candidates)
     return result.choice
 
 

@@ -124,7 +124,10 @@ class ReservedTask:
             return False
         if task.inherit_from and task.inherit_from == self.pod_name:
             return True
-        return task.job == self.job and task.index is not None and task.index == self.index
+        if task.job != self.job:
+            return False
+        # the same task index, or a pod recreated under the same name (no index)
+        return (task.index is not None and task.index == self.index) or task.name == self.pod_name
 
     def expired(self, now: float) -> bool:
         return now >= self.expires_at

@@ -69,6 +69,7 @@ class ApiServerStandIn:
         self.webhook_url = webhook_url
         self.client = client
         self.warnings: list[str] = []
+        self.dry_run = False  # admission requests say dryRun (a `kubectl create --dry-run=server`)
 
     async def create_pod(self, pod: Obj) -> Obj:
         pod = copy.deepcopy(pod)
@@ -97,7 +98,7 @@ class ApiServerStandIn:
                 "userInfo": {"username": "system:serviceaccount:kubeflow:training-operator"},
                 "object": pod,
                 "oldObject": None,
-                "dryRun": False,
+                "dryRun": self.dry_run,
                 "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
             },
         }
