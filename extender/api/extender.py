@@ -470,7 +470,10 @@ async def _bind(state: ServiceState, ns: str, name: str, uid: str, node_name: st
         quota = ssn.quota(task.quota) if task.quota else None
         inline = bind_action.is_inline(job, task) and (quota is None or not quota.node_name)
         if inline:
-            if quota is None:
+            if quota is None and job is not None:
+                admission = ssn.stages.enqueueable(job)  # JobQueue / Queue admission holds here too
+                if not admission.ok:
+                    return f"cannot bind {ns}/{name}: {admission.message()}"
                 quota = bind_action.choose_inline_quota(ssn, task)
             if quota is None:
                 return f"pod {ns}/{name}: no quota of its queue fits it; see /diagnose/pod/{ns}/{name}"
@@ -490,7 +493,9 @@ async def _bind(state: ServiceState, ns: str, name: str, uid: str, node_name: st
                 return (
                     f"quota {quota.name} of pod {ns}/{name} is bound to {quota.node_name or 'no node'}, not {node_name}"
                 )
-            s = ssn.tn.predicate(task, node)
+            s = bind_action.gang_gate(ssn, job, task)
+            if s.ok:
+                s = ssn.tn.predicate(task, node)
             path = QUOTA
         if not s.ok:
             return f"cannot bind {ns}/{name} to {node_name}: {s.message()}"
