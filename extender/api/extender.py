@@ -552,6 +552,7 @@ async def _bind_quota_inline(state: ServiceState, quota: str, node: str) -> str:
             return None
         status["nodeName"] = node
         status["phase"] = "QuotaBound"
+        status["boundBy"] = wellknown.COMPONENT
         return status
 
     try:

@@ -34,6 +34,7 @@ OWNED_STATUS_FIELDS = (
     "tasks",
     "reservedTasks",
     "staticBindStatus",
+    "boundBy",
     "reason",
     "message",
 )
@@ -90,8 +91,16 @@ def desired_quota_status(cache: ClusterCache, quota: QuotaInfo, now: float, verd
         tasks.append(entry)
     reserved = [reserved_to_api(r) for r in quota.reserved if not r.expired(now)]
     reserved.sort(key=lambda r: (r["job"], r.get("taskIndex", -1), r["podName"]))
+    persisted = (cache.quota_object(quota.name) or {}).get("status") or {}
+    if not quota.node_name:
+        bound_by = ""
+    elif quota.node_name == persisted.get("nodeName"):
+        bound_by = str(persisted.get("boundBy") or "")  # as it was: ours, or another controller's
+    else:
+        bound_by = wellknown.COMPONENT  # this cycle bound (or moved) it
     status: dict[str, Any] = {
         "phase": QuotaPhase.BOUND.value if quota.node_name else QuotaPhase.EMPTY.value,
+        "boundBy": bound_by,
         "nodeName": quota.node_name,
         "allocated": _resource_list(quota.allocated.q),
         "tasks": tasks,

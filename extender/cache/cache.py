@@ -184,7 +184,13 @@ class ClusterCache:
         """A quota's claims, status or node changed: re-index it."""
         self.quota_touched[quota] = self.generation + 1
         q = self.quotas.get(quota)
-        if q is not None and q.node_name and not q.static_bind_node and (not q.claims or q.node_name not in self.nodes):
+        if (
+            q is not None
+            and q.node_name
+            and q.bound_by
+            and not q.static_bind_node
+            and (not q.claims or q.node_name not in self.nodes)
+        ):
             self.release_candidates.add(quota)
         else:
             self.release_candidates.discard(quota)

@@ -157,6 +157,7 @@ class QuotaInfo:
     node_name: str = ""
     shadow: Resource = field(default_factory=Resource.empty)
     static_bind_status: StaticBindStatus | None = None
+    bound_by: str = ""  # status.boundBy: who bound it to node_name ("": another controller)
     claims: dict[str, QuotaClaim] = field(default_factory=dict)
     allocated: Resource = field(default_factory=Resource.empty)  # Σ claim requests, kept exact
     reserved: tuple[ReservedTask, ...] = ()
@@ -337,6 +338,7 @@ class QuotaInfo:
         q.node_name = self.node_name
         q.shadow = self.shadow
         q.static_bind_status = self.static_bind_status
+        q.bound_by = self.bound_by
         q.claims = self.claims  # shared until either side edits them (_own_claims)
         q.allocated = self.allocated
         q._claims_shared = self._claims_shared = True

@@ -103,3 +103,18 @@ async def test_a_pod_naming_a_full_quota_waits_for_it_and_is_never_given_another
         await h.cycles_until_quiet()
         anns = annos(h.pod("named"))
         assert anns[QUOTA] == "q-mine" and REASON not in anns
+
+
+async def test_a_quota_bound_by_another_controller_stays_bound_through_the_binders_cycles() -> None:
+    external = {"phase": "QuotaBound", "nodeName": "n3", "boundBy": None}
+    objs = [*b.seed_cluster(), b.quota("q-ext", gpu=8, hca=8, status=external)]
+    async with hop1_cluster(objs=objs) as h:
+        for _ in range(4):
+            await h.cycle()
+        status = h.quota("q-ext")["status"]
+        assert status.get("nodeName") == "n3" and status.get("phase") == "QuotaBound", status
+        assert "boundBy" not in status
+        # the scheduler's own bindings say so
+        await h.admit(new_pod("lone", gpu=8, hca=8, annotations={"scheduling.infini-ai.com/queue-name": "research"}))
+        await h.cycles_until_quiet()
+        assert annos(h.pod("lone"))[QUOTA] == "q-ext"  # an externally bound quota is still offered
