@@ -132,7 +132,7 @@ def merge_inflight(
     total = Resource.total(Resource.from_list(t.get("request")) for t in tasks)
     for e in extra:
         total.iadd(e.request)
-    if not total.less_equal(cap):
+    if not Resource({k: v for k, v in total.q.items() if k in cap.q}).less_equal(cap):
         return None
     return [*tasks, *(e.to_api() for e in extra)]
 

@@ -172,6 +172,7 @@ class ClusterCache:
         self.release_candidates: set[str] = set()  # bound, non-static quotas without claims or node
         self.static_quotas: set[str] = set()  # quotas with spec.staticBindNode
         self.anti_affinity_quotas: set[str] = set()  # quotas that declare quota anti-affinity
+        self.drifted: set[str] = set()  # quotas a pod of which was seen placed on another node than theirs
         self._quotas_on: defaultdict[str, set[str]] = defaultdict(set)  # node name → quotas bound to it
         self._tasks_on_node: defaultdict[str, set[str]] = defaultdict(set)  # node name → pod uids placed there
         self._node_order: list[str] | None = None
@@ -377,6 +378,8 @@ class ClusterCache:
                 self._touch(claim)
                 self._consume_reservation(quota, task)
                 self._sync_inflight(claim)
+                if task.node and task.status in ON_NODE and task.node != quota.node_name:
+                    self.drifted.add(claim)  # fix_quota_binding moves it next cycle, unthrottled
         if claim and task.is_alive() and not task.quota:
             self._waiting_claims[claim].add(task.uid)  # attached if the quota appears
         # a claim naming a quota that does not exist stays unattached: allocate_job re-assigns it
@@ -581,6 +584,12 @@ class ClusterCache:
                 del pending[uid]  # written: the object now carries it
         new.reserved = (*new.reserved, *pending.values())
         self.quotas[name] = new
+        self.drifted.discard(name)
+        for uid in new.claims:
+            t = self.task(uid)
+            if t is not None and t.node and t.status in ON_NODE and t.node != new.node_name:
+                self.drifted.add(name)
+                break
         entries = entries_of(obj)
         gone = self._inflight.get(name, {}).keys() - entries.keys()
         self._arrived.difference_update(gone)
@@ -613,6 +622,7 @@ class ClusterCache:
         self.release_candidates.discard(name)
         self.static_quotas.discard(name)
         self.anti_affinity_quotas.discard(name)
+        self.drifted.discard(name)
         self.pending_reservations.pop(name, None)
         self._reservation_expiry.pop(name, None)
         self._arrived.difference_update(self._inflight.pop(name, {}))
@@ -852,6 +862,7 @@ class ClusterCache:
             release_candidates=CopiedOnRead(self.release_candidates),
             static_quotas=CopiedOnRead(self.static_quotas),
             anti_affinity_quotas=CopiedOnRead(self.anti_affinity_quotas),
+            drifted_quotas=CopiedOnRead(self.drifted),
         )
 
     def take_dirty_quotas(self) -> set[str]:
