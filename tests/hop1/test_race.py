@@ -170,8 +170,8 @@ async def test_hundred_concurrent_admissions_through_three_replicas_never_over_c
         # every place was handed out once, and only once, by the replicas together
         assert sum(1 for q in admitted.values() if q) == places
         assert over_claimed(h.pods(NS), h.quotas()) == {}
-        # each replica answered some of the claims (they raced; none waited for the binder)
-        assert all(any(f.admitted.values()) for f in front)
+        # the replicas raced: claims were answered by more than one of them (none waited for the binder)
+        assert sum(1 for f in front if any(f.admitted.values())) >= 2
 
         # the leader's loop: the in-flight entries become the pods' own, nothing moves
         cycles = 0
