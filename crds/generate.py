@@ -465,6 +465,12 @@ def quota_crd() -> Schema:
                 "State of the task in the scheduler: Pending, AllocatedToQuota (claimed the quota, quota "
                 "not yet on a node), Allocated, Binding, Bound, Running, or a final pod phase."
             ),
+            "expiresAt": timestamp(
+                "Set on an in-flight claim: recorded at admission (or by an inline bind) before the pod "
+                "exists, so every webhook replica and the binder count it at once. The entry is replaced "
+                "by the pod's own once the pod is seen; a pod that never appears stops holding the quota "
+                "at expiresAt (the binder leader removes the entry). uid is then admission:<request uid>."
+            ),
         },
         required=["uid", "namespace", "name", "job", "request", "phase"],
     )
@@ -544,6 +550,11 @@ def quota_crd() -> Schema:
                 "departed tasks only), StaticBind (spec.staticBindNode), Idle (nothing: released soon)."
             ),
             "message": string("Human-readable explanation of reason (while unbound)."),
+            "boundBy": string(
+                "Who bound the quota to nodeName: the scheduler writes its component name when it binds. "
+                "A quota whose nodeName another controller wrote (no boundBy) is left bound when no task "
+                "claims it; only the scheduler's own bindings are released."
+            ),
             "lastTransitionTime": timestamp("When phase last changed."),
             "observedGeneration": integer(
                 "metadata.generation of the spec this status was computed from.", fmt="int64", minimum=0

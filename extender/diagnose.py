@@ -51,6 +51,8 @@ UNBLOCK: dict[Reason, str] = {
     Reason.QUOTA_QUEUE_MISMATCH: "use a quota of the job's queue",
     Reason.QUOTA_SPEC_MISMATCH: "use a quota of the GPU model the pods ask for",
     Reason.QUOTA_NOT_FOUND: "create the quota the pods name, or remove the annotation so one is assigned",
+    Reason.WAITING_FOR_NAMED_QUOTA: "free room on the quota the pod names (annotation required-quota), enlarge it, or "
+    "remove the annotation so that any quota of the queue may be assigned",
     Reason.WAITING_FOR_GANG: "wait for the rest of the gang, or free room so that all of it fits at once",
     Reason.NO_ZONE_FITS: "free nodes in one RDMA zone of the GPU model, or add capacity",
     Reason.QUOTA_LARGER_THAN_ANY_NODE: "no node can ever hold the quota: shrink its request to what one node "

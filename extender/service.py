@@ -312,6 +312,8 @@ class Runtime:
                 synced=self.synced,
                 metrics=self.metrics,
                 clock=self.cache.clock,
+                writer=self.writer,
+                on_claimed=lambda obj: self.cache.on_quota_update(obj, obj),
             )
             hook = WebhookServer(
                 webhook_app.create_app(self.webhook_state),

@@ -65,6 +65,10 @@ ANNO_SPOT_POOL: Final = PREFIX + "spot-pool"
 """Spot pods: ``shared`` (low-power, GPUs shared by several pods) or ``exclusive`` (default)."""
 ANNO_SCHEDULING_REASON: Final = PREFIX + "scheduling-reason"
 """Why the webhook could not choose a quota at admission (the loop takes over)."""
+ANNO_REQUIRED_QUOTA: Final = PREFIX + "required-quota"
+"""The quota the pod's creator named (the "required" tier): written by the webhook beside
+``quota-name`` when the named quota has room, alone when it has none (the pod then waits for it).
+The scheduler never gives such a pod another quota."""
 ANNO_BIND_DECISION: Final = PREFIX + "bind-decision"
 """Written with the Binding: which path placed the pod (quota / inline-quota / spot)."""
 

@@ -143,8 +143,19 @@ def quota(
             "labels": dict(labels or {}),
         },
         "spec": spec,
-        "status": status or {"phase": "QuotaEmpty"},
+        "status": _bound_by_us(status) if status else {"phase": "QuotaEmpty"},
     }
+
+
+def _bound_by_us(status: dict[str, Any]) -> dict[str, Any]:
+    """A status with a nodeName is the scheduler's own binding unless it says otherwise (pass
+    ``boundBy: None`` for a binding another controller wrote)."""
+    out = dict(status)
+    if out.get("nodeName") and "boundBy" not in out:
+        out["boundBy"] = wellknown.COMPONENT
+    if out.get("boundBy") is None:
+        out.pop("boundBy", None)
+    return out
 
 
 def pod(

@@ -6,13 +6,20 @@ size cap and parsed with orjson (no FastAPI body model on the hot path). Every a
 ``metav1.Status`` JSON body) and an oversized body (HTTP 413): this webhook never denies a pod
 and never answers 500 — when it cannot decide, the binder loop repairs later.
 
-The decision (:func:`webhooks.mutate.decide`) and the in-flight bookkeeping run synchronously
-between two awaits, so concurrent admissions on one event loop are serialised: two requests
-cannot be offered the same room by the same instance.
+The decision (:func:`webhooks.mutate.decide`) runs synchronously between two awaits. A quota it
+chooses is then *claimed on the Quota* before the answer (:func:`admit`): the claim is written
+into ``status.tasks`` with a ``resourceVersion`` precondition through the writer
+(``extender.cache.claims.record_claim`` judges room on the object as just read). A claim another
+replica (or the binder) recorded first makes the write find no room: the decision is taken again
+without that quota, at most ``claim_attempts`` quotas in all. While a claim is being written it
+sits in this process's in-flight registry, so concurrent admissions of this replica do not try
+the same room. A dry run claims nothing. If the API cannot be written, the pod is admitted
+without a quota (the binder loop assigns one).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any
@@ -21,12 +28,14 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
+from extender.cache.claims import ClaimEntry, NoRoom, record_claim
+from extender.model.quota import QuotaInfo
 from extender.servers import BodyTooLarge, ClientGone, receive_body
 from webhooks.mutate import Decision, Outcome, decide
 from webhooks.review import AdmissionRequest, ReviewError, build_response, error_status, parse_review
 from webhooks.state import WebhookState
 
-__all__ = ["MUTATE_PATH", "create_app", "handle"]
+__all__ = ["MUTATE_PATH", "admit", "create_app", "handle"]
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +44,130 @@ _JSON = "application/json"
 
 
 def handle(state: WebhookState, body: bytes) -> tuple[int, dict[str, Any]]:
-    """One review, synchronously: (HTTP status, JSON document). Never raises."""
+    """One review, synchronously, claiming in this process's in-flight registry only (no API
+    write): (HTTP status, JSON document). Never raises. What :func:`admit` does without a writer."""
+    parsed = _parse(state, body)
+    if isinstance(parsed, tuple):
+        return parsed
+    req = parsed
     try:
-        req = parse_review(body)
+        decision = _decide(state, req, frozenset())
+        _remember(state, req, decision)
+    except Exception as exc:  # a bug: admit unchanged (the loop repairs), log it, say it
+        return _internal_error(state, req, exc)
+    return _answer(req, decision)
+
+
+async def admit(state: WebhookState, body: bytes) -> tuple[int, dict[str, Any]]:
+    """One review, its claim recorded on the Quota first (see the module docstring). Never raises."""
+    if state.writer is None:
+        return handle(state, body)
+    parsed = _parse(state, body)
+    if isinstance(parsed, tuple):
+        return parsed
+    req = parsed
+    try:
+        decision = _decide(state, req, frozenset())
+        if not req.dry_run:
+            decision = await _claim(state, req, decision)
+        _remember(state, req, decision)
+    except Exception as exc:  # a bug: admit unchanged (the loop repairs), log it, say it
+        return _internal_error(state, req, exc)
+    return _answer(req, decision)
+
+
+async def _claim(state: WebhookState, req: AdmissionRequest, decision: Decision) -> Decision:
+    """Record the decision's claim on its quota; on a refusal decide again without that quota."""
+    assert state.writer is not None
+    refused: set[str] = set()
+    while decision.entry is not None and decision.quota:
+        entry, quota, pending = decision.entry, decision.quota, decision.claim
+        known = state.cache.snapshot().quotas.get(quota)
+        mutate = functools.partial(_record, entry=entry, known=known, inherit_from=decision.inherit_from, state=state)
+        if pending is not None:
+            state.inflight.add(pending)  # concurrent admissions of this replica count it meanwhile
+        try:
+            obj = await state.writer.update_quota_status(quota, mutate)
+        except NoRoom as exc:
+            log.info("webhook: quota %s was claimed first (%s); choosing again", quota, exc)
+            refused.add(quota)
+        except Exception as exc:
+            log.warning("webhook: could not record the claim on quota %s: %s", quota, exc)
+            return _unrecorded(state, req, decision, f"the claim on quota {quota} could not be recorded: {exc}")
+        else:
+            if state.on_claimed is not None:
+                state.on_claimed(obj)
+            decision.claim = None  # recorded already
+            return decision
+        finally:
+            if pending is not None:
+                state.inflight.discard(pending)
+        if len(refused) >= state.claim_attempts:
+            return _unrecorded(state, req, decision, f"quotas {', '.join(sorted(refused))} were claimed first")
+        decision = _decide(state, req, frozenset(refused))
+    return decision
+
+
+def _record(
+    obj: dict[str, Any], *, entry: ClaimEntry, known: QuotaInfo | None, inherit_from: str, state: WebhookState
+) -> dict[str, Any] | None:
+    return record_claim(obj, entry, now=state.clock(), known=known, inherit_from=inherit_from)
+
+
+def _unrecorded(state: WebhookState, req: AdmissionRequest, decision: Decision, why: str) -> Decision:
+    """No claim could be recorded: the pod goes without a quota (a named one stays named)."""
+    return _decide(state, req, frozenset(), no_quota=why)
+
+
+def _decide(state: WebhookState, req: AdmissionRequest, exclude: frozenset[str], no_quota: str = "") -> Decision:
+    return decide(
+        req,
+        cache=state.cache,
+        policy=state.policy,
+        namespaces=state.namespaces,
+        inflight=state.inflight,
+        config=state.config,
+        now=state.clock(),
+        synced=state.synced(),
+        exclude=exclude,
+        no_quota=no_quota,
+    )
+
+
+def _remember(state: WebhookState, req: AdmissionRequest, decision: Decision) -> None:
+    if not req.dry_run and decision.outcome is not Outcome.IGNORED:
+        now = state.clock()
+        snap = decision.snapshot or state.cache.snapshot(now)
+        state.inflight.reconcile(snap.quotas, now)
+        if decision.claim is not None:
+            state.inflight.add(decision.claim)
+
+
+def _internal_error(state: WebhookState, req: AdmissionRequest, exc: Exception) -> tuple[int, dict[str, Any]]:
+    log.exception("webhook: error deciding on request %s", req.uid)
+    message = f"internal error, the pod is admitted unchanged: {type(exc).__name__}: {exc}"
+    return 200, build_response(
+        req.uid,
+        status=error_status(message, 500, "InternalError"),
+        warnings=[f"{state.config.scheduler_name} webhook: {message}"],
+    )
+
+
+def _answer(req: AdmissionRequest, decision: Decision) -> tuple[int, dict[str, Any]]:
+    _log(req, decision)
+    status = error_status(decision.message) if decision.message else None
+    return 200, build_response(
+        req.uid,
+        ops=decision.ops,
+        warnings=decision.warnings,
+        audit_annotations=decision.audit,
+        status=status,
+    )
+
+
+def _parse(state: WebhookState, body: bytes) -> AdmissionRequest | tuple[int, dict[str, Any]]:
+    try:
+        return parse_review(body)
     except ReviewError as exc:
         if exc.uid is None:
             log.info("webhook: rejecting a request without a uid: %s", exc.message)
@@ -49,40 +179,6 @@ def handle(state: WebhookState, body: bytes) -> tuple[int, dict[str, Any]]:
             warnings=[f"{state.config.scheduler_name} webhook: {exc.message}"],
             api_version=exc.api_version,
         )
-    now = state.clock()
-    try:
-        decision = decide(
-            req,
-            cache=state.cache,
-            policy=state.policy,
-            namespaces=state.namespaces,
-            inflight=state.inflight,
-            config=state.config,
-            now=now,
-            synced=state.synced(),
-        )
-        if not req.dry_run and decision.outcome is not Outcome.IGNORED:
-            snap = decision.snapshot or state.cache.snapshot(now)
-            state.inflight.reconcile(snap.quotas, now)
-            if decision.claim is not None:
-                state.inflight.add(decision.claim)
-    except Exception as exc:  # a bug: admit unchanged (the loop repairs), log it, say it
-        log.exception("webhook: error deciding on request %s", req.uid)
-        message = f"internal error, the pod is admitted unchanged: {type(exc).__name__}: {exc}"
-        return 200, build_response(
-            req.uid,
-            status=error_status(message, 500, "InternalError"),
-            warnings=[f"{state.config.scheduler_name} webhook: {message}"],
-        )
-    _log(req, decision)
-    status = error_status(decision.message) if decision.message else None
-    return 200, build_response(
-        req.uid,
-        ops=decision.ops,
-        warnings=decision.warnings,
-        audit_annotations=decision.audit,
-        status=status,
-    )
 
 
 def _log(req: AdmissionRequest, d: Decision) -> None:
@@ -122,7 +218,7 @@ def create_app(state: WebhookState) -> FastAPI:
                 ),
             )
         else:
-            code, doc = handle(state, body)
+            code, doc = await admit(state, body)
         response = Response(content=orjson.dumps(doc), status_code=code, media_type=_JSON)
         if metrics is not None and observe is not None:
             observe(time.perf_counter() - t0)

@@ -21,10 +21,11 @@ An entry is dropped when
 Nothing is recorded for ``dryRun`` requests (the app's job) and :meth:`InFlightRegistry.live`
 never mutates, so a dry run leaves the registry untouched.
 
-Scope: one registry per webhook *process*. Two replicas behind the webhook Service do not share
-it and can still hand out the same room in the same instant; the binder loop's ``allocate_job``
-re-validates every claim each cycle (invariant 3: Σ claims ≤ request + shadow) and moves the
-later claims. The webhook is fail-safe, not the arbiter.
+Role: one registry per webhook *process*, holding the claims it is recording or has just
+recorded. The arbiter is the Quota object: every claim is written into its ``status.tasks``
+before the answer (``webhooks.app.admit``, ``extender.cache.claims``), so replicas cannot hand
+out the same room twice. This registry only keeps concurrent admissions of one replica from all
+trying the same room while a write is in flight (and serves a webhook run without API access).
 """
 
 from __future__ import annotations
@@ -110,6 +111,10 @@ class InFlightRegistry:
 
     def add(self, entry: InFlight) -> None:
         self._entries[entry.seq] = entry
+
+    def discard(self, entry: InFlight) -> None:
+        """Forget ``entry`` (its claim was recorded on the quota, or refused)."""
+        self._entries.pop(entry.seq, None)
 
     def live(self, quotas: Mapping[str, QuotaInfo], now: float) -> list[InFlight]:
         """The entries still in flight given the cache's quotas at ``now`` (no mutation)."""

@@ -43,13 +43,15 @@ from typing import Any, Final, TypeVar
 
 from extender import wellknown
 from extender.cache import convert
+from extender.cache.claims import ADMISSION_PREFIX, ClaimEntry
 from extender.cache.convert import ConversionError, ConvertOptions
 from extender.framework.pipeline import Placement, place
 from extender.framework.policy import Policy
 from extender.framework.session import Session, Snapshot
 from extender.framework.status import Reason, Status
+from extender.model.claimant import Claimant, replaces
 from extender.model.job import JobInfo
-from extender.model.quota import QuotaInfo
+from extender.model.quota import QuotaInfo, ReservedTask
 from extender.model.resources import QuantityError, Resource
 from extender.model.task import TaskInfo, TaskStatus
 from webhooks.inflight import InFlight, InFlightRegistry
@@ -94,6 +96,8 @@ class Decision:
     reason: str = ""  # why no quota (also written to the scheduling-reason annotation)
     message: str = ""  # a status message for the reply (bad input)
     claim: InFlight | None = None  # to record unless dryRun
+    entry: ClaimEntry | None = None  # the claim to record on the quota (status.tasks) unless dryRun
+    inherit_from: str = ""  # the admitted pod's inherit-resource-from (who it replaces)
     snapshot: Snapshot | None = None  # the cache snapshot decided on (to reconcile in-flight entries)
     note: str = ""  # why the request was ignored (logs)
 
@@ -114,7 +118,11 @@ def decide(
     config: WebhookConfig,
     now: float,
     synced: bool,
+    exclude: frozenset[str] = frozenset(),
+    no_quota: str = "",
 ) -> Decision:
+    """``exclude``: quotas a claim was just refused on (another replica was faster): not offered.
+    ``no_quota``: choose none, for this reason (no claim could be recorded)."""
     if not req.is_pod_create or req.object is None:
         return Decision(Outcome.IGNORED, note=f"{req.operation} of {req.kind.kind or req.resource}: not a pod CREATE")
     obj = req.object
@@ -164,18 +172,36 @@ def decide(
     if task.spot:
         return _finish(Decision(Outcome.SPOT, note="spot pod: no quota"), patch, index)
 
-    required = annotations.get(wellknown.ANNO_QUOTA_NAME, "")
+    required = annotations.get(wellknown.ANNO_REQUIRED_QUOTA) or annotations.get(wellknown.ANNO_QUOTA_NAME, "")
     fp = fingerprint(namespace, task.name, task.job, index)
     snap = cache.snapshot(now)
     live = inflight.live(snap.quotas, now)
-    exclude = (required, fp) if required else None
-    view = overlay_snapshot(snap, task, live, exclude, opts)
+    view = overlay_snapshot(snap, task, live, (required, fp) if required else None, opts)
     ssn = Session(view, policy)
     job = ssn.job(task.job)
     assert job is not None  # the overlay put it there
 
-    d = _choose_required(ssn, task, required) if required else _choose(ssn, task, job, now)
+    if no_quota:
+        d = (
+            _required_full(required, no_quota)
+            if required
+            else Decision(Outcome.NO_QUOTA, reason=Status.unschedulable(Reason.NO_QUOTA, no_quota).message())
+        )
+    elif required:
+        d = _choose_required(ssn, task, required) if required not in exclude else _required_full(required, "")
+    else:
+        d = _choose(ssn, task, job, now, exclude)
     d.snapshot = snap
+    d.inherit_from = task.inherit_from
+    # a re-invocation sees this webhook's own earlier answer in quota-name: not the creator's choice
+    own = not annotations.get(wellknown.ANNO_REQUIRED_QUOTA) and any(
+        e.quota == required and e.fingerprint == fp for e in live
+    )
+    if required and not own:
+        # the creator's choice is kept in required-quota; quota-name only while it holds room
+        patch.set_entry(ANNOTATIONS, wellknown.ANNO_REQUIRED_QUOTA, required)
+        if not d.quota:
+            patch.remove_entry(ANNOTATIONS, wellknown.ANNO_QUOTA_NAME)
     if d.quota:
         patch.set_entry(ANNOTATIONS, wellknown.ANNO_QUOTA_NAME, d.quota)
         patch.remove_entry(ANNOTATIONS, wellknown.ANNO_SCHEDULING_REASON)
@@ -183,6 +209,16 @@ def decide(
         d.audit["tier"] = str(d.tier)
         quota = ssn.quota(d.quota)
         again = required and any(e.quota == required and e.fingerprint == fp for e in live)
+        if quota is not None:
+            d.entry = ClaimEntry(
+                uid=ADMISSION_PREFIX + req.uid,
+                namespace=namespace,
+                name=task.name,
+                job=task.job,
+                index=index,
+                request=quota.governed(task.request),
+                expires_at=now + inflight.ttl,
+            )
         if quota is not None and not again:
             d.claim = inflight.new_entry(
                 quota=snap.quotas.get(quota.name) or quota,
@@ -200,7 +236,7 @@ def decide(
         d.reason = reason
         patch.set_entry(ANNOTATIONS, wellknown.ANNO_SCHEDULING_REASON, reason)
         d.audit["scheduling-reason"] = reason
-        what = f"kept quota {required}, but: " if required else "no quota at admission: "
+        what = f"waits for its named quota {required}: " if required else "no quota at admission: "
         d.warnings.append(f"{config.scheduler_name}: {what}{reason}; the binder loop takes over")
     d.audit["outcome"] = str(d.outcome)
     return _finish(d, patch, index)
@@ -215,23 +251,37 @@ def _finish(d: Decision, patch: Patch, index: int | None) -> Decision:
 
 # --- the tiers -------------------------------------------------------------------------------
 def _choose_required(ssn: Session, task: TaskInfo, required: str) -> Decision:
+    """The required tier: the named quota or nothing — the pod then waits for that quota, never
+    another (``required-quota`` keeps the choice; the binder assigns it once it has room)."""
     quota = ssn.quota(required)
     if quota is None:
-        status = Status.unresolvable(Reason.QUOTA_NOT_FOUND, f"quota {required} named by the pod does not exist")
-        return Decision(Outcome.NO_QUOTA, reason=status.message())
+        return _required_full(required, "it does not exist yet")
+    job = ssn.job(task.job)
+    if job is not None:
+        status = ssn.stages.enqueueable(job)
+        if not status.ok:
+            return _required_full(required, f"the job may not start yet: {status.message()}")
     result = place(ssn.tq, task, [quota])
     if result.choice is None:
-        return Decision(Outcome.NO_QUOTA, reason=result.status.message())
+        return _required_full(required, result.status.message())
     return Decision(Outcome.ASSIGNED, quota=quota.name, tier=Tier.REQUIRED)
 
 
-def _choose(ssn: Session, task: TaskInfo, job: JobInfo, now: float) -> Decision:
+def _required_full(required: str, why: str) -> Decision:
+    detail = f"pod names quota {required}; waiting for room on it" + (f": {why}" if why else " (claimed meanwhile)")
+    return Decision(Outcome.NO_QUOTA, reason=Status.unschedulable(Reason.WAITING_FOR_NAMED_QUOTA, detail).message())
+
+
+def _choose(ssn: Session, task: TaskInfo, job: JobInfo, now: float, exclude: frozenset[str]) -> Decision:
     status = ssn.stages.enqueueable(job)
     if not status.ok:
         return Decision(Outcome.NO_QUOTA, reason=status.message())
     queue = job.queue or "(none)"
     # the session has changed nothing: its view of the queue's quotas is the (overlaid) snapshot's
-    candidates, too_small = _prefilter(_queue_quotas(ssn.snap, job.queue), task.request)
+    quotas = _queue_quotas(ssn.snap, job.queue)
+    if exclude:
+        quotas = (q for q in quotas if q.name not in exclude)
+    candidates, too_small = _prefilter(quotas, task.request)
     if not candidates and not too_small:
         status = Status.unschedulable(Reason.NO_QUOTA, f"queue {queue} has no quota with room left")
         return Decision(Outcome.NO_QUOTA, reason=status.message())
@@ -419,6 +469,7 @@ def overlay_snapshot(
     job.tasks[task.uid] = task
     jobs[job.key] = job
     quotas: dict[str, QuotaInfo] = {}
+    _replace_predecessors(snap, task, job, quotas)
     for e in live:
         if exclude is not None and e.quota == exclude[0] and e.fingerprint == exclude[1]:
             continue  # this very pod, admitted before (a re-invocation): not a competitor
@@ -457,6 +508,40 @@ def overlay_snapshot(
         changed_quotas=None,
         release_candidates=None,
     )
+
+
+def _replace_predecessors(snap: Snapshot, task: TaskInfo, job: JobInfo, quotas: dict[str, QuotaInfo]) -> None:
+    """Pods of the job that ``task`` replaces (same task index or name: recreated before the old
+    pod's deletion reached the cache) leave the overlay's job, and their claims become
+    reservations for ``task``: the reserved tier then offers it the old pod's quota, whose room
+    the old claim no longer takes away (extender.cache.claims.replaces)."""
+    me = Claimant(task.namespace, task.name, task.job, task.index, task.inherit_from)
+    for t in list(job.tasks.values()):
+        if t.uid == task.uid or not t.quota or not replaces(me, Claimant(t.namespace, t.name, t.job, t.index)):
+            continue
+        del job.tasks[t.uid]
+        q = quotas.get(t.quota)
+        if q is None:
+            cached = snap.quotas.get(t.quota)
+            if cached is None or t.uid not in cached.claims:
+                continue
+            q = quotas[t.quota] = cached.clone()
+        if t.uid not in q.claims:
+            continue
+        claim = q.remove_claim(t.uid)
+        q.reserved = (
+            *q.reserved,
+            ReservedTask(
+                job=t.job,
+                index=t.index,
+                namespace=t.namespace,
+                pod_name=t.name,
+                pod_uid=t.uid,
+                reason="Deleted",
+                expires_at=snap.now + 3600.0,
+                request=claim.request,
+            ),
+        )
 
 
 # --- the admitted pod as a task --------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from extender import wellknown
 from extender.cache.convert import ConvertOptions
@@ -16,7 +16,7 @@ from extender.settings import ServeSettings
 from webhooks.inflight import InFlightRegistry
 from webhooks.namespaces import NamespaceLabels
 
-__all__ = ["CacheView", "WebhookConfig", "WebhookState"]
+__all__ = ["CacheView", "ClaimWriter", "WebhookConfig", "WebhookState"]
 
 DEFAULT_SCHEDULER: str = "default-scheduler"
 
@@ -28,6 +28,15 @@ class CacheView(Protocol):
     def opts(self) -> ConvertOptions: ...
 
     def snapshot(self, now: float | None = None) -> Snapshot: ...
+
+
+class ClaimWriter(Protocol):
+    """What the webhook needs of ``extender.kube.writer.KubeWriter``: the Quota status
+    read-modify-write with a ``resourceVersion`` precondition."""
+
+    async def update_quota_status(
+        self, name: str, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
+    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +70,10 @@ class WebhookState:
     synced: Callable[[], bool] = lambda: True
     """False until every informer the cache and the namespace source depend on has listed."""
     metrics: Metrics | None = None
+    writer: ClaimWriter | None = None
+    """Records each claim on its Quota before the answer (None: no API — claims stay in this
+    process's in-flight registry only, which no other replica sees)."""
+    on_claimed: Callable[[dict[str, Any]], None] | None = None
+    """Given the Quota as the claim's write returned it (the service applies it to its cache)."""
+    claim_attempts: int = 4
+    """Quotas tried per admission when other replicas claim first (then: no quota, the binder assigns)."""

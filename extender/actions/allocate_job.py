@@ -22,6 +22,7 @@ from extender.framework.pipeline import place
 from extender.framework.plugin import NoArgs
 from extender.framework.session import FitStage, Session
 from extender.framework.status import Code, Reason, Status
+from extender.model.claimant import Claimant, replaces
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaClaim, QuotaInfo
 from extender.model.task import TaskInfo, TaskStatus
@@ -52,6 +53,21 @@ def has_room(quota: QuotaInfo) -> bool:
 
 def wants_quota(task: TaskInfo) -> bool:
     return task.status is TaskStatus.PENDING and not task.quota and not task.node and not task.spot
+
+
+def _superseded(ssn: Session, claim: QuotaClaim) -> bool:
+    """The claim's pod has a newer pod of its job that replaces it (same task index or name,
+    recreated before the old pod's deletion was seen): the two hold one place, not two."""
+    job = ssn.job(claim.job)
+    if job is None:
+        return False
+    old = Claimant(claim.namespace, claim.name, claim.job, claim.index)
+    for t in job.tasks.values():
+        if t.uid == claim.uid or not t.is_alive() or t.created < claim.created:
+            continue
+        if replaces(Claimant(t.namespace, t.name, t.job, t.index, t.inherit_from), old):
+            return True
+    return False
 
 
 class Action:
@@ -106,14 +122,18 @@ class Action:
         """Pending claims to drop, latest first, until the rest fit ``request + shadow``."""
         claims = list(quota.claims.values())
 
-        def keep_rank(c: QuotaClaim) -> tuple[int, float, str]:
+        def keep_rank(c: QuotaClaim) -> tuple[int, int, float, str]:
             t = ssn.task(c.uid)
             placed = t is not None and (t.status in _PLACED or bool(t.node))
-            return (0 if placed else 1, c.created, c.name)
+            named = t is not None and t.required_quota == quota.name  # the creator's choice: lost last
+            return (0 if placed else 1, 0 if named else 1, c.created, c.name)
 
         claims.sort(key=keep_rank)
         capacity = quota.capacity
         total = quota.allocated.clone()
+        for c in claims:
+            if _superseded(ssn, c):
+                total.isub(c.request)  # its pod was recreated: the new pod's claim takes its room
         losers: list[str] = []
         for c in reversed(claims):
             if total.less_equal(capacity):
@@ -140,10 +160,21 @@ class Action:
         stmt = ssn.statement()
         first_failure: tuple[TaskInfo, Status, dict[str, Status]] | None = None
         for task in tasks:
-            candidates = [q for q in ssn.quotas_of_queue(job.queue) if has_room(q)]
+            named = task.required_quota
+            if named:
+                # the required tier: the quota the pod's creator named, or none (never another)
+                q = ssn.quota(named)
+                candidates = [q] if q is not None and has_room(q) else []
+            else:
+                candidates = [q for q in ssn.quotas_of_queue(job.queue) if has_room(q)]
             result = place(ssn.tq, task, candidates)
             if result.choice is None:
-                if not candidates:
+                if named and not candidates:
+                    lack = "it does not exist yet" if ssn.quota(named) is None else "no room left on it"
+                    result.status = Status.unschedulable(
+                        Reason.WAITING_FOR_NAMED_QUOTA, f"pod names quota {named}; waiting for room on it: {lack}"
+                    )
+                elif not candidates:
                     result.status = Status.unschedulable(
                         Reason.NO_QUOTA, f"queue {job.queue or '(none)'} has no quota with room left"
                     )

@@ -27,11 +27,12 @@ from extender.actions import backfill
 from extender.actions.outcome import INLINE, FilterOutcome
 from extender.framework.pipeline import place
 from extender.framework.session import JobVerdict, Session
-from extender.framework.status import Reason, Status
+from extender.framework.status import SUCCESS, Reason, Status
 from extender.model.job import JobInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
 from extender.model.task import TaskInfo
+from extender.plugins.gang import quotas_bound
 
 NAME: Final = "bind"
 
@@ -69,7 +70,12 @@ def choose_inline_quota(ssn: Session, task: TaskInfo) -> QuotaInfo | None:
     job = ssn.job(task.job)
     if job is None:
         return None
-    result = place(ssn.tq, task, list(ssn.quotas_of_queue(job.queue)))
+    if task.required_quota:  # the quota its creator named, or none
+        named = ssn.quota(task.required_quota)
+        candidates = [named] if named is not None else []
+    else:
+        candidates = list(ssn.quotas_of_queue(job.queue))
+    result = place(ssn.tq, task, candidates)
     return result.choice
 
 
@@ -130,6 +136,10 @@ def decide_pod(
     quota = ssn.quota(task.quota) if task.quota else None
     chosen_inline = False
     if quota is None and not task.quota and is_inline(job, task):
+        assert job is not None
+        admission = ssn.stages.enqueueable(job)  # JobQueue / Queue admission: no path bypasses it
+        if not admission.ok:
+            return out, Rest(admission.message())
         quota = choose_inline_quota(ssn, task)
         chosen_inline = quota is not None
     if quota is not None and not quota.node_name and is_inline(job, task):
@@ -139,6 +149,9 @@ def decide_pod(
         out.quota = quota.name if quota is not None else ""
         return out, Rest(why.message())
     out.quota = quota.name
+    gang = gang_gate(ssn, job, task)
+    if not gang.ok:
+        return out, Rest(gang.message())
     home = quota.node_name
     elsewhere = Status.unresolvable(Reason.QUOTA_BOUND_ELSEWHERE, f"quota {quota.name} is bound to {home}")
     at = position(candidates, home)
@@ -153,6 +166,28 @@ def decide_pod(
         else:
             out.put(home, ssn.tn.predicate(task, node))
     return out, Rest(elsewhere.message(), skip=home, at=at)
+
+
+def gang_gate(ssn: Session, job: JobInfo | None, task: TaskInfo) -> Status:
+    """Hop ③ of a gang is all or nothing: a pod passes only when at least ``minMember`` of its
+    job's tasks exist and hold quotas bound to nodes — however they got bound (statically, by
+    another controller, by the binder) — and a pod of a strict-order job only once every lower
+    rank holds a bound quota too. Else ``GangNotReady(3/4 quotas bound)``."""
+    if job is None or (job.min_member <= 1 and not job.strict_order):
+        return SUCCESS
+    bound = quotas_bound(ssn, job)
+    if bound < job.min_member:
+        return Status.unresolvable(Reason.GANG_NOT_READY, f"{bound}/{job.min_member} quotas bound")
+    if job.strict_order and task.index is not None:
+        for t in job.tasks.values():
+            if t.index is None or t.index >= task.index or not t.is_alive():
+                continue
+            q = ssn.quota(t.quota) if t.quota else None
+            if q is None or not q.node_name:
+                return Status.unresolvable(
+                    Reason.GANG_NOT_READY, f"rank {task.index} waits for rank {t.index}'s quota to be bound"
+                )
+    return SUCCESS
 
 
 def filter_inline(ssn: Session, task: TaskInfo, quota: QuotaInfo, candidates: Sequence[str]) -> FilterOutcome:

@@ -1,7 +1,9 @@
 """``fix_quota_binding`` — self-healing of quota placement (seed 2.6 fixQuotaBinding).
 
-Live pods are the truth, the quota object is the abstraction. Throttled to once per
-``min_interval_seconds``: for every quota, the nodes its placed (bound or running) claimants
+Live pods are the truth, the quota object is the abstraction. Every cycle for the quotas the
+cache saw a pod of placed on another node than theirs (``Snapshot.drifted_quotas``, from pod
+events: the quota ledger follows the pod at once), and for every quota once per
+``min_interval_seconds`` (the full rebuild), the nodes its placed (bound or running) claimants
 are on are collected (``QuotaBindingFixPlan``):
 
 * all on one node N, and ``status.nodeName`` is not N → the quota moves to N: the old node's
@@ -38,19 +40,30 @@ class Action:
         self.args = args
 
     def execute(self, ssn: Session) -> None:
-        if ssn.now - ssn.snap.last_fix < self.args.min_interval_seconds:
-            return
+        full = ssn.now - ssn.snap.last_fix >= self.args.min_interval_seconds
         scattered: list[tuple[str, list[str]]] = []
-        ssn.notes[NAME] = {"ran": True, "scattered": scattered}
-        # the pods that sit on a node, found once: most claims are of pods that do not
         placed: dict[str, str] = {}
         claimed: set[str] = set()  # the quotas those pods claim: the only ones that can have drifted
-        for j in ssn.jobs():
-            for t in j.tasks.values():
-                if t.node and t.status in ALIVE:
-                    placed[t.uid] = t.node
-                    if t.quota:
-                        claimed.add(t.quota)
+        if full:
+            ssn.notes[NAME] = {"ran": True, "scattered": scattered}
+            # the pods that sit on a node, found once: most claims are of pods that do not
+            for j in ssn.jobs():
+                for t in j.tasks.values():
+                    if t.node and t.status in ALIVE:
+                        placed[t.uid] = t.node
+                        if t.quota:
+                            claimed.add(t.quota)
+        else:
+            drifted = ssn.snap.drifted_quotas
+            if not drifted:
+                return
+            ssn.notes[NAME] = {"ran": False, "scattered": scattered}
+            for q in [q for q in map(ssn.quota, sorted(drifted)) if q is not None]:
+                for uid in q.claims:
+                    claimant = ssn.task(uid)
+                    if claimant is not None and claimant.node and claimant.status in ALIVE:
+                        placed[uid] = claimant.node
+                claimed.add(q.name)
         for quota in [q for q in map(ssn.quota, sorted(claimed)) if q is not None]:
             nodes = {placed[uid] for uid in quota.claims if uid in placed}
             if not nodes:

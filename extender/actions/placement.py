@@ -53,8 +53,8 @@ def place_quota(
     result = place(ssn.qn, quota, candidates, stop_after=stop_after, rank_ordered=rank_ordered)
     if result.choice is not None:
         best = result.choice
-        if not quota.request.less_equal_with_resource_names(best.quota_idle):  # the re-check
-            short = ", ".join(map(str, quota.request.shortfalls(best.quota_idle)))
+        if not best.takes_quota(quota.name, quota.request):  # the re-check
+            short = ", ".join(map(str, best.quota_fits(quota.request)))
             result.failures[best.name] = Status.unschedulable(Reason.INSUFFICIENT_QUOTA_IDLE, short)
             result.choice = None
             result.status = result.failures[best.name]

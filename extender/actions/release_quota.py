@@ -2,13 +2,17 @@
 
 Three cases, each a statement of its own:
 
-* **Unschedulable jobs.** A job that holds bound quotas while some of its tasks stay unplaced for
-  ``unschedulable_cycles`` consecutive cycles gives back the quotas no placed task uses (never a
-  statically bound one), and waits an exponential back-off (``backoff_seconds · 2^k``, at most
-  ``max_backoff_seconds``) before its quotas are placed again. The reason is recorded for
-  /diagnose (``QuotaReleasedUnschedulable``).
+* **Unschedulable jobs.** A job some of whose tasks stay unplaced for ``unschedulable_cycles``
+  consecutive cycles while they hold quotas gives back what no placed task uses: bound quotas
+  go back to ``QuotaEmpty`` (never a statically bound one, never one a placed task of the job
+  still uses), and the claims of its unplaced tasks on *unbound* quotas are dropped (a job whose
+  pods can never be placed must not starve the rest of its queue). Then it waits an exponential
+  back-off (``backoff_seconds · 2^k`` after its k-th release, at most ``max_backoff_seconds``)
+  before it claims and places quotas again. The reason is recorded for /diagnose
+  (``QuotaReleasedUnschedulable``).
 * **Idle quotas.** A bound, non-static quota that no task claims and no unexpired reservation
-  holds (its job finished, or its reservations expired) goes back to ``QuotaEmpty``.
+  holds (its job finished, or its reservations expired) goes back to ``QuotaEmpty`` — if the
+  scheduler bound it (``status.boundBy``): a ``nodeName`` another controller wrote is left.
 * **Lost nodes.** A quota bound to a node that no longer exists, with no placed task, is released.
 
 Counters and back-offs live in the scheduler between cycles: this action reads them from the
@@ -67,7 +71,7 @@ class Action:
         memory = ssn.snap.stuck_cycles
         for job in ssn.pending_jobs():
             unplaced = 0
-            waiting: set[str] = set()  # quotas claimed by unplaced tasks
+            waiting: dict[str, list[str]] = {}  # quota → unplaced tasks claiming it
             placed: set[str] = set()  # quotas claimed by placed tasks
             for t in job.tasks.values():  # one pass over the alive tasks (read for every pending job)
                 if t.status not in ALIVE:
@@ -78,15 +82,20 @@ class Action:
                 elif not t.spot:
                     unplaced += 1
                     if t.quota:
-                        waiting.add(t.quota)
+                        waiting.setdefault(t.quota, []).append(t.uid)
             if not unplaced:
                 continue
-            releasable: list[QuotaInfo] = []
-            for name in sorted(waiting - placed):
+            releasable: list[QuotaInfo] = []  # bound quotas to give back
+            unclaim: list[str] = []  # tasks whose claims on unbound quotas go
+            for name in sorted(waiting.keys() - placed):
                 q = ssn.quota(name)
-                if q is not None and q.node_name and not q.static_bind_node:
+                if q is None or q.static_bind_node or (q.node_name and not q.bound_by):
+                    continue  # static, or bound by another controller: not ours to release
+                if q.node_name:
                     releasable.append(q)
-            if not releasable:
+                else:
+                    unclaim.extend(sorted(waiting[name]))
+            if not releasable and not unclaim:
                 continue
             count = memory.get(job.key, 0) + 1
             if count < self.args.unschedulable_cycles:
@@ -100,6 +109,8 @@ class Action:
             for q in releasable:
                 stmt.release_quota(q.name, Reason.RELEASED_UNSCHEDULABLE.value)
                 notes.released.append((q.name, q.node_name, why))
+            for uid in unclaim:
+                stmt.unclaim(uid, Status.unschedulable(Reason.RELEASED_UNSCHEDULABLE, why).message())
             stmt.commit()
             notes.backoff[job.key] = ssn.now + delay
             notes.releases[job.key] = k + 1
@@ -109,8 +120,8 @@ class Action:
         names = ssn.snap.release_candidates
         candidates = list(ssn.quotas()) if names is None else [q for q in map(ssn.quota, sorted(names)) if q]
         for quota in candidates:
-            if not quota.node_name or quota.static_bind_node:
-                continue
+            if not quota.node_name or quota.static_bind_node or not quota.bound_by:
+                continue  # unbound, static, or bound by another controller (the QN pipeline skips those)
             if quota.is_idle(ssn.now):
                 why = "no task claims it and no reservation holds it"
             elif ssn.node(quota.node_name) is None and not any(

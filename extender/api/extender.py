@@ -29,6 +29,7 @@ from extender import wellknown
 from extender.actions import bind as bind_action
 from extender.actions import reclaim as reclaim_action
 from extender.actions.outcome import INLINE, QUOTA, SPOT, FilterOutcome
+from extender.cache.claims import ADMISSION_PREFIX, DEFAULT_CLAIM_TTL, ClaimEntry, NoRoom, record_claim
 from extender.framework.session import Session
 from extender.framework.status import Reason, Status
 from extender.kube.errors import BindConflict, GiveUp, NotFound
@@ -470,7 +471,10 @@ async def _bind(state: ServiceState, ns: str, name: str, uid: str, node_name: st
         quota = ssn.quota(task.quota) if task.quota else None
         inline = bind_action.is_inline(job, task) and (quota is None or not quota.node_name)
         if inline:
-            if quota is None:
+            if quota is None and job is not None:
+                admission = ssn.stages.enqueueable(job)  # JobQueue / Queue admission holds here too
+                if not admission.ok:
+                    return f"cannot bind {ns}/{name}: {admission.message()}"
                 quota = bind_action.choose_inline_quota(ssn, task)
             if quota is None:
                 return f"pod {ns}/{name}: no quota of its queue fits it; see /diagnose/pod/{ns}/{name}"
@@ -490,7 +494,9 @@ async def _bind(state: ServiceState, ns: str, name: str, uid: str, node_name: st
                 return (
                     f"quota {quota.name} of pod {ns}/{name} is bound to {quota.node_name or 'no node'}, not {node_name}"
                 )
-            s = ssn.tn.predicate(task, node)
+            s = bind_action.gang_gate(ssn, job, task)
+            if s.ok:
+                s = ssn.tn.predicate(task, node)
             path = QUOTA
         if not s.ok:
             return f"cannot bind {ns}/{name} to {node_name}: {s.message()}"
@@ -505,7 +511,18 @@ async def _bind(state: ServiceState, ns: str, name: str, uid: str, node_name: st
         return f"cannot bind {ns}/{name}: {exc}"
     try:
         if quota_to_bind:
-            error = await _bind_quota_inline(state, quota_to_bind, node_name)
+            claim = None
+            if task.quota != quota_to_bind:  # chosen here: record the claim with the binding
+                claim = ClaimEntry(
+                    uid=ADMISSION_PREFIX + uid,
+                    namespace=ns,
+                    name=name,
+                    job=task.job,
+                    index=task.index,
+                    request=quota.governed(task.request) if quota is not None else task.request,
+                    expires_at=state.cache.clock() + DEFAULT_CLAIM_TTL,
+                )
+            error = await _bind_quota_inline(state, quota_to_bind, node_name, claim)
             if error:
                 cache.forget(uid)
                 return error
@@ -532,25 +549,33 @@ def _bind_error(ns: str, name: str, node: str, exc: Exception) -> str:
     return f"binding {ns}/{name} to {node} failed: {type(exc).__name__}: {exc}; kube-scheduler retries the pod"
 
 
-async def _bind_quota_inline(state: ServiceState, quota: str, node: str) -> str:
-    """Write the quota's binding for an inline (single-pod) placement, unless someone was faster."""
+async def _bind_quota_inline(state: ServiceState, quota: str, node: str, claim: ClaimEntry | None) -> str:
+    """Write the quota's binding for an inline (single-pod) placement, unless someone was faster
+    — with the pod's claim recorded in the same write when the quota was chosen here (room judged
+    on the object as read: a webhook replica's claim recorded first wins)."""
     assert state.writer is not None
     moved: list[str] = []
+    known = state.cache.quotas.get(quota)
 
     def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
         status = dict(obj.get("status") or {})
         current = status.get("nodeName") or ""
-        if current == node:
-            return None
-        if current:
+        if current and current != node:
             moved.append(current)
+            return None
+        if claim is not None:
+            status = record_claim(obj, claim, now=state.cache.clock(), known=known) or status
+        if current == node and status == (obj.get("status") or {}):
             return None
         status["nodeName"] = node
         status["phase"] = "QuotaBound"
+        status["boundBy"] = wellknown.COMPONENT
         return status
 
     try:
         obj = await state.writer.update_quota_status(quota, mutate)
+    except NoRoom as exc:
+        return f"quota {quota} was claimed meanwhile ({exc}); kube-scheduler will retry"
     except Exception as exc:
         return f"binding quota {quota} to {node} failed: {exc}"
     if moved:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from extender import heap, wellknown
 from extender.actions import fix_quota_binding, release_quota
-from extender.binder.plan import OWNED_STATUS_FIELDS, PodPatch, QuotaStatusWrite, plan_writes
+from extender.binder.plan import OWNED_STATUS_FIELDS, PodPatch, QuotaStatusWrite, merge_inflight, plan_writes
 from extender.binder.reconcile import StatusReconciler
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
@@ -140,7 +140,7 @@ class BinderLoop:
             plan = plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas())
         report = CycleReport(ran=True, result=result)
 
-        failed_quotas = await self._write_quotas(plan.quotas, result.now, report)
+        failed_quotas = await self._write_quotas(plan.quotas, self.cache.clock(), report)
         pods = [p for p in plan.pods if not self._depends_on(p, failed_quotas)]
         await self._write_pods(pods, report)
         await self._post_outcomes(result)
@@ -162,14 +162,20 @@ class BinderLoop:
 
         async def one(w: QuotaStatusWrite) -> None:
             expected = ((self.cache.quota_object(w.name) or {}).get("status") or {}).get("nodeName") or ""
+            skipped: list[str] = []
 
             def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
                 status = dict(obj.get("status") or {})
                 if (status.get("nodeName") or "") != expected:
+                    skipped.append("moved")
                     return None  # someone else moved it since we planned: re-plan next cycle
+                tasks = merge_inflight(obj, w.status.get("tasks") or [], now, self.cache.claim_arrived)
+                if tasks is None:
+                    skipped.append("claimed")
+                    return None  # a webhook claimed room since we planned: re-plan next cycle
                 old_phase = status.get("phase") or QuotaPhase.EMPTY.value
                 for k in OWNED_STATUS_FIELDS:
-                    v = w.status.get(k)
+                    v = tasks if k == "tasks" else w.status.get(k)
                     if v in (None, "", [], {}):
                         status.pop(k, None)
                     else:
@@ -189,8 +195,11 @@ class BinderLoop:
                 log.warning("quota %s: status write failed: %s", w.name, exc)
                 self._count("quota_status", "error")
                 return
-            if obj is None:
+            if obj is None or skipped:
+                failed.add(w.name)  # what depends on this write waits for the next cycle
                 self.cache.dirty_quotas.add(w.name)  # skipped: look again next cycle
+                if obj is not None:
+                    self.cache.on_quota_update(obj, obj)
                 self._count("quota_status", "skipped")
                 return
             self.cache.on_quota_update(obj, obj)
@@ -201,6 +210,10 @@ class BinderLoop:
         return failed
 
     def _depends_on(self, patch: PodPatch, failed_quotas: set[str]) -> bool:
+        """A pod patch that gives the pod a quota (or that quota's node) whose status write failed
+        or was skipped: the claim is not recorded on the quota, so the pod must not carry it."""
+        if patch.annotations.get(wellknown.ANNO_QUOTA_NAME) in failed_quotas:
+            return True
         if wellknown.ANNO_QUOTA_NODE not in patch.annotations:
             return False
         task = self.cache.task(patch.uid)

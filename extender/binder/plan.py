@@ -9,22 +9,23 @@ patches, coalesced per pod (the last one wins). Quota statuses come first, then 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from extender import wellknown
 from extender.binder.status import quota_reason
 from extender.cache.cache import ClusterCache
+from extender.cache.claims import entries_of
 from extender.cache.convert import format_time, reserved_to_api
 from extender.framework.intents import ClaimQuota, ReleaseClaim
 from extender.framework.session import JobVerdict
 from extender.model.quota import QuotaInfo, QuotaPhase, claimant_order
-from extender.model.resources import format_quantity
+from extender.model.resources import Resource, format_quantity
 from extender.model.task import TaskStatus
 from extender.scheduler import CycleResult
 
-__all__ = ["PodPatch", "QuotaStatusWrite", "WritePlan", "desired_quota_status", "plan_writes"]
+__all__ = ["PodPatch", "QuotaStatusWrite", "WritePlan", "desired_quota_status", "merge_inflight", "plan_writes"]
 
 # fields of Quota.status that the binder owns; anything else in status is left alone
 OWNED_STATUS_FIELDS = (
@@ -34,6 +35,7 @@ OWNED_STATUS_FIELDS = (
     "tasks",
     "reservedTasks",
     "staticBindStatus",
+    "boundBy",
     "reason",
     "message",
     "shadowResource",
@@ -73,6 +75,10 @@ def desired_quota_status(cache: ClusterCache, quota: QuotaInfo, now: float, verd
     tasks = []
     for claim in sorted(quota.claims.values(), key=claimant_order):
         uid = claim.uid
+        inflight = cache.inflight_entry(quota.name, uid)
+        if inflight is not None:
+            tasks.append(inflight.to_api())  # recorded at admission; the pod is not seen yet
+            continue
         task = cache.task(uid)
         entry: dict[str, Any] = {
             "uid": uid,
@@ -87,8 +93,16 @@ def desired_quota_status(cache: ClusterCache, quota: QuotaInfo, now: float, verd
         tasks.append(entry)
     reserved = [reserved_to_api(r) for r in quota.reserved if not r.expired(now)]
     reserved.sort(key=lambda r: (r["job"], r.get("taskIndex", -1), r["podName"]))
+    persisted = (cache.quota_object(quota.name) or {}).get("status") or {}
+    if not quota.node_name:
+        bound_by = ""
+    elif quota.node_name == persisted.get("nodeName"):
+        bound_by = str(persisted.get("boundBy") or "")  # as it was: ours, or another controller's
+    else:
+        bound_by = wellknown.COMPONENT  # this cycle bound (or moved) it
     status: dict[str, Any] = {
         "phase": QuotaPhase.BOUND.value if quota.node_name else QuotaPhase.EMPTY.value,
+        "boundBy": bound_by,
         "nodeName": quota.node_name,
         "allocated": _resource_list(quota.allocated.q),
         "tasks": tasks,
@@ -103,6 +117,27 @@ def desired_quota_status(cache: ClusterCache, quota: QuotaInfo, now: float, verd
             "bound": quota.node_name == quota.static_bind_node,
         }
     return status
+
+
+def merge_inflight(
+    obj: Mapping[str, Any], tasks: list[dict[str, Any]], now: float, arrived: Callable[[str], bool]
+) -> list[dict[str, Any]] | None:
+    """``status.tasks`` to write over ``obj`` as just read: the planned ``tasks`` plus the live
+    in-flight entries a webhook recorded since the cycle was planned (their pods not seen yet) —
+    or None when those no longer fit beside the planned claims (the cycle planned on room that a
+    webhook took first: nothing is written, the next cycle re-plans)."""
+    planned = {str(t.get("uid")) for t in tasks}
+    extra = [e for e in entries_of(obj).values() if e.uid not in planned and not e.expired(now) and not arrived(e.uid)]
+    if not extra:
+        return tasks
+    spec = obj.get("spec") or {}
+    cap = Resource.from_list(spec.get("request")) + Resource.from_list((obj.get("status") or {}).get("shadowResource"))
+    total = Resource.total(Resource.from_list(t.get("request")) for t in tasks)
+    for e in extra:
+        total.iadd(e.request)
+    if not Resource({k: v for k, v in total.q.items() if k in cap.q}).less_equal(cap):
+        return None
+    return [*tasks, *(e.to_api() for e in extra)]
 
 
 def _persisted(obj: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -31,9 +31,11 @@ from typing import Any
 
 from extender import wellknown
 from extender.cache import convert
+from extender.cache.claims import ADMISSION_PREFIX, ClaimEntry, entries_of
 from extender.cache.convert import ConversionError, ConvertOptions, PodGroupSpec
 from extender.cache.tierlimit import TierLimit, job_tier_limit, pod_tier_limit
 from extender.framework.session import Snapshot
+from extender.model.claimant import Claimant, replaces
 from extender.model.job import JobInfo, JobPhase, JobQueueInfo, QueueInfo
 from extender.model.node import LedgerError, NodeInfo
 from extender.model.quota import ClaimError, QuotaInfo, ReservedTask
@@ -160,6 +162,10 @@ class ClusterCache:
         self.pending_reservations: dict[str, dict[str, ReservedTask]] = defaultdict(dict)  # quota → uid → r
         self._reservation_expiry: dict[str, float] = {}  # quota → earliest expiry its status shows
         self.conversion_errors: dict[str, str] = {}  # "Kind/name" → last error (shown by /diagnose)
+        # in-flight claims recorded on the quotas (status.tasks entries with expiresAt), and the
+        # ones whose pod was seen claiming the quota (never counted again: the pod's claim is)
+        self._inflight: dict[str, dict[str, ClaimEntry]] = {}
+        self._arrived: set[str] = set()
 
         self.generation = 0
         self.dirty_quotas: set[str] = set()  # derived status (claims, reservations) may differ from the API
@@ -170,6 +176,7 @@ class ClusterCache:
         self.release_candidates: set[str] = set()  # bound, non-static quotas without claims or node
         self.static_quotas: set[str] = set()  # quotas with spec.staticBindNode
         self.anti_affinity_quotas: set[str] = set()  # quotas that declare quota anti-affinity
+        self.drifted: set[str] = set()  # quotas a pod of which was seen placed on another node than theirs
         self._quotas_on: defaultdict[str, set[str]] = defaultdict(set)  # node name → quotas bound to it
         self._tasks_on_node: defaultdict[str, set[str]] = defaultdict(set)  # node name → pod uids placed there
         self._node_order: list[str] | None = None
@@ -182,7 +189,13 @@ class ClusterCache:
         """A quota's claims, status or node changed: re-index it."""
         self.quota_touched[quota] = self.generation + 1
         q = self.quotas.get(quota)
-        if q is not None and q.node_name and not q.static_bind_node and (not q.claims or q.node_name not in self.nodes):
+        if (
+            q is not None
+            and q.node_name
+            and q.bound_by
+            and not q.static_bind_node
+            and (not q.claims or q.node_name not in self.nodes)
+        ):
             self.release_candidates.add(quota)
         else:
             self.release_candidates.discard(quota)
@@ -368,6 +381,9 @@ class ClusterCache:
                 self.dirty_quotas.add(claim)
                 self._touch(claim)
                 self._consume_reservation(quota, task)
+                self._sync_inflight(claim)
+                if task.node and task.status in ON_NODE and task.node != quota.node_name:
+                    self.drifted.add(claim)  # fix_quota_binding moves it next cycle, unthrottled
         if claim and task.is_alive() and not task.quota:
             self._waiting_claims[claim].add(task.uid)  # attached if the quota appears
         # a claim naming a quota that does not exist stays unattached: allocate_job re-assigns it
@@ -418,7 +434,12 @@ class ClusterCache:
                 self.dirty_quotas.add(quota.name)
                 self._touch(quota.name)
                 finished = ((deleted or {}).get("status") or {}).get("phase") == "Succeeded"
-                if deleted is not None and task.status is not TaskStatus.SUCCEEDED and not finished:
+                if (
+                    deleted is not None
+                    and task.status is not TaskStatus.SUCCEEDED
+                    and not finished
+                    and not self._has_successor(job, task)
+                ):
                     self._reserve(task.quota, task, deleted, _disruption_reason(deleted))
         if not job.tasks and not job.has_podgroup:
             del self.jobs[key]
@@ -426,6 +447,62 @@ class ClusterCache:
             self.pending_jobs.discard(key)
         else:
             self._refresh_job(job)
+
+    @staticmethod
+    def _has_successor(job: JobInfo, task: TaskInfo) -> bool:
+        """A live pod of ``job`` already replaces ``task`` (recreated before its deletion was seen):
+        no place needs keeping for it."""
+        old = Claimant(task.namespace, task.name, task.job, task.index)
+        for t in job.tasks.values():
+            if t.uid == task.uid or not t.is_alive():
+                continue
+            if replaces(Claimant(t.namespace, t.name, t.job, t.index, t.inherit_from), old):
+                return True
+        return False
+
+    # --- in-flight claims (recorded on the quota before the pod exists) -------------------------
+    def _sync_inflight(self, name: str) -> None:
+        """The quota's claims include exactly its in-flight entries that are unexpired and whose
+        pod has not been seen claiming it (extender.cache.claims)."""
+        q = self.quotas.get(name)
+        if q is None:
+            return
+        entries = self._inflight.get(name, {})
+        have = [uid for uid in q.claims if uid.startswith(ADMISSION_PREFIX)]
+        if not entries and not have:
+            return
+        now = self.clock()
+        pods = [c for c in q.claims.values() if not c.uid.startswith(ADMISSION_PREFIX)]
+        want: dict[str, ClaimEntry] = {}
+        for e in entries.values():
+            if e.uid in self._arrived or e.expired(now):
+                continue
+            if any(e.accounts_for(c.namespace, c.name, c.job, c.index) for c in pods):
+                self._arrived.add(e.uid)
+                self.dirty_quotas.add(name)  # the entry is rewritten in the pod's form
+                continue
+            want[e.uid] = e
+        changed = False
+        for uid in have:
+            if uid not in want:
+                q.remove_claim(uid)
+                changed = True
+        for uid, e in want.items():
+            if uid not in q.claims:
+                q.restore_claim(e.claim())
+                changed = True
+        if changed:
+            self.dirty_quotas.add(name)
+            self._touch(name)
+            self._bump()
+
+    def inflight_entry(self, quota: str, uid: str) -> ClaimEntry | None:
+        """The in-flight entry behind claim ``uid`` of ``quota`` (None: a pod's claim)."""
+        return self._inflight.get(quota, {}).get(uid)
+
+    def claim_arrived(self, uid: str) -> bool:
+        """The pod in-flight entry ``uid`` was made for has been seen claiming its quota."""
+        return uid in self._arrived
 
     def _reserve(self, quota_name: str, task: TaskInfo, pod: Obj, reason: str) -> None:
         quota = self.quotas.get(quota_name)
@@ -515,6 +592,20 @@ class ClusterCache:
                 del pending[uid]  # written: the object now carries it
         new.reserved = (*new.reserved, *pending.values())
         self.quotas[name] = new
+        self.drifted.discard(name)
+        for uid in new.claims:
+            t = self.task(uid)
+            if t is not None and t.node and t.status in ON_NODE and t.node != new.node_name:
+                self.drifted.add(name)
+                break
+        entries = entries_of(obj)
+        gone = self._inflight.get(name, {}).keys() - entries.keys()
+        self._arrived.difference_update(gone)
+        if entries:
+            self._inflight[name] = entries
+        else:
+            self._inflight.pop(name, None)
+        self._sync_inflight(name)
         _mark(self.static_quotas, name, bool(new.static_bind_node))
         _mark(self.anti_affinity_quotas, name, bool(new.quota_anti_affinity))
         self.dirty_quotas.add(name)
@@ -540,8 +631,10 @@ class ClusterCache:
         self.release_candidates.discard(name)
         self.static_quotas.discard(name)
         self.anti_affinity_quotas.discard(name)
+        self.drifted.discard(name)
         self.pending_reservations.pop(name, None)
         self._reservation_expiry.pop(name, None)
+        self._arrived.difference_update(self._inflight.pop(name, {}))
         if q is None:
             return
         if q.node_name:
@@ -807,6 +900,7 @@ class ClusterCache:
             release_candidates=CopiedOnRead(self.release_candidates),
             static_quotas=CopiedOnRead(self.static_quotas),
             anti_affinity_quotas=CopiedOnRead(self.anti_affinity_quotas),
+            drifted_quotas=CopiedOnRead(self.drifted),
         )
 
     def take_changed_jobs(self) -> set[str]:
@@ -829,6 +923,10 @@ class ClusterCache:
         for name, expiry in self._reservation_expiry.items():
             if expiry <= now:
                 self.dirty_quotas.add(name)
+        for name, entries in list(self._inflight.items()):
+            if any(e.expired(now) or e.uid in self._arrived for e in entries.values()):
+                self._sync_inflight(name)
+                self.dirty_quotas.add(name)  # the status still lists them: the leader removes them
         for name, pending in self.pending_reservations.items():
             gone = {uid for uid, r in pending.items() if r.expired(now)}
             if not gone:

@@ -387,6 +387,7 @@ def quota_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> QuotaInfo:
         pod_affinity=pod_affinity,
         shared_queues=tuple(str(q) for q in spec.get("sharedQueues") or ()),
         static_bind_node=str(spec.get("staticBindNode") or ""),
+        bound_by=str(status.get("boundBy") or "") if node_name else "",
         spec=gpu_spec_code(node_selector, opts.gpu_spec_labels),
         created=parse_time(meta.get("creationTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),

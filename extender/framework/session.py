@@ -62,6 +62,7 @@ class Snapshot:
     release_candidates: Collection[str] | None = None  # bound, non-static, unclaimed or node gone
     static_quotas: Collection[str] | None = None  # quotas with spec.staticBindNode
     anti_affinity_quotas: Collection[str] | None = None  # quotas that declare quota anti-affinity
+    drifted_quotas: Collection[str] = ()  # quotas with a pod placed on another node than theirs
     cluster_total: Resource = field(default_factory=Resource.empty)  # Σ allocatable of all nodes
     generation: int = 0  # bumps whenever the cache changes; equal generations = same state
 

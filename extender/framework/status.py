@@ -49,6 +49,7 @@ class Reason(Enum):
     QUOTA_QUEUE_MISMATCH = "QuotaQueueMismatch"
     QUOTA_SPEC_MISMATCH = "QuotaSpecMismatch"
     QUOTA_NOT_FOUND = "QuotaNotFound"
+    WAITING_FOR_NAMED_QUOTA = "WaitingForNamedQuota"
     # gang
     WAITING_FOR_GANG = "WaitingForGang"
     GANG_NOT_READY = "GangNotReady"

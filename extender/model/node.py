@@ -8,6 +8,12 @@ Two ledgers per node, never mixed:
 * the **quota ledger**: ``quota_allocated[q]`` (request of each quota bound here) and
   ``quota_idle = allocatable − Σ quota_allocated``.
 
+A quota is bound only where it fits ``quota_room = quota_idle − stray``: ``stray`` is what the
+pods placed here take that no quota bound here accounts for — pods of quotas bound to another
+node (found running here: drift, until fix_quota_binding moves their quota). So a node's live
+pods plus its bound quotas never exceed its allocatable (invariant 1 holds even mid-drift).
+Preemptible (spot) pods are not stray: quotas displace them.
+
 A task that reaches its node through a quota consumes the pod ledger when it is placed; its
 quota consumed the quota ledger when the quota was bound. A spot task (TN path) consumes only the
 pod ledger. The two paths never count the same resource twice.
@@ -86,6 +92,7 @@ class NodeInfo:
     # quota ledger (starts empty: quotas are added through add_quota)
     quota_idle: Resource = field(init=False)
     quota_allocated: dict[str, Resource] = field(init=False)
+    _stray: Resource | None = field(default=None, init=False, repr=False, compare=False)  # None: recompute
 
     def __post_init__(self) -> None:
         self._align_tiers()
@@ -126,14 +133,36 @@ class NodeInfo:
         return self.ready and not self.unschedulable
 
     # --- quota ledger ------------------------------------------------------------------------
+    def stray(self) -> Resource:
+        """Σ request of the non-preemptible pods placed here whose quota is not bound here."""
+        out = self._stray
+        if out is None:
+            out = Resource.empty()
+            for rec in self.tasks.values():
+                if rec.status is TaskStatus.PIPELINED or rec.preemptible or not rec.quota:
+                    continue
+                if rec.quota not in self.quota_allocated:
+                    out.iadd(rec.request)
+            self._stray = out
+        return out
+
+    def quota_room(self) -> Resource:
+        """What a quota may still be bound against: ``quota_idle − stray``."""
+        stray = self.stray()
+        if not stray.q:
+            return self.quota_idle
+        out = self.quota_idle.clone()
+        out.isub(stray)
+        return out
+
     def quota_fits(self, request: Resource) -> list[Shortfall]:
-        """Why a quota of ``request`` does not fit ``quota_idle`` (empty list: it fits)."""
-        return request.shortfalls(self.quota_idle)
+        """Why a quota of ``request`` cannot be bound here (empty list: it fits ``quota_room``)."""
+        return request.shortfalls(self.quota_room())
 
     def takes_quota(self, name: str, request: Resource) -> bool:
         """The ledger's rule: quota ``name`` is bound here already, or ``request`` fits
-        ``quota_idle`` (what :meth:`add_quota` lets through without ``force``)."""
-        return name in self.quota_allocated or request.less_equal_with_resource_names(self.quota_idle)
+        ``quota_room`` (what :meth:`add_quota` lets through without ``force``)."""
+        return name in self.quota_allocated or request.less_equal_with_resource_names(self.quota_room())
 
     def add_quota(self, name: str, request: Resource, *, force: bool = False) -> None:
         """Bind quota ``name`` here: ``quota_idle −= request``.
@@ -143,14 +172,14 @@ class NodeInfo:
         """
         if name in self.quota_allocated:
             raise LedgerError(f"node {self.name}: quota {name} is already bound here")
-        if not force and not request.less_equal_with_resource_names(self.quota_idle):  # shortfalls' rule
+        if not force and not request.less_equal_with_resource_names(self.quota_room()):  # shortfalls' rule
             short = self.quota_fits(request)
             if short:
-                raise LedgerError(
-                    f"node {self.name}: quota {name} does not fit quota_idle: " + ", ".join(map(str, short))
-                )
+                room = "quota_idle less the pods of quotas bound elsewhere" if self.stray().q else "quota_idle"
+                raise LedgerError(f"node {self.name}: quota {name} does not fit {room}: " + ", ".join(map(str, short)))
         self.quota_allocated[name] = request
         self.quota_idle.isub(request)
+        self._stray = None
 
     def remove_quota(self, name: str) -> Resource:
         """Unbind quota ``name``: its request goes back to ``quota_idle``."""
@@ -158,6 +187,7 @@ class NodeInfo:
         if request is None:
             raise LedgerError(f"node {self.name}: quota {name} is not bound here")
         self.quota_idle.iadd(request)
+        self._stray = None
         return request
 
     def update_quota(self, name: str, request: Resource, *, force: bool = False) -> None:
@@ -243,6 +273,7 @@ class NodeInfo:
             self.pipelined = self.pipelined.clone()
             self.tasks = dict(self.tasks)
             self._tasks_shared = False
+        self._stray = None  # every caller edits the tasks next
 
     def _restore(self, uid: str, rec: NodeTask) -> None:
         self._own_tasks()
@@ -287,6 +318,7 @@ class NodeInfo:
         n._tasks_shared = self._tasks_shared = True
         n.quota_idle = self.quota_idle.clone()
         n.quota_allocated = dict(self.quota_allocated)
+        n._stray = None
         return n
 
     def ledger_state(self) -> tuple[object, ...]:

@@ -124,7 +124,10 @@ class ReservedTask:
             return False
         if task.inherit_from and task.inherit_from == self.pod_name:
             return True
-        return task.job == self.job and task.index is not None and task.index == self.index
+        if task.job != self.job:
+            return False
+        # the same task index, or a pod recreated under the same name (no index)
+        return (task.index is not None and task.index == self.index) or task.name == self.pod_name
 
     def expired(self, now: float) -> bool:
         return now >= self.expires_at
@@ -154,6 +157,7 @@ class QuotaInfo:
     node_name: str = ""
     shadow: Resource = field(default_factory=Resource.empty)
     static_bind_status: StaticBindStatus | None = None
+    bound_by: str = ""  # status.boundBy: who bound it to node_name ("": another controller)
     claims: dict[str, QuotaClaim] = field(default_factory=dict)
     allocated: Resource = field(default_factory=Resource.empty)  # Σ claim requests, kept exact
     reserved: tuple[ReservedTask, ...] = ()
@@ -334,6 +338,7 @@ class QuotaInfo:
         q.node_name = self.node_name
         q.shadow = self.shadow
         q.static_bind_status = self.static_bind_status
+        q.bound_by = self.bound_by
         q.claims = self.claims  # shared until either side edits them (_own_claims)
         q.allocated = self.allocated
         q._claims_shared = self._claims_shared = True

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from extender.model.enums import Enum
 from extender.model.resources import Resource
 from extender.model.selectors import NodeAffinity, Toleration, map_key
+from extender.wellknown import ANNO_REQUIRED_QUOTA
 
 __all__ = ["IllegalTransition", "TaskInfo", "TaskStatus", "job_key"]
 
@@ -148,6 +149,11 @@ class TaskInfo:
 
     def is_alive(self) -> bool:
         return self.status in ALIVE
+
+    @property
+    def required_quota(self) -> str:
+        """The quota the pod's creator named (annotation ``required-quota``): the only one it may get."""
+        return self.annotations.get(ANNO_REQUIRED_QUOTA, "")
 
     def placement_key(self) -> tuple[object, ...]:
         """A hashable key of what node filters read of this pod: tolerations, node selector, node

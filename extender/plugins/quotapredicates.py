@@ -122,7 +122,7 @@ class Plugin:
         def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
             if node.takes_quota(quota.name, quota.request):
                 return SUCCESS
-            short = quota.request.shortfalls(node.quota_idle)
+            short = node.quota_fits(quota.request)
             if short:
                 return Status.unschedulable(Reason.INSUFFICIENT_QUOTA_IDLE, fits_detail(short))
             return SUCCESS

@@ -74,6 +74,7 @@ class ApiServerStandIn:
         self.webhook_url = webhook_url
         self.client = client
         self.warnings: list[str] = []
+        self.dry_run = False  # admission requests say dryRun (a `kubectl create --dry-run=server`)
 
     async def create_pod(self, pod: Obj) -> Obj:
         if self.webhook_url is None:
@@ -107,7 +108,7 @@ class ApiServerStandIn:
                 "userInfo": _OPERATOR,
                 "object": pod,
                 "oldObject": None,
-                "dryRun": False,
+                "dryRun": self.dry_run,
                 "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
             },
         }

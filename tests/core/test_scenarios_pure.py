@@ -353,14 +353,19 @@ def test_fix_quota_binding_moves_a_drifted_quota_to_where_its_pod_runs() -> None
     assert sched.memory.last_fix == NOW
 
 
-def test_fix_quota_binding_is_throttled() -> None:
+def test_fix_quota_binding_full_rebuild_is_throttled_the_drift_a_pod_event_showed_is_not() -> None:
     cache = make_cache(drifted())
     sched = Scheduler(POLICY)
     cycle(cache, sched)
-    # nothing written back: the drift is still there, but the fix waits min_interval_seconds (10)
-    assert cycle(cache, sched, NOW + 5).intents == []
+    assert sched.memory.last_fix == NOW
+    # nothing written back: the drift is still there and is fixed again at once (the cache saw
+    # the pod on n4), but the full rebuild waits min_interval_seconds (10)
+    soon = cycle(cache, sched, NOW + 5)
+    assert binds(soon) == {"q-train-1": "n4"}
+    assert soon.notes["fix_quota_binding"]["ran"] is False and sched.memory.last_fix == NOW
     again = cycle(cache, sched, NOW + 11)
     assert binds(again) == {"q-train-1": "n4"}
+    assert sched.memory.last_fix == NOW + 11
 
 
 def test_a_quota_whose_pods_are_scattered_is_reported_not_moved() -> None:

@@ -93,6 +93,9 @@ QUOTA: dict[str, Any] = {
              "taskIndex": 0, "request": {"nvidia.com/gpu": "1", "rdma/hca": "1"}, "phase": "Running"},
             {"uid": "uid-1", "namespace": "ml-research", "name": "solo", "job": "ml-research/solo",
              "request": {"nvidia.com/gpu": "1", "rdma/hca": "1"}, "phase": "AllocatedToQuota"},
+            {"uid": "admission:7f0c", "namespace": "ml-research", "name": "llama-sft-worker-2",
+             "job": "ml-research/llama-sft", "taskIndex": 2, "request": {"nvidia.com/gpu": "1"},
+             "phase": "Pending", "expiresAt": "2025-11-29T10:00:33Z"},
         ],
         "reservedTasks": [
             {"job": "ml-research/llama-sft", "taskIndex": 1, "namespace": "ml-research",
@@ -103,6 +106,7 @@ QUOTA: dict[str, Any] = {
         ],
         "reason": "",
         "message": "",
+        "boundBy": "sky-scheduler",
         "lastTransitionTime": "2025-11-29T10:00:03Z",
         "observedGeneration": 3,
     },

@@ -726,7 +726,7 @@ def test_webhook_configuration(variant: str) -> None:
             "scope": "Namespaced",
         }
     ]
-    assert hook["sideEffects"] == "None"
+    assert hook["sideEffects"] == "NoneOnDryRun"  # claims are written on Quotas, never for a dry run
     assert hook["admissionReviewVersions"] == ["v1"]
     assert hook["matchPolicy"] == "Equivalent" and hook["reinvocationPolicy"] == "Never"
     assert hook["failurePolicy"] == VARIANTS[variant].get("webhook", {}).get("failurePolicy", "Ignore")

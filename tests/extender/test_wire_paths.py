@@ -114,8 +114,18 @@ async def test_inline_bind_binds_quota_and_pod_together(inline_cache: ClusterCac
     async with served(state_of(inline_cache, writer=writer)) as c:
         r = await c.post("/bind", content=binding(dict(pod), "n1"), headers=JSON)
     assert r.json() == {"Error": ""}
-    # the quota's status first (QuotaEmpty → QuotaBound on n1) …
-    assert writer.quota_writes == [("q-solo", {"phase": "QuotaBound", "nodeName": "n1"})]
+    # the quota's status first (QuotaEmpty → QuotaBound on n1, the pod's claim recorded with it) …
+    [(name, status)] = writer.quota_writes
+    assert name == "q-solo"
+    assert {k: status[k] for k in ("phase", "nodeName", "boundBy", "allocated")} == {
+        "phase": "QuotaBound",
+        "nodeName": "n1",
+        "boundBy": "sky-scheduler",
+        "allocated": {"nvidia.com/gpu": "2"},
+    }
+    [entry] = status["tasks"]
+    assert entry["uid"] == "admission:" + uid and entry["name"] == "solo" and entry["expiresAt"]
+    assert entry["request"] == {"nvidia.com/gpu": "2"}  # the quota's resource names only
     # … then the Binding, which carries the claim (quota-name) and the decision
     assert writer.bindings == [
         (

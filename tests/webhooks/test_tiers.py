@@ -21,33 +21,39 @@ def nodes(n: int = 4) -> list[dict[str, Any]]:
 
 
 # --- required ---------------------------------------------------------------------------------
+REQUIRED = wellknown.ANNO_REQUIRED_QUOTA
+
+
 async def test_a_pod_naming_a_quota_that_fits_keeps_it_even_when_another_tier_would_win(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-a-bound", status=h.bound("N0")), b.quota("q-z-free")]
     state = h.make_state(objs)
     async with h.serve(state, tls) as hook:
         a = await hook.pod(h.admission_pod("mine", namespace=NS, queue_anno="research", quota="q-z-free"))
+        again = await hook.again(a)
     assert a.quota == "q-z-free"
-    assert a.ops == []  # nothing to add: the quota is the pod's own, "mine" has no index
+    assert a.annotations[REQUIRED] == "q-z-free"  # the creator's choice, never swapped later
+    assert [op["path"] for op in a.ops] == ["/metadata/annotations/scheduling.infini-ai.com~1required-quota"]
     assert a.response["auditAnnotations"]["tier"] == "required"
     assert len(state.inflight) == 1  # its room is held while the informer catches up
+    assert again.ops == []
 
 
-async def test_a_pod_naming_a_missing_quota_keeps_the_name_and_records_why(tls: TLSFiles) -> None:
+async def test_a_pod_naming_a_missing_quota_waits_for_it_and_says_so(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-free")]
     state = h.make_state(objs)
     async with h.serve(state, tls) as hook:
         a = await hook.pod(h.admission_pod("mine", namespace=NS, queue_anno="research", quota="q-gone"))
         again = await hook.again(a)
-    assert a.quota == "q-gone"  # never silently moved
-    assert a.reason == "QuotaNotFound(quota q-gone named by the pod does not exist)"
+    assert a.quota is None  # no claim on a quota it does not hold …
+    assert a.annotations[REQUIRED] == "q-gone"  # … but never silently moved: it waits for that one
+    assert a.reason == "WaitingForNamedQuota(pod names quota q-gone; waiting for room on it: it does not exist yet)"
     assert a.response["auditAnnotations"]["scheduling-reason"] == a.reason
     assert any("q-gone" in w for w in a.response["warnings"])
-    assert all(op["path"] != "/metadata/annotations/scheduling.infini-ai.com~1quota-name" for op in a.ops)
     assert again.ops == []
     assert len(state.inflight) == 0
 
 
-async def test_a_pod_naming_a_full_quota_keeps_it_and_records_why(tls: TLSFiles) -> None:
+async def test_a_pod_naming_a_full_quota_waits_for_it_and_says_what_for(tls: TLSFiles) -> None:
     objs = [
         *nodes(),
         b.quota("q-full", status=h.bound("N0")),
@@ -57,17 +63,26 @@ async def test_a_pod_naming_a_full_quota_keeps_it_and_records_why(tls: TLSFiles)
     state = h.make_state(objs)
     async with h.serve(state, tls) as hook:
         a = await hook.pod(h.admission_pod("mine", namespace=NS, queue_anno="research", quota="q-full"))
-    assert a.quota == "q-full"
-    assert a.reason is not None and a.reason.startswith("InsufficientQuota(quota q-full: nvidia.com/gpu 1 > 0")
+    assert a.quota is None, "a pod claiming a full quota would over-claim it (invariant 3)"
+    assert a.annotations[REQUIRED] == "q-full"
+    assert a.reason is not None
+    assert a.reason.startswith(
+        "WaitingForNamedQuota(pod names quota q-full; waiting for room on it: InsufficientQuota(quota q-full: "
+        "nvidia.com/gpu 1 > 0"
+    ), a.reason
+    assert len(state.inflight) == 0
 
 
-async def test_a_pod_naming_a_quota_of_another_queue_keeps_it_and_records_why(tls: TLSFiles) -> None:
+async def test_a_pod_naming_a_quota_of_another_queue_waits_and_records_why(tls: TLSFiles) -> None:
     objs = [*nodes(), b.quota("q-prod", queue="prod"), b.quota("q-research")]
     state = h.make_state(objs)
     async with h.serve(state, tls) as hook:
         a = await hook.pod(h.admission_pod("mine", namespace=NS, queue_anno="research", quota="q-prod"))
-    assert a.quota == "q-prod"
-    assert a.reason == "QuotaQueueMismatch(quota q-prod serves queue prod, not research)"
+    assert a.quota is None and a.annotations[REQUIRED] == "q-prod"
+    assert a.reason == (
+        "WaitingForNamedQuota(pod names quota q-prod; waiting for room on it: "
+        "QuotaQueueMismatch(quota q-prod serves queue prod, not research))"
+    )
 
 
 # --- reserved ---------------------------------------------------------------------------------

@@ -1,0 +1,31 @@
+"""Task identity across pod re-creation: which pod takes the place of which."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Claimant", "replaces"]
+
+
+@dataclass(frozen=True, slots=True)
+class Claimant:
+    """Who a claim is for: what :func:`replaces` compares."""
+
+    namespace: str
+    name: str
+    job: str
+    index: int | None
+    inherit_from: str = ""
+
+
+def replaces(new: Claimant, old: Claimant) -> bool:
+    """``new`` takes the place of ``old`` (the same task of the same job, recreated): same
+    namespace and job and either the same task index or the same pod name — or ``new`` inherits
+    from ``old`` by name. The rule of :meth:`~extender.model.quota.ReservedTask.admits`."""
+    if new.namespace != old.namespace:
+        return False
+    if new.inherit_from and new.inherit_from == old.name:
+        return True
+    if new.job != old.job:
+        return False
+    return (new.index is not None and new.index == old.index) or (bool(new.name) and new.name == old.name)
