@@ -32,10 +32,10 @@ UNBOUNDED = 1 << 30  # the capacity of a node for a request of nothing
 _ROOM = frozenset({Reason.INSUFFICIENT_QUOTA_IDLE})
 
 
-def capacity_for(request: Resource, quota_idle: Resource) -> int:
-    """How many quotas of ``request`` fit ``quota_idle`` (the ledger's rule, applied repeatedly:
-    a requested name the node does not advertise fits none)."""
-    have = quota_idle.q
+def capacity_for(request: Resource, room: Resource) -> int:
+    """How many quotas of ``request`` fit ``room`` — a node's ``quota_room()`` (the ledger's rule,
+    applied repeatedly: a requested name the node does not advertise fits none)."""
+    have = room.q
     out = UNBOUNDED
     for name, amount in request.q.items():
         if amount <= 0:
@@ -152,7 +152,7 @@ class FitMemo:
     def node_capacity(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> int:
         """Slots the node has for quotas like ``quota`` now (0: refused or full)."""
         if sid is None:
-            return capacity_for(quota.request, node.quota_idle) if self.judge(quota, node).ok else 0
+            return capacity_for(quota.request, node.quota_room()) if self.judge(quota, node).ok else 0
         fit = self.shapes[sid]
         cap = fit.capacity.get(node.name)
         if cap is not None:
@@ -163,7 +163,7 @@ class FitMemo:
             ok = fit.eligible[node.name] = status.ok
             if not ok:
                 fit.refusals[node.name] = status
-        cap = capacity_for(fit.rep.request, node.quota_idle) if ok else 0
+        cap = capacity_for(fit.rep.request, node.quota_room()) if ok else 0
         fit.capacity[node.name] = cap
         return cap
 
@@ -287,7 +287,7 @@ class FitMemo:
             old = fit.capacity.get(node_name)
             if old is None:
                 continue
-            new = capacity_for(fit.rep.request, node.quota_idle) if fit.eligible.get(node_name) else 0
+            new = capacity_for(fit.rep.request, node.quota_room()) if fit.eligible.get(node_name) else 0
             fit.capacity[node_name] = new
             total = fit.zone_capacity.get(zid)
             if total is not None:
