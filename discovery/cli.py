@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import socket
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from discovery.ib import hosts
 from discovery.ib.collector import DEFAULT_IBNETDISCOVER, IbCollector, IbConfig, IbRound
 from discovery.roce.agent import DEFAULT_LLDPCLI, DEFAULT_RDMA_CMD, RoceAgent, RoceConfig, parse_command
 from extender import wellknown
+from extender.logs import LOG_FORMATS, parse_level, setup_logging
 
 __all__ = ["add_arguments", "run"]
 
@@ -39,6 +39,14 @@ def _heartbeat_seconds(value: str) -> float:
     if seconds < 0:
         raise argparse.ArgumentTypeError("must be 0 (no heartbeat) or a positive number of seconds")
     return seconds
+
+
+def _log_level(value: str) -> str:
+    try:
+        parse_level(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value.strip().lower()
 
 
 def _common(p: argparse.ArgumentParser, period: float, kind: str) -> None:
@@ -70,7 +78,10 @@ def _common(p: argparse.ArgumentParser, period: float, kind: str) -> None:
         default=os.environ.get("KUBECONFIG") or None,
         help="kubeconfig file (default: $KUBECONFIG, else in-cluster configuration, else ~/.kube/config)",
     )
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO")
+    p.add_argument(
+        "--log-level", default="info", type=_log_level, help="debug, info, warning or error, any case (default info)"
+    )
+    p.add_argument("--log-format", default="text", choices=LOG_FORMATS, help="text, or json: one object per line")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -139,11 +150,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _common(ib, 600.0, "ib")
 
 
-def _setup_logging(level: str) -> None:
+def _setup_logging(level: str, fmt: str) -> None:
     root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    root.setLevel(level)
+    if not root.handlers or fmt == "json":
+        setup_logging(level, fmt)
+    root.setLevel(parse_level(level))
 
 
 def _stop_event() -> asyncio.Event:
@@ -261,7 +272,7 @@ async def _run_ib(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, args.log_format)
     main = _run_roce if args.discover_kind == "roce" else _run_ib
     try:
         return asyncio.run(main(args))

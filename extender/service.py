@@ -231,6 +231,8 @@ class Runtime:
             max_body_bytes=s.max_body_bytes,
             policy_status=self.policy_status,
         )
+        state = self.state
+        self.metrics.watch_queues(lambda: state.snapshot() if self.synced() else None)
         if run_loop:
             self._tasks.append(asyncio.create_task(self.loop.run(self._stop), name="binder loop"))
         if s.gc_refreeze_seconds > 0:

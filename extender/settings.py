@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
 from extender import wellknown
+from extender.logs import LEVELS, LOG_FORMATS
 
 __all__ = ["ServeSettings", "add_serve_arguments", "settings_from_args"]
 
@@ -74,7 +75,10 @@ class ServeSettings:
         default=600.0,
         metadata={"help": "seconds between heap settles (full collection + gc.freeze; 0: never freeze)"},
     )
-    log_level: str = field(default="info", metadata={"help": "debug, info, warning, error"})
+    log_level: str = field(default="info", metadata={"help": "debug, info, warning, error (any case)"})
+    log_format: str = field(
+        default="text", metadata={"help": "text, or json: one object per line with quota / job / node fields"}
+    )
 
 
 def _flag(name: str) -> str:
@@ -145,7 +149,9 @@ def _validate(s: ServeSettings) -> None:
             problems.append(f"{_flag(port_name)} {port} is not a port")
     if s.max_body_bytes < 1024:
         problems.append("--max-body-bytes must be at least 1024")
-    if s.log_level.lower() not in ("debug", "info", "warning", "error"):
-        problems.append("--log-level must be debug, info, warning or error")
+    if s.log_level.strip().lower() not in LEVELS:
+        problems.append("--log-level must be debug, info, warning or error (any case)")
+    if s.log_format not in LOG_FORMATS:
+        problems.append("--log-format must be text or json")
     if problems:
         raise ValueError("; ".join(problems))

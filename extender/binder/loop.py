@@ -166,16 +166,18 @@ class BinderLoop:
                 failed.add(w.name)
                 report.failed.append(f"quota {w.name}: {exc}")
                 self.cache.dirty_quotas.add(w.name)
-                log.warning("quota %s: status write failed: %s", w.name, exc)
+                log.warning("quota %s: status write failed: %s", w.name, exc, extra={"quota": w.name})
                 self._count("quota_status", "error")
                 return
             if obj is None:
                 self.cache.dirty_quotas.add(w.name)  # skipped: look again next cycle
                 self._count("quota_status", "skipped")
                 return
+            before = self.cache.quota_object(w.name)
             self.cache.on_quota_update(obj, obj)
             report.quota_writes += 1
             self._count("quota_status", "ok")
+            _log_binding(w.name, before, obj)
 
         await asyncio.gather(*(one(w) for w in writes))
         return failed
@@ -194,7 +196,8 @@ class BinderLoop:
                 )
             except Exception as exc:
                 report.failed.append(f"pod {p.namespace}/{p.name}: {exc}")
-                log.warning("pod %s/%s: annotation patch failed: %s", p.namespace, p.name, exc)
+                pod = f"{p.namespace}/{p.name}"
+                log.warning("pod %s: annotation patch failed: %s", pod, exc, extra={"pod": pod})
                 self._count("pod_annotations", "error")
                 return
             self.cache.on_pod_update(obj, obj)
@@ -305,7 +308,7 @@ class BinderLoop:
             await self.writer.patch_podgroup_status(job.namespace, job.name, mutate)
             self._count("podgroup_status", "ok")
         except Exception as exc:
-            log.warning("PodGroup %s: status write failed: %s", key, exc)
+            log.warning("PodGroup %s: status write failed: %s", key, exc, extra={"job": key})
             self._count("podgroup_status", "error")
 
     # --- bookkeeping ---------------------------------------------------------------------------
@@ -369,3 +372,17 @@ def extra_leaves(cache: ClusterCache) -> int:
         if len(zones) > -(-len(quotas) // biggest):
             count += 1
     return count
+
+
+def _log_binding(quota: str, before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> None:
+    """One INFO line when a quota's node changes (bound, released, moved), with quota / node fields."""
+    old = str(((before or {}).get("status") or {}).get("nodeName") or "")
+    new = str((after.get("status") or {}).get("nodeName") or "")
+    if old == new:
+        return
+    queue = str((after.get("spec") or {}).get("queueName") or "")
+    fields = {"quota": quota, "node": new or old, "queue": queue}
+    if new:
+        log.info("quota %s bound to %s", quota, new, extra=fields)
+    else:
+        log.info("quota %s released from %s", quota, old, extra=fields)
