@@ -46,7 +46,7 @@ def test_version_and_kind_are_optional_and_change_nothing(header: str) -> None:
     ],
 )
 def test_unknown_versions_and_kinds_are_load_errors(header: str, says: str) -> None:
-    with pytest.raises(PolicyError, match="p.yaml: ") as err:
+    with pytest.raises(PolicyError, match=r"p\.yaml: ") as err:
         load_policy_text(header + _BODY, "p.yaml")
     assert says in str(err.value)
 
