@@ -135,3 +135,32 @@ Checks of combinations values.schema.json cannot express (comparisons between va
 {{- fail "discovery.roce.lldpd.enabled=false needs discovery.roce.lldpd.hostSocket (the host lldpd's control socket)" -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+What both webhook entries share: the rules (pod CREATE), the service, the timeout.
+Called with (dict "ctx" . "svc" <service name> "caBundle" <b64 or ""> "failurePolicy" <policy>).
+*/}}
+{{- define "sky.webhook.common" -}}
+{{- $ctx := .ctx -}}
+admissionReviewVersions: ["v1"]
+sideEffects: None
+failurePolicy: {{ .failurePolicy }}
+matchPolicy: Equivalent
+reinvocationPolicy: Never
+timeoutSeconds: {{ $ctx.Values.webhook.timeoutSeconds }}
+clientConfig:
+  service:
+    name: {{ .svc }}
+    namespace: {{ $ctx.Release.Namespace }}
+    path: /mutate/pods
+    port: {{ $ctx.Values.webhook.servicePort }}
+  {{- if .caBundle }}
+  caBundle: {{ .caBundle }}
+  {{- end }}
+rules:
+  - operations: ["CREATE"]
+    apiGroups: [""]
+    apiVersions: ["v1"]
+    resources: ["pods"]
+    scope: Namespaced
+{{- end -}}
