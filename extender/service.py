@@ -298,8 +298,17 @@ class Runtime:
             port=s.extender_port,
             name="extender",
             graceful_shutdown=5,
+            read_timeout=s.read_timeout,
+            max_connections=s.max_connections,
         )
-        ops = AppServer(ops_api.create_app(self.state), host=s.ops_address, port=s.ops_port, name="ops")
+        ops = AppServer(
+            ops_api.create_app(self.state),
+            host=s.ops_address,
+            port=s.ops_port,
+            name="ops",
+            read_timeout=s.read_timeout,
+            max_connections=s.max_connections,
+        )
         for name, srv in (("extender", ext), ("ops", ops)):
             await srv.start()
             self.servers[name] = srv
@@ -319,6 +328,9 @@ class Runtime:
                 keyfile=s.tls_key_file,
                 host=s.webhook_address,
                 port=s.webhook_port,
+                read_timeout=s.read_timeout,
+                max_connections=s.max_connections,
+                client_ca_file=s.webhook_client_ca_file or None,
             )
             await hook.start()
             self.servers["webhook"] = hook

@@ -47,11 +47,22 @@ class ServeSettings:
     extender_address: str = field(default="127.0.0.1", metadata={"help": "extender listen address"})
     extender_port: int = field(default=8888, metadata={"help": "extender port (filter/prioritize/bind/preempt)"})
     max_body_bytes: int = field(default=8 * 1024 * 1024, metadata={"help": "refuse larger request bodies"})
+    read_timeout: float = field(
+        default=5.0,
+        metadata={"help": "seconds a request may take to arrive whole (headers and body) on every server"},
+    )
+    max_connections: int = field(
+        default=1000, metadata={"help": "open connections per server; above it requests are answered 503"}
+    )
     # webhook: HTTPS, called by kube-apiserver
     webhook_address: str = field(default="0.0.0.0", metadata={"help": "webhook listen address"})
     webhook_port: int = field(default=9443, metadata={"help": "webhook HTTPS port (0: no webhook)"})
     tls_cert_file: str = field(default="", metadata={"help": "webhook serving certificate (PEM)"})
     tls_key_file: str = field(default="", metadata={"help": "webhook serving key (PEM)"})
+    webhook_client_ca_file: str = field(
+        default="",
+        metadata={"help": "require webhook clients (the API server) to present a certificate signed by this CA"},
+    )
     # operations: probes, metrics, /diagnose
     ops_address: str = field(default="0.0.0.0", metadata={"help": "ops listen address"})
     ops_port: int = field(default=8080, metadata={"help": "/healthz /readyz /metrics /diagnose port"})
@@ -147,6 +158,10 @@ def _validate(s: ServeSettings) -> None:
         port = getattr(s, port_name)
         if not 0 <= port <= 65535:
             problems.append(f"{_flag(port_name)} {port} is not a port")
+    if not s.read_timeout > 0:
+        problems.append("--read-timeout must be > 0")
+    if s.max_connections < 1:
+        problems.append("--max-connections must be at least 1")
     if s.max_body_bytes < 1024:
         problems.append("--max-body-bytes must be at least 1024")
     if s.log_level.strip().lower() not in LEVELS:

@@ -104,6 +104,7 @@ def test_default_install_objects() -> None:
             "Service",
             "Secret",
             "MutatingWebhookConfiguration",
+            "NetworkPolicy",
         }
     )
     assert {d["metadata"]["name"] for d in find(objs, "Deployment")} == {"sky-scheduler", "sky-scheduler-ib"}
@@ -181,7 +182,13 @@ def test_rendered_objects_validate_against_kubernetes_schemas(variant: str) -> N
 def test_custom_resources_are_skipped_only_with_a_reason() -> None:
     rendered = {(o["apiVersion"], o["kind"]) for v in ALL_VARIANTS for o in render_variant(v)}
     unknown_groups = {k for k in rendered if "." in k[0].split("/")[0] and k not in CUSTOM_RESOURCES}
-    builtin_groups = ("apps", "policy", "rbac.authorization.k8s.io", "admissionregistration.k8s.io")
+    builtin_groups = (
+        "apps",
+        "policy",
+        "rbac.authorization.k8s.io",
+        "admissionregistration.k8s.io",
+        "networking.k8s.io",
+    )
     assert {k for k in unknown_groups if not k[0].startswith(builtin_groups)} == set()
 
 
@@ -413,6 +420,7 @@ def test_every_serve_setting_is_set_by_the_chart() -> None:
 
     not_set = {
         "kubeconfig": "in-cluster configuration",
+        "webhook_client_ca_file": "only with webhook.clientAuth.caConfigMap (test_network_guard)",
     }
     flags = {
         a.split("=", 1)[0]
