@@ -114,6 +114,7 @@ class Runtime:
         opts = ConvertOptions(
             gpu_spec_labels=tuple(k.strip() for k in settings.gpu_spec_labels.split(",") if k.strip()),
             spot_resource=settings.spot_resource,
+            gpu_resources=settings.gpu_resource_names(),
         )
         cache_kw: dict[str, Any] = {
             "scheduler_name": settings.scheduler_name,

@@ -81,6 +81,10 @@ class ServeSettings:
         default=",".join(wellknown.DEFAULT_GPU_SPEC_LABELS),
         metadata={"help": "node label keys naming the GPU model (comma-separated, longest wins)"},
     )
+    gpu_resources: str = field(
+        default=",".join(wellknown.DEFAULT_GPU_RESOURCES),
+        metadata={"help": "extended resources that are GPUs, comma-separated (e.g. nvidia.com/gpu,amd.com/gpu)"},
+    )
     spot_resource: str = field(default=wellknown.RESOURCE_SPOT_GPU, metadata={"help": "resource that marks spot pods"})
     gc_refreeze_seconds: float = field(
         default=600.0,
@@ -90,6 +94,14 @@ class ServeSettings:
     log_format: str = field(
         default="text", metadata={"help": "text, or json: one object per line with quota / job / node fields"}
     )
+
+    def gpu_resource_names(self) -> tuple[str, ...]:
+        """``--gpu-resources`` as a tuple of names."""
+        return _names(self.gpu_resources)
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in value.split(",") if n.strip())
 
 
 def _flag(name: str) -> str:
@@ -158,6 +170,8 @@ def _validate(s: ServeSettings) -> None:
         port = getattr(s, port_name)
         if not 0 <= port <= 65535:
             problems.append(f"{_flag(port_name)} {port} is not a port")
+    if not s.gpu_resource_names():
+        problems.append("--gpu-resources must name at least one resource")
     if not s.read_timeout > 0:
         problems.append("--read-timeout must be > 0")
     if s.max_connections < 1:

@@ -764,6 +764,7 @@ class ClusterCache:
             quotas_by_queue=self.quotas_by_queue(),
             cluster_total=self.cluster_total(),
             generation=self.generation,
+            gpu_resources=self.opts.gpu_resources,
             pending_jobs=CopiedOnRead(self.pending_jobs),
             quota_touched=self.quota_touched,
             release_candidates=CopiedOnRead(self.release_candidates),

@@ -54,6 +54,8 @@ class ConversionError(ValueError):
 @dataclass(frozen=True, slots=True)
 class ConvertOptions:
     gpu_spec_labels: tuple[str, ...] = wellknown.DEFAULT_GPU_SPEC_LABELS
+    gpu_resources: tuple[str, ...] = wellknown.DEFAULT_GPU_RESOURCES
+    """The extended resources that are GPUs (``--gpu-resources``: nvidia.com/gpu, amd.com/gpu, …)."""
     spot_resource: str = wellknown.RESOURCE_SPOT_GPU
     rdma_prefix: str = wellknown.RDMA_RESOURCE_PREFIX
     default_queue: str = "default"

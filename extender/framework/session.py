@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
+from extender import wellknown
 from extender.framework.intents import (
     BindQuota,
     BindTask,
@@ -76,6 +77,7 @@ class Snapshot:
     anti_affinity_quotas: Collection[str] | None = None  # quotas that declare quota anti-affinity
     cluster_total: Resource = field(default_factory=Resource.empty)  # Σ allocatable of all nodes
     generation: int = 0  # bumps whenever the cache changes; equal generations = same state
+    gpu_resources: tuple[str, ...] = wellknown.DEFAULT_GPU_RESOURCES  # the configured GPU resources
 
 
 class EventKind(Enum):
@@ -131,6 +133,8 @@ class Session:
         self.snap = snap
         self.now = snap.now
         self.policy = policy
+        self.gpu_resources: tuple[str, ...] = snap.gpu_resources
+        """The extended resources that count as GPUs (``--gpu-resources``), for plugins that weigh GPUs."""
         # the snapshot's maps under the overlay (read on every lookup: one attribute, not two)
         self._base_nodes, self._base_quotas, self._base_jobs = snap.nodes, snap.quotas, snap.jobs
         self._nodes: dict[str, NodeInfo] = {}

@@ -87,7 +87,9 @@ class Plugin:
     def __init__(self, args: SylasArgs) -> None:
         self.args = args
 
-    def predicted_victims(self, node: NodeInfo, shortage: Resource, now: float) -> list[list[NodeTask]] | None:
+    def predicted_victims(
+        self, node: NodeInfo, shortage: Resource, now: float, gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES
+    ) -> list[list[NodeTask]] | None:
         """Groups (one per job) of spot pods to evict, cheapest first, until ``shortage`` is covered."""
         groups: defaultdict[str, list[NodeTask]] = defaultdict(list)
         for rec in node.tasks.values():
@@ -95,7 +97,7 @@ class Plugin:
                 groups[rec.job].append(rec)
         if not groups:
             return None
-        costs = sorted(groups.values(), key=lambda g: self.group_cost(g, node, now))
+        costs = sorted(groups.values(), key=lambda g: self.group_cost(g, node, now, gpus))
         chosen: list[list[NodeTask]] = []
         left = shortage.clone()
         for g in costs:
@@ -108,14 +110,20 @@ class Plugin:
             return None
         return chosen
 
-    def group_cost(self, group: Sequence[NodeTask], node: NodeInfo, now: float) -> float:
+    def group_cost(
+        self,
+        group: Sequence[NodeTask],
+        node: NodeInfo,
+        now: float,
+        gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES,
+    ) -> float:
         a = self.args
         top = max(r.priority for r in group)
         pclass = 0.0 if top < a.low_priority_below else (1.0 if top >= a.high_priority_from else 0.5)
         spot_on_node = sum(1 for r in node.tasks.values() if r.preemptible) or 1
         count = len(group) / spot_on_node
-        gpu_cap = node.allocatable.get(wellknown.RESOURCE_GPU) or 1
-        res = min(1.0, sum(r.request.get(wellknown.RESOURCE_GPU) for r in group) / gpu_cap)
+        gpu_cap = _gpus(node.allocatable, gpus) or 1
+        res = min(1.0, sum(_gpus(r.request, gpus) for r in group) / gpu_cap)
         runtimes = [now - r.started for r in group if r.started]
         runtime = min(1.0, (max(runtimes) if runtimes else 0.0) / 86400.0)
         if a.runtime_order == "longest":
@@ -129,6 +137,7 @@ class Plugin:
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
         res = self.args.resource
+        gpus = ssn.gpu_resources
 
         def predicate_tn(task: TaskInfo, node: NodeInfo) -> Status:
             if not task.spot:
@@ -154,20 +163,20 @@ class Plugin:
         def node_order_tn(task: TaskInfo, node: NodeInfo) -> float:
             if not task.spot:
                 return 0.0
-            cap = node.allocatable.get(wellknown.RESOURCE_GPU)
+            cap = _gpus(node.allocatable, gpus)
             if cap <= 0:
                 return 0.0
-            promised = cap - node.quota_idle.get(wellknown.RESOURCE_GPU)
+            promised = cap - _gpus(node.quota_idle, gpus)
             return 1.0 - min(1.0, max(0, promised) / cap)
 
         def node_order_qn(quota: QuotaInfo, node: NodeInfo) -> float:
             shortage = Resource({n: v - node.idle.get(n) for n, v in quota.request.q.items() if v > node.idle.get(n)})
             if shortage.is_empty():
                 return 1.0
-            victims = self.predicted_victims(node, shortage, ssn.now)
+            victims = self.predicted_victims(node, shortage, ssn.now, gpus)
             if victims is None:
                 return 0.0
-            cost = sum(self.group_cost(g, node, ssn.now) for g in victims) / max(1, len(victims))
+            cost = sum(self.group_cost(g, node, ssn.now, gpus) for g in victims) / max(1, len(victims))
             return max(0.0, 1.0 - cost)
 
         def victims(preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> frozenset[str]:
@@ -179,3 +188,8 @@ class Plugin:
             "qn.node_order": node_order_qn,
             "job.victims": victims,
         }
+
+
+def _gpus(resources: Resource, names: Sequence[str]) -> int:
+    """How many GPUs ``resources`` holds, over every configured GPU resource (``--gpu-resources``)."""
+    return sum(resources.get(n) for n in names)
