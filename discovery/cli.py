@@ -168,14 +168,17 @@ def _stop_event() -> asyncio.Event:
 
 @contextlib.asynccontextmanager
 async def _sink(args: argparse.Namespace, *, collect: bool) -> AsyncIterator[TopologySink]:
+    """The RoCE agent writes only its node's NodeTopology (``label_nodes=False``): the binder
+    leader copies its ``zone`` label onto the Node. The IB collector labels the nodes it maps."""
+    label_nodes = args.discover_kind != "roce"
     if args.dry_run:
         if args.kubeconfig:
-            async with kube.open_reader(args.kubeconfig) as reader:
+            async with kube.open_reader(args.kubeconfig, label_nodes=label_nodes) as reader:
                 yield kube.DryRunKubeSink(reader, collect=collect)
         else:
             yield DryRunSink(collect=collect)
         return
-    async with kube.open_sink(args.kubeconfig) as sink:
+    async with kube.open_sink(args.kubeconfig, label_nodes=label_nodes) as sink:
         yield sink
 
 

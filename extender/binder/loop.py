@@ -58,6 +58,8 @@ class Writer(Protocol):
         self, namespace: str, name: str, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
     ) -> dict[str, Any] | None: ...
 
+    async def patch_node_labels(self, node: str, labels: Mapping[str, str | None]) -> dict[str, Any]: ...
+
 
 @dataclass(slots=True)
 class CycleReport:
@@ -95,6 +97,7 @@ class BinderLoop:
         self._posted: dict[str, str] = {}  # job → message of the last event posted
         self._warned_scattered: set[str] = set()
         self._sem = asyncio.Semaphore(concurrency)
+        self._zone_generation = -1  # cache generation the zone labels were last in step with
 
     # --- running -------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -125,6 +128,7 @@ class BinderLoop:
         failed_quotas = await self._write_quotas(plan.quotas, result.now, report)
         pods = [p for p in plan.pods if not self._depends_on(p, failed_quotas)]
         await self._write_pods(pods, report)
+        await self._sync_zone_labels(report)
         await self._post_outcomes(result)
         self._remember_verdicts(result)
         report.seconds = time.perf_counter() - t0
@@ -181,6 +185,31 @@ class BinderLoop:
 
         await asyncio.gather(*(one(w) for w in writes))
         return failed
+
+    async def _sync_zone_labels(self, report: CycleReport) -> None:
+        """Copy each NodeTopology's ``zone`` label to its Node (the agents may not write Nodes);
+        looked at again only after the cache changed, and after a failed write."""
+        if self._zone_generation == self.cache.generation:
+            return
+        failed = False
+
+        async def one(node: str, label: str | None) -> None:
+            nonlocal failed
+            try:
+                obj = await self._guarded(self.writer.patch_node_labels(node, {wellknown.LABEL_ZONE: label}))
+            except Exception as exc:
+                failed = True
+                report.failed.append(f"node {node}: {exc}")
+                log.warning("node %s: zone label write failed: %s", node, exc, extra={"node": node})
+                self._count("node_labels", "error")
+                return
+            self.cache.on_node_update(obj, obj)
+            self._count("node_labels", "ok")
+            log.info("node %s: zone label %s", node, label or "removed", extra={"node": node, "zone": label})
+
+        await asyncio.gather(*(one(n, label) for n, label in sorted(self.cache.zone_label_drift().items())))
+        if not failed:
+            self._zone_generation = self.cache.generation
 
     def _depends_on(self, patch: PodPatch, failed_quotas: set[str]) -> bool:
         if wellknown.ANNO_QUOTA_NODE not in patch.annotations:
