@@ -301,6 +301,9 @@ class Runtime:
             graceful_shutdown=5,
             read_timeout=s.read_timeout,
             max_connections=s.max_connections,
+            certfile=s.extender_tls_cert_file or None,
+            keyfile=s.extender_tls_key_file or None,
+            client_ca_file=s.extender_client_ca_file or None,
         )
         ops = AppServer(
             ops_api.create_app(self.state),

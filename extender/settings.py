@@ -46,6 +46,14 @@ class ServeSettings:
     # extender: plain HTTP on loopback, called by the kube-scheduler container of the same pod
     extender_address: str = field(default="127.0.0.1", metadata={"help": "extender listen address"})
     extender_port: int = field(default=8888, metadata={"help": "extender port (filter/prioritize/bind/preempt)"})
+    extender_tls_cert_file: str = field(
+        default="", metadata={"help": "serve the extender over HTTPS with this certificate (PEM; separate pods)"}
+    )
+    extender_tls_key_file: str = field(default="", metadata={"help": "the extender's TLS key (PEM)"})
+    extender_client_ca_file: str = field(
+        default="",
+        metadata={"help": "require extender clients (kube-scheduler) to present a certificate signed by this CA"},
+    )
     max_body_bytes: int = field(default=8 * 1024 * 1024, metadata={"help": "refuse larger request bodies"})
     read_timeout: float = field(
         default=5.0,
@@ -170,6 +178,10 @@ def _validate(s: ServeSettings) -> None:
         port = getattr(s, port_name)
         if not 0 <= port <= 65535:
             problems.append(f"{_flag(port_name)} {port} is not a port")
+    if bool(s.extender_tls_cert_file) != bool(s.extender_tls_key_file):
+        problems.append("--extender-tls-cert-file and --extender-tls-key-file go together")
+    if s.extender_client_ca_file and not s.extender_tls_cert_file:
+        problems.append("--extender-client-ca-file needs the extender on TLS (--extender-tls-cert-file)")
     if not s.gpu_resource_names():
         problems.append("--gpu-resources must name at least one resource")
     if not s.read_timeout > 0:

@@ -421,6 +421,9 @@ def test_every_serve_setting_is_set_by_the_chart() -> None:
     not_set = {
         "kubeconfig": "in-cluster configuration",
         "webhook_client_ca_file": "only with webhook.clientAuth.caConfigMap (test_network_guard)",
+        "extender_tls_cert_file": "the chart runs the extender on loopback in the scheduler pod",
+        "extender_tls_key_file": "the chart runs the extender on loopback in the scheduler pod",
+        "extender_client_ca_file": "the chart runs the extender on loopback in the scheduler pod",
     }
     flags = {
         a.split("=", 1)[0]

@@ -188,3 +188,22 @@ async def test_webhook_client_certificates_when_a_client_ca_is_set(tmp_path: obj
             assert r.status_code == 200 and r.json()["response"]["allowed"] is True
     finally:
         await server.stop()
+
+
+def test_extender_tls_settings_go_together() -> None:
+    import argparse
+
+    from extender.settings import add_serve_arguments, settings_from_args
+
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+
+    def parse(*argv: str) -> object:
+        return settings_from_args(parser.parse_args([*argv, "--webhook-port", "0"]), env={})
+
+    with pytest.raises(ValueError, match="--extender-tls-cert-file and --extender-tls-key-file go together"):
+        parse("--extender-tls-cert-file", "/tls/tls.crt")
+    with pytest.raises(ValueError, match="--extender-client-ca-file needs the extender on TLS"):
+        parse("--extender-client-ca-file", "/tls/ca.crt")
+    ok = parse("--extender-tls-cert-file", "a", "--extender-tls-key-file", "b", "--extender-client-ca-file", "c")
+    assert ok
