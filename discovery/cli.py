@@ -13,7 +13,7 @@ import os
 import re
 import signal
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from discovery.common import kube
@@ -68,6 +68,13 @@ def _common(p: argparse.ArgumentParser, period: float, kind: str) -> None:
         help=f"this agent in status.agent, written as {kind}/NAME (default: $POD_NAME, else hostname)",
     )
     p.add_argument("--once", action="store_true", help="run one round and exit")
+    p.add_argument(
+        "--alive-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="touch PATH after every round (the chart's liveness and readiness probes look at its age)",
+    )
     p.add_argument(
         "--dry-run",
         action="store_true",
@@ -157,6 +164,21 @@ def _setup_logging(level: str, fmt: str) -> None:
     root.setLevel(parse_level(level))
 
 
+def _alive(args: argparse.Namespace) -> Callable[[], None] | None:
+    """What ``--alive-file`` asks for: the file's modification time is the last round's end."""
+    path: Path | None = args.alive_file
+    if path is None:
+        return None
+
+    def touch() -> None:
+        try:
+            path.touch()
+        except OSError as exc:
+            log.warning("cannot touch the alive file %s: %s", path, exc)
+
+    return touch
+
+
 def _stop_event() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -218,7 +240,7 @@ async def _run_roce(args: argparse.Namespace) -> int:
             if args.dry_run:
                 return 0
             return 0 if result.outcome is not None else 1
-        await agent.run(_stop_event())
+        await agent.run(_stop_event(), on_round=_alive(args))
     return 0
 
 
@@ -270,7 +292,7 @@ async def _run_ib(args: argparse.Namespace) -> int:
         kube.leader_election(kube_sink, args.lease_name, args.lease_namespace, args.identity) as lead,
     ):
         collector = IbCollector(config, kube_sink, is_leader=lead)
-        await collector.run(_stop_event())
+        await collector.run(_stop_event(), on_round=_alive(args))
     return 0
 
 

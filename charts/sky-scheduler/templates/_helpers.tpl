@@ -164,3 +164,22 @@ rules:
     resources: ["pods"]
     scope: Namespaced
 {{- end -}}
+
+{{/*
+Liveness and readiness of a discovery agent: the --alive-file its loop touches after every round.
+Live while touched within 3 periods (and at least 2 minutes, find -mmin's granularity); ready
+once the first round is done. Called with (dict "period" <seconds>).
+*/}}
+{{- define "sky.discovery.probes" -}}
+{{- $minutes := max 2 (add1 (div (mul 3 (int .period)) 60)) -}}
+livenessProbe:
+  exec:
+    command: ["sh", "-c", "test -n \"$(find /run/sky-alive/alive -mmin -{{ $minutes }} 2>/dev/null)\""]
+  initialDelaySeconds: {{ mul 3 (int .period) }}
+  periodSeconds: 30
+  failureThreshold: 3
+readinessProbe:
+  exec:
+    command: ["test", "-e", "/run/sky-alive/alive"]
+  periodSeconds: 10
+{{- end -}}
