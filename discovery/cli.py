@@ -13,8 +13,7 @@ import os
 import re
 import signal
 import socket
-import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from discovery.common import kube
@@ -24,6 +23,7 @@ from discovery.ib import hosts
 from discovery.ib.collector import DEFAULT_IBNETDISCOVER, IbCollector, IbConfig, IbRound
 from discovery.roce.agent import DEFAULT_LLDPCLI, DEFAULT_RDMA_CMD, RoceAgent, RoceConfig, parse_command
 from extender import wellknown
+from extender.logs import LOG_FORMATS, parse_level, setup_logging
 
 __all__ = ["add_arguments", "run"]
 
@@ -39,6 +39,14 @@ def _heartbeat_seconds(value: str) -> float:
     if seconds < 0:
         raise argparse.ArgumentTypeError("must be 0 (no heartbeat) or a positive number of seconds")
     return seconds
+
+
+def _log_level(value: str) -> str:
+    try:
+        parse_level(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value.strip().lower()
 
 
 def _common(p: argparse.ArgumentParser, period: float, kind: str) -> None:
@@ -61,6 +69,13 @@ def _common(p: argparse.ArgumentParser, period: float, kind: str) -> None:
     )
     p.add_argument("--once", action="store_true", help="run one round and exit")
     p.add_argument(
+        "--alive-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="touch PATH after every round (the chart's liveness and readiness probes look at its age)",
+    )
+    p.add_argument(
         "--dry-run",
         action="store_true",
         help="print the NodeTopology object(s) that would be written (JSON on stdout) instead of writing",
@@ -70,7 +85,10 @@ def _common(p: argparse.ArgumentParser, period: float, kind: str) -> None:
         default=os.environ.get("KUBECONFIG") or None,
         help="kubeconfig file (default: $KUBECONFIG, else in-cluster configuration, else ~/.kube/config)",
     )
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO")
+    p.add_argument(
+        "--log-level", default="info", type=_log_level, help="debug, info, warning or error, any case (default info)"
+    )
+    p.add_argument("--log-format", default="text", choices=LOG_FORMATS, help="text, or json: one object per line")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -157,11 +175,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _common(ib, 600.0, "ib")
 
 
-def _setup_logging(level: str) -> None:
+def _setup_logging(level: str, fmt: str) -> None:
     root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    root.setLevel(level)
+    if not root.handlers or fmt == "json":
+        setup_logging(level, fmt)
+    root.setLevel(parse_level(level))
+
+
+def _alive(args: argparse.Namespace) -> Callable[[], None] | None:
+    """What ``--alive-file`` asks for: the file's modification time is the last round's end."""
+    path: Path | None = args.alive_file
+    if path is None:
+        return None
+
+    def touch() -> None:
+        try:
+            path.touch()
+        except OSError as exc:
+            log.warning("cannot touch the alive file %s: %s", path, exc)
+
+    return touch
 
 
 def _stop_event() -> asyncio.Event:
@@ -175,14 +208,17 @@ def _stop_event() -> asyncio.Event:
 
 @contextlib.asynccontextmanager
 async def _sink(args: argparse.Namespace, *, collect: bool) -> AsyncIterator[TopologySink]:
+    """The RoCE agent writes only its node's NodeTopology (``label_nodes=False``): the binder
+    leader copies its ``zone`` label onto the Node. The IB collector labels the nodes it maps."""
+    label_nodes = args.discover_kind != "roce"
     if args.dry_run:
         if args.kubeconfig:
-            async with kube.open_reader(args.kubeconfig) as reader:
+            async with kube.open_reader(args.kubeconfig, label_nodes=label_nodes) as reader:
                 yield kube.DryRunKubeSink(reader, collect=collect)
         else:
             yield DryRunSink(collect=collect)
         return
-    async with kube.open_sink(args.kubeconfig) as sink:
+    async with kube.open_sink(args.kubeconfig, label_nodes=label_nodes) as sink:
         yield sink
 
 
@@ -223,7 +259,7 @@ async def _run_roce(args: argparse.Namespace) -> int:
             if args.dry_run:
                 return 0
             return 0 if result.outcome is not None else 1
-        await agent.run(_stop_event())
+        await agent.run(_stop_event(), on_round=_alive(args))
     return 0
 
 
@@ -276,12 +312,12 @@ async def _run_ib(args: argparse.Namespace) -> int:
         kube.leader_election(kube_sink, args.lease_name, args.lease_namespace, args.identity) as lead,
     ):
         collector = IbCollector(config, kube_sink, is_leader=lead)
-        await collector.run(_stop_event())
+        await collector.run(_stop_event(), on_round=_alive(args))
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, args.log_format)
     main = _run_roce if args.discover_kind == "roce" else _run_ib
     try:
         return asyncio.run(main(args))

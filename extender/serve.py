@@ -10,6 +10,7 @@ import signal
 import sys
 
 from extender.framework.policy import PolicyError
+from extender.logs import setup_logging
 from extender.settings import ServeSettings, add_serve_arguments, settings_from_args
 
 log = logging.getLogger("sky-scheduler")
@@ -53,10 +54,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sky-scheduler serve: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=getattr(logging, settings.log_level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(settings.log_level, settings.log_format)
     try:
         return asyncio.run(serve(settings))
     except PolicyError as exc:

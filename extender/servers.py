@@ -9,6 +9,14 @@ emulator. ::
     server.reload_tls()           # the Secret was rotated: new handshakes use the new pair
     await server.stop()
 
+Every connection is guarded (:class:`GuardedProtocol`): a request must arrive whole — request line,
+headers and body — within ``read_timeout`` seconds of its first byte (or of the connection's
+opening), else the connection is closed (``408`` when no response is under way); headers above
+``max_header_bytes`` get ``431``. uvicorn itself bounds only idle keep-alive connections
+(``timeout_keep_alive``): without this a client sending half a request held a connection, and
+its memory, forever. ``max_connections`` caps open connections per server (uvicorn's
+``limit_concurrency``: above it new requests are answered ``503`` at once).
+
 The socket is bound here, not by uvicorn, so that port 0 works and the bound port is known
 before the first request, and so that it is created with ``IPPROTO_TCP`` (asyncio sets
 ``TCP_NODELAY`` only on accepted sockets whose protocol says TCP; without it every response
@@ -30,8 +38,15 @@ from typing import Any
 
 import uvicorn
 from starlette.types import Receive, Scope
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["AppServer", "BodyTooLarge", "ClientGone", "receive_body"]
+__all__ = ["AppServer", "BodyTooLarge", "ClientGone", "GuardedProtocol", "receive_body"]
+
+DEFAULT_READ_TIMEOUT = 5.0
+DEFAULT_MAX_CONNECTIONS = 1000
+DEFAULT_MAX_HEADER_BYTES = 64 * 1024
+_408 = b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+_431 = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +57,103 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a per-request read deadline and a request-head size cap.
+
+    The deadline is armed when the connection opens and when a request begins (its first byte),
+    and disarmed when the request's last byte has arrived; if it fires first, the connection is
+    closed — an app still waiting for the body sees ``http.disconnect``. Set per server through
+    the class attributes of a subclass (:meth:`configured`)."""
+
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+
+    @classmethod
+    def configured(cls, read_timeout: float, max_header_bytes: int) -> type[GuardedProtocol]:
+        return type("GuardedProtocol", (cls,), {"read_timeout": read_timeout, "max_header_bytes": max_header_bytes})
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._deadline: asyncio.TimerHandle | None = None
+        self._in_headers = True  # what arrives next belongs to a request's head
+        self._head_bytes = 0  # bytes received since the head began
+        self._head_size = 0  # request line and headers of the current request, as parsed
+        self._rejected = False
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._rejected:
+            return
+        if self._deadline is None:
+            self._arm()  # the first byte of a request after a keep-alive pause
+        if self._in_headers:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        # still in the head after all of it: every byte since the head began is head
+        if self._rejected or (self._in_headers and self._head_bytes > self.max_header_bytes):
+            self._rejected = True
+            self._refuse(_431, "request head above %d bytes", self.max_header_bytes)
+
+    def on_message_begin(self) -> None:
+        self._arm()
+        self._in_headers = True
+        self._head_size = 0
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        self._head_size += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_size += len(name) + len(value) + 4
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_headers = False
+        if self._head_size > self.max_header_bytes:
+            self._rejected = True  # no request cycle: data_received answers 431
+            return
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._rejected:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        if self._rejected:
+            return
+        self._in_headers, self._head_bytes = True, 0
+        super().on_message_complete()
+
+    # --- the deadline ------------------------------------------------------------------------
+    def _arm(self) -> None:
+        if self._deadline is None:
+            self._deadline = self.loop.call_later(self.read_timeout, self._timed_out)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _timed_out(self) -> None:
+        self._deadline = None
+        responding = self.cycle is not None and not self.cycle.response_complete
+        self._refuse(b"" if responding else _408, "request not received whole within %.3g s", self.read_timeout)
+
+    def _refuse(self, response: bytes, why: str, arg: float) -> None:
+        if self.transport.is_closing():
+            return
+        log.debug("closing the connection of %s: " + why, self.client, arg)
+        if response:
+            self.transport.write(response)
+        self.transport.close()
 
 
 class AppServer:
@@ -59,9 +171,17 @@ class AppServer:
         log_level: str = "warning",
         keep_alive: int = 30,
         graceful_shutdown: int = 2,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+        client_ca_file: str | Path | None = None,
     ) -> None:
+        """``client_ca_file``: require every client to present a certificate signed by this CA
+        (mutual TLS; HTTPS only)."""
         if (certfile is None) != (keyfile is None):
             raise ValueError(f"{name} server: a TLS certificate needs its key and a key its certificate")
+        if client_ca_file is not None and certfile is None:
+            raise ValueError(f"{name} server: client certificates need TLS (a certificate and key)")
         self.app = app
         self.host = host
         self.requested_port = port
@@ -71,6 +191,10 @@ class AppServer:
         self.log_level = log_level
         self.keep_alive = keep_alive
         self.graceful_shutdown = graceful_shutdown
+        self.read_timeout = read_timeout
+        self.max_connections = max_connections
+        self.max_header_bytes = max_header_bytes
+        self.client_ca_file = str(client_ca_file) if client_ca_file is not None else None
         self._sock: socket.socket | None = None
         self._server: _Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -112,13 +236,15 @@ class AppServer:
         return sock
 
     def _config(self) -> uvicorn.Config:
-        for what, path in (("certificate", self.certfile), ("key", self.keyfile)):
+        for what, path in (("certificate", self.certfile), ("key", self.keyfile), ("client CA", self.client_ca_file)):
             if path is not None and not Path(path).is_file():
                 raise FileNotFoundError(f"{self.name} TLS {what} file {path!r} does not exist")
         config = uvicorn.Config(
             self.app,
             ssl_certfile=self.certfile,
             ssl_keyfile=self.keyfile,
+            ssl_ca_certs=self.client_ca_file,
+            ssl_cert_reqs=ssl.CERT_REQUIRED if self.client_ca_file else ssl.CERT_NONE,
             log_config=None,
             log_level=self.log_level,
             access_log=False,
@@ -129,6 +255,8 @@ class AppServer:
             ws="none",
             timeout_graceful_shutdown=self.graceful_shutdown,
             timeout_keep_alive=self.keep_alive,
+            http=GuardedProtocol.configured(self.read_timeout, self.max_header_bytes),
+            limit_concurrency=self.max_connections,
         )
         config.load()  # TLS errors surface here, before the socket is bound
         return config

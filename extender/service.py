@@ -116,6 +116,7 @@ class Runtime:
             gpu_spec_labels=tuple(k.strip() for k in settings.gpu_spec_labels.split(",") if k.strip()),
             tier_labels=parse_tier_labels(settings.topology_labels),
             spot_resource=settings.spot_resource,
+            gpu_resources=settings.gpu_resource_names(),
         )
         cache_kw: dict[str, Any] = {
             "scheduler_name": settings.scheduler_name,
@@ -233,6 +234,8 @@ class Runtime:
             max_body_bytes=s.max_body_bytes,
             policy_status=self.policy_status,
         )
+        state = self.state
+        self.metrics.watch_queues(lambda: state.snapshot() if self.synced() else None)
         if run_loop:
             self._tasks.append(asyncio.create_task(self.loop.run(self._stop), name="binder loop"))
         if s.gc_refreeze_seconds > 0:
@@ -298,8 +301,20 @@ class Runtime:
             port=s.extender_port,
             name="extender",
             graceful_shutdown=5,
+            read_timeout=s.read_timeout,
+            max_connections=s.max_connections,
+            certfile=s.extender_tls_cert_file or None,
+            keyfile=s.extender_tls_key_file or None,
+            client_ca_file=s.extender_client_ca_file or None,
         )
-        ops = AppServer(ops_api.create_app(self.state), host=s.ops_address, port=s.ops_port, name="ops")
+        ops = AppServer(
+            ops_api.create_app(self.state),
+            host=s.ops_address,
+            port=s.ops_port,
+            name="ops",
+            read_timeout=s.read_timeout,
+            max_connections=s.max_connections,
+        )
         for name, srv in (("extender", ext), ("ops", ops)):
             await srv.start()
             self.servers[name] = srv
@@ -321,6 +336,9 @@ class Runtime:
                 keyfile=s.tls_key_file,
                 host=s.webhook_address,
                 port=s.webhook_port,
+                read_timeout=s.read_timeout,
+                max_connections=s.max_connections,
+                client_ca_file=s.webhook_client_ca_file or None,
             )
             await hook.start()
             self.servers["webhook"] = hook

@@ -14,6 +14,7 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any, get_type_hints
 
 from extender import wellknown
+from extender.logs import LEVELS, LOG_FORMATS
 from extender.model.topology import format_tier_labels, parse_tier_labels
 
 __all__ = ["ServeSettings", "add_serve_arguments", "flag_default", "settings_from_args"]
@@ -49,12 +50,31 @@ class ServeSettings:
     # extender: plain HTTP on loopback, called by the kube-scheduler container of the same pod
     extender_address: str = field(default="127.0.0.1", metadata={"help": "extender listen address"})
     extender_port: int = field(default=8888, metadata={"help": "extender port (filter/prioritize/bind/preempt)"})
+    extender_tls_cert_file: str = field(
+        default="", metadata={"help": "serve the extender over HTTPS with this certificate (PEM; separate pods)"}
+    )
+    extender_tls_key_file: str = field(default="", metadata={"help": "the extender's TLS key (PEM)"})
+    extender_client_ca_file: str = field(
+        default="",
+        metadata={"help": "require extender clients (kube-scheduler) to present a certificate signed by this CA"},
+    )
     max_body_bytes: int = field(default=8 * 1024 * 1024, metadata={"help": "refuse larger request bodies"})
+    read_timeout: float = field(
+        default=5.0,
+        metadata={"help": "seconds a request may take to arrive whole (headers and body) on every server"},
+    )
+    max_connections: int = field(
+        default=1000, metadata={"help": "open connections per server; above it requests are answered 503"}
+    )
     # webhook: HTTPS, called by kube-apiserver
     webhook_address: str = field(default="0.0.0.0", metadata={"help": "webhook listen address"})
     webhook_port: int = field(default=9443, metadata={"help": "webhook HTTPS port (0: no webhook)"})
     tls_cert_file: str = field(default="", metadata={"help": "webhook serving certificate (PEM)"})
     tls_key_file: str = field(default="", metadata={"help": "webhook serving key (PEM)"})
+    webhook_client_ca_file: str = field(
+        default="",
+        metadata={"help": "require webhook clients (the API server) to present a certificate signed by this CA"},
+    )
     # operations: probes, metrics, /diagnose
     ops_address: str = field(default="0.0.0.0", metadata={"help": "ops listen address"})
     ops_port: int = field(default=8080, metadata={"help": "/healthz /readyz /metrics /diagnose port"})
@@ -90,12 +110,27 @@ class ServeSettings:
             "node annotations scheduling.infini-ai.com/tier-N and the NodeTopology tiers)"
         },
     )
+    gpu_resources: str = field(
+        default=",".join(wellknown.DEFAULT_GPU_RESOURCES),
+        metadata={"help": "extended resources that are GPUs, comma-separated (e.g. nvidia.com/gpu,amd.com/gpu)"},
+    )
     spot_resource: str = field(default=wellknown.RESOURCE_SPOT_GPU, metadata={"help": "resource that marks spot pods"})
     gc_refreeze_seconds: float = field(
         default=600.0,
         metadata={"help": "seconds between heap settles (full collection + gc.freeze; 0: never freeze)"},
     )
-    log_level: str = field(default="info", metadata={"help": "debug, info, warning, error"})
+    log_level: str = field(default="info", metadata={"help": "debug, info, warning, error (any case)"})
+    log_format: str = field(
+        default="text", metadata={"help": "text, or json: one object per line with quota / job / node fields"}
+    )
+
+    def gpu_resource_names(self) -> tuple[str, ...]:
+        """``--gpu-resources`` as a tuple of names."""
+        return _names(self.gpu_resources)
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in value.split(",") if n.strip())
 
 
 def _flag(name: str) -> str:
@@ -175,10 +210,22 @@ def _validate(s: ServeSettings) -> None:
         port = getattr(s, port_name)
         if not 0 <= port <= 65535:
             problems.append(f"{_flag(port_name)} {port} is not a port")
+    if bool(s.extender_tls_cert_file) != bool(s.extender_tls_key_file):
+        problems.append("--extender-tls-cert-file and --extender-tls-key-file go together")
+    if s.extender_client_ca_file and not s.extender_tls_cert_file:
+        problems.append("--extender-client-ca-file needs the extender on TLS (--extender-tls-cert-file)")
+    if not s.gpu_resource_names():
+        problems.append("--gpu-resources must name at least one resource")
+    if not s.read_timeout > 0:
+        problems.append("--read-timeout must be > 0")
+    if s.max_connections < 1:
+        problems.append("--max-connections must be at least 1")
     if s.max_body_bytes < 1024:
         problems.append("--max-body-bytes must be at least 1024")
-    if s.log_level.lower() not in ("debug", "info", "warning", "error"):
-        problems.append("--log-level must be debug, info, warning or error")
+    if s.log_level.strip().lower() not in LEVELS:
+        problems.append("--log-level must be debug, info, warning or error (any case)")
+    if s.log_format not in LOG_FORMATS:
+        problems.append("--log-format must be text or json")
     try:
         parse_tier_labels(s.topology_labels)
     except ValueError as e:

@@ -134,6 +134,8 @@ RESOURCE_CPU: Final = "cpu"
 RESOURCE_MEMORY: Final = "memory"
 RESOURCE_PODS: Final = "pods"
 RESOURCE_GPU: Final = "nvidia.com/gpu"
+DEFAULT_GPU_RESOURCES: Final = (RESOURCE_GPU,)
+"""What ``--gpu-resources`` defaults to: the accelerators quotas and plugins count as GPUs."""
 RESOURCE_RDMA_HCA: Final = "rdma/hca"
 RESOURCE_RDMA_ROCE: Final = "rdma/roce"
 RDMA_RESOURCE_PREFIX: Final = "rdma/"

@@ -188,12 +188,13 @@ def _log(req: AdmissionRequest, d: Decision) -> None:
         return
     who = f"{req.namespace}/{req.name or '(generated)'}"
     dry = " (dry run)" if req.dry_run else ""
+    fields = {"pod": who, "uid": req.uid, "dry_run": req.dry_run}
     if d.quota:
-        log.info("webhook: pod %s → quota %s [%s]%s", who, d.quota, d.tier, dry)
+        log.info("webhook: pod %s → quota %s [%s]%s", who, d.quota, d.tier, dry, extra={**fields, "quota": d.quota})
     elif d.reason:
-        log.info("webhook: pod %s admitted without a quota: %s%s", who, d.reason, dry)
+        log.info("webhook: pod %s admitted without a quota: %s%s", who, d.reason, dry, extra=fields)
     elif d.message:
-        log.warning("webhook: pod %s admitted unchanged: %s%s", who, d.message, dry)
+        log.warning("webhook: pod %s admitted unchanged: %s%s", who, d.message, dry, extra=fields)
 
 
 def create_app(state: WebhookState) -> FastAPI:
@@ -201,7 +202,7 @@ def create_app(state: WebhookState) -> FastAPI:
     app = FastAPI(title="sky-scheduler admission webhook", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.webhook = state
     metrics = state.metrics
-    observe = metrics.request_seconds.labels(verb="mutate").observe if metrics is not None else None
+    observe = metrics.webhook_seconds.observe if metrics is not None else None
 
     @app.post(MUTATE_PATH, include_in_schema=False)
     async def mutate_pods(request: Request) -> Response:
@@ -222,7 +223,7 @@ def create_app(state: WebhookState) -> FastAPI:
         response = Response(content=orjson.dumps(doc), status_code=code, media_type=_JSON)
         if metrics is not None and observe is not None:
             observe(time.perf_counter() - t0)
-            metrics.requests.labels(verb="mutate", code=str(code)).inc()
+            metrics.webhook_requests.labels(code=str(code)).inc()
         return response
 
     return app

@@ -563,7 +563,7 @@ def _task(
 
 def _wants_accelerators(request: Resource, config: WebhookConfig, opts: ConvertOptions) -> bool:
     for k, v in request.q.items():
-        if v > 0 and (k == config.gpu_resource or k.startswith(opts.rdma_prefix) or k == opts.spot_resource):
+        if v > 0 and (k in config.gpu_resources or k.startswith(opts.rdma_prefix) or k == opts.spot_resource):
             return True
     return False
 

@@ -19,6 +19,8 @@ from typing import Any, Final
 
 import orjson
 
+from extender import shape
+
 __all__ = [
     "API_VERSION",
     "KIND",
@@ -78,15 +80,60 @@ class AdmissionRequest:
         )
 
 
+_GVK: Final = shape.Obj({"group": shape.STR, "version": shape.STR, "kind": shape.STR})
+_GVR: Final = shape.Obj({"group": shape.STR, "version": shape.STR, "resource": shape.STR})
+_REQUEST: Final = shape.Obj(
+    {
+        "uid": shape.STR,
+        "kind": _GVK,
+        "resource": _GVR,
+        "subResource": shape.STR,
+        "operation": shape.STR,
+        "namespace": shape.STR,
+        "name": shape.STR,
+        "dryRun": shape.BOOL,
+    }
+)
+
+
 def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _envelope(doc: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The checked ``request`` object and its uid; raises :class:`ReviewError` (HTTP 400 when no uid
+    can be echoed, or when ``apiVersion`` / ``kind`` are not strings: no review can answer those)."""
+    request = doc.get("request")
+    uid: str | None = None
+    if isinstance(request, dict):
+        raw_uid = request.get("uid")
+        uid = raw_uid if isinstance(raw_uid, str) and raw_uid else None
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    for field, value in (("apiVersion", api_version), ("kind", kind)):
+        if not isinstance(value, str):
+            got = "missing" if value is None else f"a {type(value).__name__}, not a string"
+            raise ReviewError(f"{field} is {got}: expected {field} {API_VERSION if field == 'apiVersion' else KIND}")
+    reply_version = api_version if api_version in _ACCEPTED_VERSIONS else API_VERSION
+    if api_version != API_VERSION:
+        raise ReviewError(f"apiVersion must be {API_VERSION}, got {api_version!r}", uid, reply_version)
+    if kind != KIND:
+        raise ReviewError(f"kind must be {KIND}, got {kind!r}", uid)
+    if not isinstance(request, dict):
+        raise ReviewError(f"the {KIND} has no request object")
+    if uid is None:
+        raise ReviewError("request.uid is missing or not a non-empty string")
+    problem = shape.check(request, _REQUEST, "request")
+    if problem:
+        raise ReviewError(problem, uid)
+    return request, uid
 
 
 def parse_review(body: bytes) -> AdmissionRequest:
     """Parse a raw request body; raise :class:`ReviewError` naming what is wrong.
 
-    For a pod CREATE the object is checked too: a JSON object with a ``metadata`` object whose
-    ``kind`` (when present) is ``Pod``.
+    The envelope's fields must have their types (``request.namespace`` a string, ``dryRun`` a
+    boolean, …); for a pod CREATE the object must be a Pod (``kind``, when present, ``Pod``; a
+    ``metadata`` object) whose every field a reader looks at has its type (:data:`extender.shape.POD`).
     """
     try:
         doc = orjson.loads(body)
@@ -94,21 +141,7 @@ def parse_review(body: bytes) -> AdmissionRequest:
         raise ReviewError(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise ReviewError(f"the request body must be a JSON object (an {KIND}), not {type(doc).__name__}")
-    request = doc.get("request")
-    uid: str | None = None
-    if isinstance(request, dict):
-        raw_uid = request.get("uid")
-        uid = raw_uid if isinstance(raw_uid, str) and raw_uid else None
-    api_version = doc.get("apiVersion")
-    reply_version = api_version if api_version in _ACCEPTED_VERSIONS else API_VERSION
-    if api_version != API_VERSION:
-        raise ReviewError(f"apiVersion must be {API_VERSION}, got {api_version!r}", uid, str(reply_version))
-    if doc.get("kind") != KIND:
-        raise ReviewError(f"kind must be {KIND}, got {doc.get('kind')!r}", uid)
-    if not isinstance(request, dict):
-        raise ReviewError(f"the {KIND} has no request object")
-    if uid is None:
-        raise ReviewError("request.uid is missing or not a non-empty string")
+    request, uid = _envelope(doc)
     kind = request.get("kind")
     resource = request.get("resource")
     if not isinstance(kind, dict) or not isinstance(resource, dict):
@@ -130,19 +163,23 @@ def parse_review(body: bytes) -> AdmissionRequest:
         object=obj if isinstance(obj, dict) else None,
     )
     if req.is_pod_create:
-        if obj is None:
-            raise ReviewError("request.object is missing: a pod CREATE must carry the pod", uid)
-        if not isinstance(obj, dict):
-            raise ReviewError(f"request.object must be a Pod object, not {type(obj).__name__}", uid)
-        obj_kind = obj.get("kind")
-        if obj_kind is not None and obj_kind != "Pod":
-            raise ReviewError(f"request.object is a {obj_kind!r}, not a Pod", uid)
-        if not isinstance(obj.get("metadata"), dict):
-            raise ReviewError("request.object has no metadata object", uid)
-        spec = obj.get("spec")
-        if spec is not None and not isinstance(spec, dict):
-            raise ReviewError("request.object.spec must be an object", uid)
+        _check_pod(obj, uid)
     return req
+
+
+def _check_pod(obj: object, uid: str) -> None:
+    if obj is None:
+        raise ReviewError("request.object is missing: a pod CREATE must carry the pod", uid)
+    if not isinstance(obj, dict):
+        raise ReviewError(f"request.object must be a Pod object, not {type(obj).__name__}", uid)
+    obj_kind = obj.get("kind")
+    if obj_kind is not None and obj_kind != "Pod":
+        raise ReviewError(f"request.object is a {obj_kind!r}, not a Pod", uid)
+    if not isinstance(obj.get("metadata"), dict):
+        raise ReviewError("request.object has no metadata object", uid)
+    problem = shape.check(obj, shape.POD, "request.object")
+    if problem:
+        raise ReviewError(problem, uid)
 
 
 def _clip(text: str, limit: int) -> str:

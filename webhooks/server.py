@@ -19,7 +19,7 @@ from pathlib import Path
 
 from starlette.types import ASGIApp
 
-from extender.servers import AppServer
+from extender.servers import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT, AppServer
 
 __all__ = ["WebhookServer", "start_webhook_server"]
 
@@ -35,6 +35,9 @@ class WebhookServer(AppServer):
         port: int = 9443,
         log_level: str = "warning",
         keep_alive: int = 30,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        client_ca_file: str | Path | None = None,
     ) -> None:
         super().__init__(
             app,
@@ -45,6 +48,9 @@ class WebhookServer(AppServer):
             name="webhook",
             log_level=log_level,
             keep_alive=keep_alive,
+            read_timeout=read_timeout,
+            max_connections=max_connections,
+            client_ca_file=client_ca_file,
         )
 
 

@@ -47,13 +47,18 @@ class WebhookConfig:
     inject_value: str = wellknown.LABEL_INJECT_ENABLED
     injectable_schedulers: tuple[str, ...] = ("", DEFAULT_SCHEDULER)
     """An inject-namespace pod is routed to us only if it asked for no scheduler in particular."""
-    gpu_resource: str = wellknown.RESOURCE_GPU
+    gpu_resources: tuple[str, ...] = wellknown.DEFAULT_GPU_RESOURCES
+    """Resources that make an injected-namespace pod ours (with RDMA and spot GPUs): ``--gpu-resources``."""
     max_body_bytes: int = 8 * 1024 * 1024
     max_reason_chars: int = 1024
 
     @staticmethod
     def from_settings(settings: ServeSettings) -> WebhookConfig:
-        return WebhookConfig(scheduler_name=settings.scheduler_name, max_body_bytes=settings.max_body_bytes)
+        return WebhookConfig(
+            scheduler_name=settings.scheduler_name,
+            max_body_bytes=settings.max_body_bytes,
+            gpu_resources=settings.gpu_resource_names(),
+        )
 
 
 @dataclass(slots=True)

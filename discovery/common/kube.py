@@ -60,8 +60,13 @@ def _ntopo_path(node: str) -> str:
 
 
 class KubeReader:
-    def __init__(self, api: Any) -> None:
+    """``label_nodes=False`` (the RoCE agent): the ``zone`` label is read from the NodeTopology
+    itself, never from the Node — the agent may not read or write Nodes; the binder leader copies
+    the label onto the Node (``extender.binder.loop``)."""
+
+    def __init__(self, api: Any, *, label_nodes: bool = True) -> None:
         self.api = api
+        self.label_nodes = label_nodes
 
     async def _get(self, path: str, what: str) -> dict[str, Any] | None:
         resp = await client.request(self.api, "GET", path)
@@ -84,6 +89,9 @@ class KubeReader:
     async def read(self, node: str) -> Published:
         obj = await self.get_node_topology(node)
         spec = spec_from_json(obj.get("spec")) if obj is not None else None
+        if not self.label_nodes:
+            own = ((obj or {}).get("metadata") or {}).get("labels") or {}
+            return Published(spec, own.get(wellknown.LABEL_ZONE))
         labels = await self.node_labels(node)
         return Published(spec, (labels or {}).get(wellknown.LABEL_ZONE))
 
@@ -107,9 +115,9 @@ class KubeReader:
 
 
 @contextlib.asynccontextmanager
-async def open_reader(kubeconfig: str | None) -> AsyncIterator[KubeReader]:
+async def open_reader(kubeconfig: str | None, *, label_nodes: bool = True) -> AsyncIterator[KubeReader]:
     async with open_api(kubeconfig) as api:
-        yield KubeReader(api)
+        yield KubeReader(api, label_nodes=label_nodes)
 
 
 class DryRunKubeSink(DryRunSink):
@@ -131,13 +139,15 @@ class KubeSink(KubeReader):
 
     dry_run = False
 
-    def __init__(self, api: Any, writer: KubeWriter) -> None:
-        super().__init__(api)
+    def __init__(self, api: Any, writer: KubeWriter, *, label_nodes: bool = True) -> None:
+        super().__init__(api, label_nodes=label_nodes)
         self.writer = writer
 
     async def publish(self, node: str, spec: NodeTopologySpec, zone_label: str | None) -> bool:
         # None removes the label: a node that lost every switch must not keep its old zone
         _, changed = await self.writer.apply_node_topology(node, spec, {wellknown.LABEL_ZONE: zone_label})
+        if not self.label_nodes:
+            return changed  # the NodeTopology's own zone label: the binder leader copies it to the Node
         node_labels = await self.node_labels(node)
         if node_labels is None:
             log.warning("node %s does not exist: NodeTopology written, no zone label set", node)
@@ -153,9 +163,9 @@ class KubeSink(KubeReader):
 
 
 @contextlib.asynccontextmanager
-async def open_sink(kubeconfig: str | None) -> AsyncIterator[KubeSink]:
+async def open_sink(kubeconfig: str | None, *, label_nodes: bool = True) -> AsyncIterator[KubeSink]:
     async with open_api(kubeconfig) as api:
-        yield KubeSink(api, KubeWriter(api))
+        yield KubeSink(api, KubeWriter(api), label_nodes=label_nodes)
 
 
 @contextlib.asynccontextmanager

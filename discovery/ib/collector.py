@@ -246,11 +246,16 @@ class IbCollector:
         if written:
             result.heartbeats.append(node)
 
-    async def run(self, stop: asyncio.Event, standby_poll: float = 5.0) -> None:
+    async def run(
+        self, stop: asyncio.Event, standby_poll: float = 5.0, on_round: Callable[[], None] | None = None
+    ) -> None:
         """Rounds every ``period`` seconds until ``stop`` is set; while not the leader, checks
-        leadership every ``standby_poll`` seconds so that a new leader starts at once."""
+        leadership every ``standby_poll`` seconds so that a new leader starts at once.
+        ``on_round`` after each round, a standby's included (liveness)."""
         while not stop.is_set():
             result = await self.run_once()
+            if on_round is not None:
+                on_round()
             wait = min(standby_poll, self.config.period) if result.skipped else self.config.period
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), wait)

@@ -304,10 +304,12 @@ class RoceAgent:
             self._last = None
         return bool(written)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Rounds every ``period`` seconds until ``stop`` is set."""
+    async def run(self, stop: asyncio.Event, on_round: Callable[[], None] | None = None) -> None:
+        """Rounds every ``period`` seconds until ``stop`` is set; ``on_round`` after each (liveness)."""
         while not stop.is_set():
             await self.run_once()
+            if on_round is not None:
+                on_round()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.config.period)
 

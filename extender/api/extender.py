@@ -25,7 +25,7 @@ from fastapi.responses import Response
 from prometheus_client import Counter, Histogram
 from starlette.types import Receive, Scope, Send
 
-from extender import wellknown
+from extender import shape, wellknown
 from extender.actions import bind as bind_action
 from extender.actions import reclaim as reclaim_action
 from extender.actions.outcome import INLINE, QUOTA, SPOT, FilterOutcome
@@ -61,6 +61,9 @@ def _field(d: Mapping[str, Any], name: str) -> Any:
 
 class _BadRequest(ValueError):
     pass
+
+
+_BINDING_FIELDS = ("PodName", "PodNamespace", "PodUID", "Node")
 
 
 def _parse(body: bytes) -> dict[str, Any]:
@@ -101,10 +104,41 @@ def _candidates(args: Mapping[str, Any]) -> tuple[list[str], dict[str, Any] | No
 
 
 def _pod(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The request's Pod, every field the verbs and the cache's conversion read of the right type."""
     pod = _field(args, "Pod")
     if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict):
         raise _BadRequest("the request has no Pod")
+    problem = shape.check(pod, shape.POD, "Pod")
+    if problem:
+        raise _BadRequest(f"malformed Pod: {problem}")
     return pod
+
+
+def _victims(args: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
+    """``(node → victims, whether they are MetaVictims)`` of an ``ExtenderPreemptionArgs``: each
+    entry an object whose ``Pods`` is a list of objects and ``NumPDBViolations`` an integer."""
+    meta = _field(args, "NodeNameToMetaVictims")
+    full = _field(args, "NodeNameToVictims")
+    for name, value in (("NodeNameToMetaVictims", meta), ("NodeNameToVictims", full)):
+        if value is not None and not isinstance(value, dict):
+            raise _BadRequest(f"{name} must be an object of node name to victims")
+    source, is_meta = (meta, True) if isinstance(meta, dict) else (full or {}, False)
+    for node, victims in source.items():
+        where = f"{'NodeNameToMetaVictims' if is_meta else 'NodeNameToVictims'}[{node!r}]"
+        if victims is None:
+            continue
+        if not isinstance(victims, dict):
+            raise _BadRequest(f"{where} must be an object with Pods and NumPDBViolations")
+        pods, pdb = _field(victims, "Pods"), _field(victims, "NumPDBViolations")
+        if pods is not None and not (isinstance(pods, list) and all(isinstance(p, dict) for p in pods)):
+            raise _BadRequest(f"{where}.Pods must be a list of objects")
+        if pdb is not None and (not isinstance(pdb, int) or isinstance(pdb, bool)):
+            raise _BadRequest(f"{where}.NumPDBViolations must be an integer")
+        for p in pods or ():
+            problem = None if is_meta else shape.check(p, shape.POD, f"{where}.Pods[]")
+            if problem:
+                raise _BadRequest(problem)
+    return source, is_meta
 
 
 def _extender_args(body: bytes) -> tuple[dict[str, Any], list[str], dict[str, Any] | None]:
@@ -305,11 +339,12 @@ class Verbs:
             args = _parse(body)
         except _BadRequest as exc:
             return orjson.dumps({"Error": str(exc)})
-        name, ns, uid, node = (str(_field(args, k) or "") for k in ("PodName", "PodNamespace", "PodUID", "Node"))
-        if not (name and ns and uid and node):
+        fields = [_field(args, k) for k in _BINDING_FIELDS]
+        if not all(isinstance(f, str) and f for f in fields):
             return orjson.dumps(
                 {"Error": "malformed binding request: PodName, PodNamespace, PodUID and Node are required"}
             )
+        name, ns, uid, node = fields
         # a retry while the first attempt is still in flight joins it instead of binding twice
         running = state.binds_in_flight.get(uid)
         if running is not None:
@@ -336,20 +371,18 @@ class Verbs:
         try:
             args = _parse(body)
             pod = _pod(args)
+            source, is_meta = _victims(args)
         except _BadRequest as exc:
             return orjson.dumps(_error_reply("preempt", str(exc)))
-        meta = _field(args, "NodeNameToMetaVictims")
-        full = _field(args, "NodeNameToVictims")
         proposed: dict[str, list[str]] = {}
         pdb: dict[str, int] = {}
-        source = meta if isinstance(meta, dict) else full if isinstance(full, dict) else {}
         for node, victims in source.items():
             pods = _field(victims or {}, "Pods") or []
             uids = []
             for p in pods:
                 if not isinstance(p, dict):
                     continue
-                uid = _field(p, "UID") if source is meta else ((p.get("metadata") or {}).get("uid"))
+                uid = _field(p, "UID") if is_meta else ((p.get("metadata") or {}).get("uid"))
                 if isinstance(uid, str) and uid:
                     uids.append(uid)
             proposed[node] = uids

@@ -71,6 +71,8 @@ class Writer(Protocol):
 
     async def delete_quota(self, name: str, *, uid: str, resource_version: str) -> bool: ...
 
+    async def patch_node_labels(self, node: str, labels: Mapping[str, str | None]) -> dict[str, Any]: ...
+
 
 @dataclass(slots=True)
 class CycleReport:
@@ -113,6 +115,7 @@ class BinderLoop:
         self._warned_scattered: set[str] = set()
         self._sem = asyncio.Semaphore(concurrency)
         self.statuses = StatusReconciler(cache, writer, guard=self._guarded, count=self._count)
+        self._zone_generation = -1  # cache generation the zone labels were last in step with
 
     # --- running -------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -143,6 +146,7 @@ class BinderLoop:
         failed_quotas = await self._write_quotas(plan.quotas, self.cache.clock(), report)
         pods = [p for p in plan.pods if not self._depends_on(p, failed_quotas)]
         await self._write_pods(pods, report)
+        await self._sync_zone_labels(report)
         await self._post_outcomes(result)
         await self.statuses.reconcile(result.verdicts, result.now)
         await self.statuses.warn_unholdable()
@@ -192,7 +196,7 @@ class BinderLoop:
                 failed.add(w.name)
                 report.failed.append(f"quota {w.name}: {exc}")
                 self.cache.dirty_quotas.add(w.name)
-                log.warning("quota %s: status write failed: %s", w.name, exc)
+                log.warning("quota %s: status write failed: %s", w.name, exc, extra={"quota": w.name})
                 self._count("quota_status", "error")
                 return
             if obj is None or skipped:
@@ -202,12 +206,39 @@ class BinderLoop:
                     self.cache.on_quota_update(obj, obj)
                 self._count("quota_status", "skipped")
                 return
+            before = self.cache.quota_object(w.name)
             self.cache.on_quota_update(obj, obj)
             report.quota_writes += 1
             self._count("quota_status", "ok")
+            _log_binding(w.name, before, obj)
 
         await asyncio.gather(*(one(w) for w in writes))
         return failed
+
+    async def _sync_zone_labels(self, report: CycleReport) -> None:
+        """Copy each NodeTopology's ``zone`` label to its Node (the agents may not write Nodes);
+        looked at again only after the cache changed, and after a failed write."""
+        if self._zone_generation == self.cache.generation:
+            return
+        failed = False
+
+        async def one(node: str, label: str | None) -> None:
+            nonlocal failed
+            try:
+                obj = await self._guarded(self.writer.patch_node_labels(node, {wellknown.LABEL_ZONE: label}))
+            except Exception as exc:
+                failed = True
+                report.failed.append(f"node {node}: {exc}")
+                log.warning("node %s: zone label write failed: %s", node, exc, extra={"node": node})
+                self._count("node_labels", "error")
+                return
+            self.cache.on_node_update(obj, obj)
+            self._count("node_labels", "ok")
+            log.info("node %s: zone label %s", node, label or "removed", extra={"node": node, "zone": label})
+
+        await asyncio.gather(*(one(n, label) for n, label in sorted(self.cache.zone_label_drift().items())))
+        if not failed:
+            self._zone_generation = self.cache.generation
 
     def _depends_on(self, patch: PodPatch, failed_quotas: set[str]) -> bool:
         """A pod patch that gives the pod a quota (or that quota's node) whose status write failed
@@ -227,7 +258,8 @@ class BinderLoop:
                 )
             except Exception as exc:
                 report.failed.append(f"pod {p.namespace}/{p.name}: {exc}")
-                log.warning("pod %s/%s: annotation patch failed: %s", p.namespace, p.name, exc)
+                pod = f"{p.namespace}/{p.name}"
+                log.warning("pod %s: annotation patch failed: %s", pod, exc, extra={"pod": pod})
                 self._count("pod_annotations", "error")
                 return
             self.cache.on_pod_update(obj, obj)
@@ -367,3 +399,17 @@ def extra_leaves(cache: ClusterCache) -> int:
         if len(zones) > -(-len(quotas) // biggest):
             count += 1
     return count
+
+
+def _log_binding(quota: str, before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> None:
+    """One INFO line when a quota's node changes (bound, released, moved), with quota / node fields."""
+    old = str(((before or {}).get("status") or {}).get("nodeName") or "")
+    new = str((after.get("status") or {}).get("nodeName") or "")
+    if old == new:
+        return
+    queue = str((after.get("spec") or {}).get("queueName") or "")
+    fields = {"quota": quota, "node": new or old, "queue": queue}
+    if new:
+        log.info("quota %s bound to %s", quota, new, extra=fields)
+    else:
+        log.info("quota %s released from %s", quota, old, extra=fields)

@@ -258,6 +258,25 @@ class ClusterCache:
         if name in self._node_objs:
             self._rebuild_node(name)
 
+    def zone_label_drift(self) -> dict[str, str | None]:
+        """Nodes whose ``zone`` label differs from their NodeTopology's (node → the label it should
+        have; None: remove it). The discovery agents label the NodeTopology they own; the binder
+        leader copies the label to the Node. A NodeTopology without the label but with switches was
+        not written by an agent (by hand, an older agent): its node is left as it is; one without
+        switches means the node lost every switch, and its label goes."""
+        out: dict[str, str | None] = {}
+        for name, topo in self._topos.items():
+            node = self._node_objs.get(name)
+            if node is None:
+                continue
+            want = ((topo.get("metadata") or {}).get("labels") or {}).get(wellknown.LABEL_ZONE)
+            if want is None and any(convert.topology_switches(topo)):
+                continue
+            have = ((node.get("metadata") or {}).get("labels") or {}).get(wellknown.LABEL_ZONE)
+            if have != want:
+                out[name] = want
+        return out
+
     def _rebuild_node(self, name: str) -> None:
         obj = self._node_objs[name]
         try:
@@ -895,6 +914,7 @@ class ClusterCache:
             quotas_by_queue=self.quotas_by_queue(),
             cluster_total=self.cluster_total(),
             generation=self.generation,
+            gpu_resources=self.opts.gpu_resources,
             pending_jobs=CopiedOnRead(self.pending_jobs),
             quota_touched=self.quota_touched,
             release_candidates=CopiedOnRead(self.release_candidates),

@@ -58,6 +58,8 @@ class ConvertOptions:
     gpu_spec_labels: tuple[str, ...] = wellknown.DEFAULT_GPU_SPEC_LABELS
     tier_labels: tuple[tuple[int, str], ...] = wellknown.DEFAULT_TIER_LABELS
     """(tier, node label key) read for the nodes' topology tiers (``--topology-labels``)."""
+    gpu_resources: tuple[str, ...] = wellknown.DEFAULT_GPU_RESOURCES
+    """The extended resources that are GPUs (``--gpu-resources``: nvidia.com/gpu, amd.com/gpu, …)."""
     spot_resource: str = wellknown.RESOURCE_SPOT_GPU
     rdma_prefix: str = wellknown.RDMA_RESOURCE_PREFIX
     default_queue: str = "default"

@@ -2,6 +2,8 @@
 
 ::
 
+    apiVersion: scheduling.infini-ai.com/v1alpha1   # optional for now
+    kind: SchedulingPolicy                          # optional for now
     actions:                       # run in this order every cycle
       - allocate_job
       - allocate_zone
@@ -13,6 +15,11 @@
     stages:                        # optional: how a stage combines its plugins
       qn.predicate: joint(predicates, quotapredicates, quotaaffinity)
       qn.node_order: sum(100*topology, binpack)
+
+The file is a configuration API, versioned like Kubernetes' own (``KubeSchedulerConfiguration``):
+``apiVersion`` / ``kind`` name the schema; a file without them is read as the current version,
+an unknown version or kind is a load error naming the ones this build reads — so a file written
+for a later schema is refused, never half understood.
 
 Everything is checked once, at load: an unknown action, plugin, stage, operator or argument is
 a :class:`PolicyError` that names the culprit. A loaded :class:`Policy` is immutable; plugins and
@@ -43,7 +50,15 @@ from extender.framework.expr import parse as parse_expr
 from extender.framework.plugin import Action, ActionClass, Plugin, PluginClass
 from extender.framework.stages import EVENT_HOOK, STAGES
 
-__all__ = ["CompiledStage", "Policy", "PolicyError", "load_policy", "parse_policy"]
+__all__ = [
+    "POLICY_API_VERSION",
+    "POLICY_KIND",
+    "CompiledStage",
+    "Policy",
+    "PolicyError",
+    "load_policy",
+    "parse_policy",
+]
 
 
 class PolicyError(ValueError):
@@ -165,7 +180,22 @@ def _compile_stages(raw: Any, plugins: Mapping[str, Plugin], where: str) -> dict
     return out
 
 
-_TOP_KEYS = frozenset({"actions", "plugins", "stages"})
+_TOP_KEYS = frozenset({"apiVersion", "kind", "actions", "plugins", "stages"})
+POLICY_API_VERSION = "scheduling.infini-ai.com/v1alpha1"
+POLICY_KIND = "SchedulingPolicy"
+_API_VERSIONS = (POLICY_API_VERSION,)
+
+
+def _check_version(doc: Mapping[str, Any], source: str) -> None:
+    """``apiVersion`` and ``kind``, when present, must be ones this build reads."""
+    version, kind = doc.get("apiVersion"), doc.get("kind")
+    if version is not None and version not in _API_VERSIONS:
+        raise PolicyError(
+            f"{source}: apiVersion {version!r} is not a policy version this build reads "
+            f"(known: {', '.join(_API_VERSIONS)}); was the file written for a newer sky-scheduler?"
+        )
+    if kind is not None and kind != POLICY_KIND:
+        raise PolicyError(f"{source}: kind {kind!r} is not {POLICY_KIND!r}")
 
 
 def parse_policy(
@@ -181,7 +211,8 @@ def parse_policy(
     unknown = set(doc) - _TOP_KEYS
     if unknown:
         names = ", ".join(sorted(map(str, unknown)))
-        raise PolicyError(f"{source}: unknown key(s) {names} (known: actions, plugins, stages)")
+        raise PolicyError(f"{source}: unknown key(s) {names} (known: apiVersion, kind, actions, plugins, stages)")
+    _check_version(doc, source)
     for name, cls in plugins.items():
         bad = set(cls.STAGES) - set(STAGES) - {EVENT_HOOK}
         if bad:  # a programming error in a plugin, caught at load rather than mid-cycle

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, field
 from typing import Any
 
+from extender import wellknown
 from extender.framework.intents import Intent
 from extender.framework.policy import Policy
 from extender.framework.stages import BUNDLE_STAGES, BUNDLES, EVENT_HOOK, JOB_STAGES, BoundBundle, BoundStages, neutral
@@ -65,6 +66,7 @@ class Snapshot:
     drifted_quotas: Collection[str] = ()  # quotas with a pod placed on another node than theirs
     cluster_total: Resource = field(default_factory=Resource.empty)  # Σ allocatable of all nodes
     generation: int = 0  # bumps whenever the cache changes; equal generations = same state
+    gpu_resources: tuple[str, ...] = wellknown.DEFAULT_GPU_RESOURCES  # the configured GPU resources
 
 
 class FitStage(enum.IntEnum):
@@ -98,6 +100,8 @@ class Session:
         self.snap = snap
         self.now = snap.now
         self.policy = policy
+        self.gpu_resources: tuple[str, ...] = snap.gpu_resources
+        """The extended resources that count as GPUs (``--gpu-resources``), for plugins that weigh GPUs."""
         # the snapshot's maps under the overlay (read on every lookup: one attribute, not two)
         self._base_nodes, self._base_quotas, self._base_jobs = snap.nodes, snap.quotas, snap.jobs
         self._nodes: dict[str, NodeInfo] = {}

@@ -22,16 +22,19 @@ from extender.model.resources import Resource
 from extender.model.task import TaskInfo
 
 NAME: Final = "binpack"
+GPU_ALIAS: Final = "gpu"
+"""The weights' key for every configured GPU resource (``--gpu-resources``), whatever its vendor."""
 
 
 class BinpackArgs(ArgsModel):
     weights: dict[str, float] = Field(
         default_factory=lambda: {
-            wellknown.RESOURCE_GPU: 10.0,
+            GPU_ALIAS: 10.0,
             wellknown.RESOURCE_CPU: 1.0,
             wellknown.RESOURCE_MEMORY: 1.0,
         },
-        description="per-resource weights; resources not listed do not count",
+        description=f"per-resource weights; resources not listed do not count; {GPU_ALIAS!r} stands for each "
+        "resource of --gpu-resources not listed by name",
     )
 
 
@@ -51,6 +54,15 @@ def packing_score(held: Resource, request: Resource, allocatable: Resource, weig
     return score / total_w if total_w else 0.0
 
 
+def resolve_weights(weights: dict[str, float], gpu_resources: tuple[str, ...]) -> dict[str, float]:
+    """``weights`` with the ``gpu`` alias replaced by each configured GPU resource not named itself."""
+    out = {k: v for k, v in weights.items() if k != GPU_ALIAS}
+    if GPU_ALIAS in weights:
+        for name in gpu_resources:
+            out.setdefault(name, weights[GPU_ALIAS])
+    return out
+
+
 class Plugin:
     NAME: Final = NAME
     Args = BinpackArgs
@@ -60,7 +72,7 @@ class Plugin:
         self.args = args
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        weights = self.args.weights
+        weights = resolve_weights(self.args.weights, ssn.gpu_resources)
 
         def node_order_qn(quota: QuotaInfo, node: NodeInfo) -> float:
             held = node.allocatable - node.quota_idle

@@ -87,7 +87,9 @@ class Plugin:
     def __init__(self, args: SylasArgs) -> None:
         self.args = args
 
-    def predicted_victims(self, node: NodeInfo, shortage: Resource, now: float) -> list[list[NodeTask]] | None:
+    def predicted_victims(
+        self, node: NodeInfo, shortage: Resource, now: float, gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES
+    ) -> list[list[NodeTask]] | None:
         """Groups (one per job) of spot pods to evict, cheapest first, until ``shortage`` is covered."""
         groups: defaultdict[str, list[NodeTask]] = defaultdict(list)
         for rec in node.tasks.values():
@@ -95,7 +97,7 @@ class Plugin:
                 groups[rec.job].append(rec)
         if not groups:
             return None
-        costs = sorted(groups.values(), key=lambda g: self.group_cost(g, node, now))
+        costs = sorted(groups.values(), key=lambda g: self.group_cost(g, node, now, gpus))
         chosen: list[list[NodeTask]] = []
         left = shortage.clone()
         for g in costs:
@@ -108,21 +110,27 @@ class Plugin:
             return None
         return chosen
 
-    def group_cost(self, group: Sequence[NodeTask], node: NodeInfo, now: float) -> float:
+    def group_cost(
+        self,
+        group: Sequence[NodeTask],
+        node: NodeInfo,
+        now: float,
+        gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES,
+    ) -> float:
         """The cost of evicting ``group`` (0 cheapest … about 1.5): the four strategies, weighted.
 
         * priority class: 0 below ``low_priority_below``, 1 from ``high_priority_from``, else 0.5;
         * task count: pods evicted per GPU slot of the node (one 4-pod job costs four times one pod);
-        * resources: GPUs evicted over the node's GPUs;
+        * resources: GPUs (of every resource in ``gpus``) evicted over the node's GPUs;
         * run time: the longest run among them over a day (``runtime_order: longest`` inverts it).
         Shared-pool pods cost 0.5 more: the exclusive pool is the one meant to make room."""
         a = self.args
         top = max(r.priority for r in group)
         pclass = 0.0 if top < a.low_priority_below else (1.0 if top >= a.high_priority_from else 0.5)
-        gpu_cap = node.allocatable.get(wellknown.RESOURCE_GPU) or 1
+        gpu_cap = _gpus(node.allocatable, gpus) or 1
         slots = max(1, gpu_cap // 1000)
         count = min(1.0, len(group) / slots)
-        res = min(1.0, sum(r.request.get(wellknown.RESOURCE_GPU) for r in group) / gpu_cap)
+        res = min(1.0, sum(_gpus(r.request, gpus) for r in group) / gpu_cap)
         runtimes = [now - r.started for r in group if r.started]
         runtime = min(1.0, (max(runtimes) if runtimes else 0.0) / 86400.0)
         if a.runtime_order == "longest":
@@ -135,6 +143,7 @@ class Plugin:
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
         res = self.args.resource
+        gpus = ssn.gpu_resources
 
         def predicate_tn(task: TaskInfo, node: NodeInfo) -> Status:
             if not task.spot:
@@ -160,21 +169,21 @@ class Plugin:
         def node_order_tn(task: TaskInfo, node: NodeInfo) -> float:
             if not task.spot:
                 return 0.0
-            cap = node.allocatable.get(wellknown.RESOURCE_GPU)
+            cap = _gpus(node.allocatable, gpus)
             if cap <= 0:
                 return 0.0
-            promised = cap - node.quota_idle.get(wellknown.RESOURCE_GPU)
+            promised = cap - _gpus(node.quota_idle, gpus)
             return 1.0 - min(1.0, max(0, promised) / cap)
 
         def node_order_qn(quota: QuotaInfo, node: NodeInfo) -> float:
             shortage = Resource({n: v - node.idle.get(n) for n, v in quota.request.q.items() if v > node.idle.get(n)})
             if shortage.is_empty():
                 return 1.0
-            victims = self.predicted_victims(node, shortage, ssn.now)
+            victims = self.predicted_victims(node, shortage, ssn.now, gpus)
             if victims is None:
                 return 0.0
             # the cost of everything evicted, as one group: two victims cost more than one
-            cost = self.group_cost([rec for g in victims for rec in g], node, ssn.now)
+            cost = self.group_cost([rec for g in victims for rec in g], node, ssn.now, gpus)
             return max(0.0, 1.0 - cost)
 
         def victims(preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> frozenset[str]:
@@ -186,3 +195,8 @@ class Plugin:
             "qn.node_order": node_order_qn,
             "job.victims": victims,
         }
+
+
+def _gpus(resources: Resource, names: Sequence[str]) -> int:
+    """How many GPUs ``resources`` holds, over every configured GPU resource (``--gpu-resources``)."""
+    return sum(resources.get(n) for n in names)

@@ -35,11 +35,13 @@ def write_self_signed(
     *,
     hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
     ca_name: str = "sky-scheduler local CA",
+    client: bool = False,
 ) -> TLSFiles:
     """Write ``ca.crt``, ``tls.crt`` and ``tls.key`` (EC P-256) into ``directory``.
 
     ``hosts`` become the serving certificate's subject alternative names (IP addresses where
-    they parse as one, DNS names otherwise); the first one is also its common name.
+    they parse as one, DNS names otherwise); the first one is also its common name. ``client``:
+    a client certificate (extended key usage clientAuth) instead of a serving one.
     """
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -85,7 +87,10 @@ def write_self_signed(
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())

@@ -143,8 +143,8 @@ class SimulationResult:
         }
 
 
-def _gpu(resources: dict[str, Any] | None) -> int:
-    raw = (resources or {}).get(wellknown.RESOURCE_GPU)
+def _gpu(resources: dict[str, Any] | None, name: str = wellknown.RESOURCE_GPU) -> int:
+    raw = (resources or {}).get(name)
     try:
         return int(float(raw)) if raw is not None else 0
     except (TypeError, ValueError):
@@ -188,7 +188,8 @@ class Simulation:
             import yaml  # noqa: PLC0415
 
             policy = load_policy_text(yaml.safe_dump(scenario.policy), f"scenario {scenario.name}: policy")
-        settings = local_settings(tls)
+        self.gpu_resource = scenario.defaults.gpu_resource
+        settings = local_settings(tls, gpu_resources=self.gpu_resource)
         self.settings = settings
         self.cluster = LocalCluster(
             settings=settings, policy=policy, serve=True, clock=self.clock, emulator_port=emulator_port
@@ -460,13 +461,13 @@ class Simulation:
         for n in emu.list("v1", "nodes"):
             name = n["metadata"]["name"]
             q_gpus = {
-                q["metadata"]["name"]: _gpu(q["spec"]["request"])
+                q["metadata"]["name"]: _gpu(q["spec"]["request"], self.gpu_resource)
                 for q in quotas
                 if (q.get("status") or {}).get("nodeName") == name
             }
             p_gpus = {
                 f"{p['metadata']['namespace']}/{p['metadata']['name']}": _gpu(
-                    p["spec"]["containers"][0]["resources"].get("requests")
+                    p["spec"]["containers"][0]["resources"].get("requests"), self.gpu_resource
                 )
                 for p in pods
                 if (p.get("spec") or {}).get("nodeName") == name
@@ -476,7 +477,7 @@ class Simulation:
                     name=name,
                     leaf=self.leaf_of.get(name, ""),
                     model=(n["metadata"].get("labels") or {}).get("nvidia.com/gpu.product", ""),
-                    gpus=_gpu((n.get("status") or {}).get("allocatable")),
+                    gpus=_gpu((n.get("status") or {}).get("allocatable"), self.gpu_resource),
                     ready=any(
                         c.get("type") == "Ready" and c.get("status") == "True"
                         for c in (n.get("status") or {}).get("conditions") or []

@@ -73,6 +73,11 @@ def _check_resources(value: dict[str, Quantity], where: str) -> dict[str, Quanti
 
 class NodeDefaults(_Model):
     gpu_model: str = Field("A100", alias="gpuModel")
+    gpu_resource: str = Field(
+        wellknown.RESOURCE_GPU,
+        alias="gpuResource",
+        description="the extended resource the nodes' GPUs are advertised as (serve runs with --gpu-resources it)",
+    )
     gpus: int = Field(8, ge=0)
     rdma: int = Field(8, ge=0, description="rdma/hca devices per node")
     cpu: str = "128"
@@ -277,7 +282,19 @@ class Scenario(_Model):
                 gpus = d.gpus if o.gpus is None else o.gpus
                 rdma = d.rdma if o.rdma is None else o.rdma
                 spot = d.spot_gpus if o.spot_gpus is None else o.spot_gpus
-                objs.append(_node(name, model=model, gpus=gpus, rdma=rdma, cpu=d.cpu, memory=d.memory, spot=spot, o=o))
+                objs.append(
+                    _node(
+                        name,
+                        model=model,
+                        gpus=gpus,
+                        rdma=rdma,
+                        cpu=d.cpu,
+                        memory=d.memory,
+                        spot=spot,
+                        o=o,
+                        gpu_resource=d.gpu_resource,
+                    )
+                )
                 objs.append(topology_object(name, [leaf.name], leaf.fabric))
         namespaces = sorted({j.namespace for s in self.steps for j in s.jobs} - {"default"})
         objs += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces]
@@ -335,13 +352,14 @@ def _node(
     memory: str,
     spot: int,
     o: NodeOverride,
+    gpu_resource: str = wellknown.RESOURCE_GPU,
 ) -> dict[str, Any]:
     # the RDMA device plugin advertises HCAs as rdma/hca on RoCE and InfiniBand nodes alike (seed 2.6)
     alloc = {
         "cpu": cpu,
         "memory": memory,
         "pods": "110",
-        wellknown.RESOURCE_GPU: str(gpus),
+        gpu_resource: str(gpus),
         wellknown.RESOURCE_RDMA_HCA: str(rdma),
     }
     if spot:

@@ -104,6 +104,7 @@ def test_default_install_objects() -> None:
             "Service",
             "Secret",
             "MutatingWebhookConfiguration",
+            "NetworkPolicy",
         }
     )
     assert {d["metadata"]["name"] for d in find(objs, "Deployment")} == {"sky-scheduler", "sky-scheduler-ib"}
@@ -181,7 +182,13 @@ def test_rendered_objects_validate_against_kubernetes_schemas(variant: str) -> N
 def test_custom_resources_are_skipped_only_with_a_reason() -> None:
     rendered = {(o["apiVersion"], o["kind"]) for v in ALL_VARIANTS for o in render_variant(v)}
     unknown_groups = {k for k in rendered if "." in k[0].split("/")[0] and k not in CUSTOM_RESOURCES}
-    builtin_groups = ("apps", "policy", "rbac.authorization.k8s.io", "admissionregistration.k8s.io")
+    builtin_groups = (
+        "apps",
+        "policy",
+        "rbac.authorization.k8s.io",
+        "admissionregistration.k8s.io",
+        "networking.k8s.io",
+    )
     assert {k for k in unknown_groups if not k[0].startswith(builtin_groups)} == set()
 
 
@@ -413,6 +420,10 @@ def test_every_serve_setting_is_set_by_the_chart() -> None:
 
     not_set = {
         "kubeconfig": "in-cluster configuration",
+        "webhook_client_ca_file": "only with webhook.clientAuth.caConfigMap (test_network_guard)",
+        "extender_tls_cert_file": "the chart runs the extender on loopback in the scheduler pod",
+        "extender_tls_key_file": "the chart runs the extender on loopback in the scheduler pod",
+        "extender_client_ca_file": "the chart runs the extender on loopback in the scheduler pod",
     }
     flags = {
         a.split("=", 1)[0]
@@ -705,17 +716,30 @@ def test_nothing_is_privileged_or_shares_host_namespaces_beyond_the_roce_network
 # --------------------------------------------------------------------------------------------
 
 
+def _webhooks(objs: Sequence[Obj]) -> list[dict[str, Any]]:
+    hooks: list[dict[str, Any]] = one(objs, "MutatingWebhookConfiguration")["webhooks"]
+    return hooks
+
+
 def _webhook(objs: Sequence[Obj]) -> dict[str, Any]:
-    (hook,) = one(objs, "MutatingWebhookConfiguration")["webhooks"]
+    """The entry for pods that name sky-scheduler (the first)."""
+    hook = _webhooks(objs)[0]
+    assert hook["name"].startswith("pods.")
     return hook
 
 
 @pytest.mark.parametrize("variant", [v for v in ALL_VARIANTS if v != "no-webhook"])
 def test_webhook_configuration(variant: str) -> None:
-    from webhooks.app import MUTATE_PATH
 
     objs = render_variant(variant)
-    hook = _webhook(objs)
+    for hook in _webhooks(objs):
+        _check_webhook_entry(objs, hook, variant)
+    assert [h["name"].split(".")[0] for h in _webhooks(objs)] == ["pods", "inject"]
+
+
+def _check_webhook_entry(objs: Sequence[Obj], hook: dict[str, Any], variant: str) -> None:
+    from webhooks.app import MUTATE_PATH
+
     assert hook["clientConfig"]["service"]["path"] == MUTATE_PATH == "/mutate/pods"
     assert hook["rules"] == [
         {
@@ -729,8 +753,9 @@ def test_webhook_configuration(variant: str) -> None:
     assert hook["sideEffects"] == "NoneOnDryRun"  # claims are written on Quotas, never for a dry run
     assert hook["admissionReviewVersions"] == ["v1"]
     assert hook["matchPolicy"] == "Equivalent" and hook["reinvocationPolicy"] == "Never"
-    assert hook["failurePolicy"] == VARIANTS[variant].get("webhook", {}).get("failurePolicy", "Ignore")
-    assert hook["timeoutSeconds"] == 10
+    if hook["name"].startswith("pods."):
+        assert hook["failurePolicy"] == VARIANTS[variant].get("webhook", {}).get("failurePolicy", "Ignore")
+    assert hook["timeoutSeconds"] == 3
     # the Service routes to the serve container's webhook port
     svc_ref = hook["clientConfig"]["service"]
     svc = one(objs, "Service", svc_ref["name"])
@@ -955,3 +980,27 @@ def test_shell_quoting_of_rendered_args() -> None:
             for c in o["spec"]["template"]["spec"]["containers"]:
                 for a in c.get("args", []):
                     assert "${" not in a and "`" not in a, (c["name"], a)
+
+
+def test_only_the_schedulers_pods_reach_the_webhook() -> None:
+    """matchConditions (CEL) restrict the calls to pods naming sky-scheduler, and — in inject-enabled
+    namespaces — pods naming no scheduler or the default one: the schedulers the webhook injects."""
+    from webhooks.state import DEFAULT_SCHEDULER, WebhookConfig
+
+    pods, inject = _webhooks(render_variant("default"))
+    (cond,) = pods["matchConditions"]
+    assert cond["expression"] == "has(object.spec.schedulerName) && object.spec.schedulerName == 'sky-scheduler'"
+    (cond,) = inject["matchConditions"]
+    injectable = ", ".join(f"'{s}'" for s in WebhookConfig().injectable_schedulers)
+    assert WebhookConfig().injectable_schedulers == ("", DEFAULT_SCHEDULER)
+    assert cond["expression"] == f"!has(object.spec.schedulerName) || object.spec.schedulerName in [{injectable}]"
+    inject_label = "scheduling.infini-ai.com/inject"
+    sel = inject["namespaceSelector"]
+    assert _namespace_matches(sel, {"kubernetes.io/metadata.name": "ml", inject_label: "enabled"})
+    assert not _namespace_matches(sel, {"kubernetes.io/metadata.name": "ml"})
+    assert not _namespace_matches(sel, {"kubernetes.io/metadata.name": NAMESPACE, inject_label: "enabled"})
+    other = render({"schedulerName": "gpu-sched", "webhook": {"injection": {"enabled": False}}})
+    (only,) = _webhooks(other)
+    assert "== 'gpu-sched'" in only["matchConditions"][0]["expression"]
+    strict = render({"webhook": {"injection": {"failurePolicy": "Fail"}}})
+    assert [h["failurePolicy"] for h in _webhooks(strict)] == ["Ignore", "Fail"]

@@ -47,16 +47,20 @@ def _call(verb: str, group: str, resource: str, subresource: str = "") -> Any:
 
 
 # Which component makes which KubeWriter call.
-def _discovery_writer_calls() -> set[Any]:
+def _roce_writer_calls() -> set[Any]:
     # KubeWriter.apply_node_topology (get, create, update), .update_node_topology_status (get,
-    # update status: the heartbeat) and .patch_node_labels
+    # update status: the heartbeat): its own NodeTopology only, never a Node
     return {
         _call("get", GROUP, "nodetopologies"),
         _call("create", GROUP, "nodetopologies"),
         _call("update", GROUP, "nodetopologies"),
         _call("update", GROUP, "nodetopologies", "status"),
-        _call("patch", "", "nodes"),
     }
+
+
+def _discovery_writer_calls() -> set[Any]:
+    # the IB collector: the RoCE agent's calls and .patch_node_labels of the nodes it maps
+    return _roce_writer_calls() | {_call("patch", "", "nodes")}
 
 
 def _lease_calls() -> set[Any]:
@@ -83,6 +87,7 @@ def _serve_writer_calls() -> set[Any]:
         _call("create", "", "pods", "eviction"),
         _call("create", "", "events"),
         _call("patch", "", "events"),
+        _call("patch", "", "nodes"),  # the binder leader: NodeTopology zone label → Node
     }
 
 
@@ -258,9 +263,10 @@ def _recorded_reads(run: Any) -> set[Grant]:
 
 def _roce_expected() -> set[Grant]:
     async def run(reader: Any) -> None:
-        await reader.read("n0")  # its NodeTopology and its node's zone label
+        reader.label_nodes = False  # as `discover roce` runs it
+        await reader.read("n0")  # its NodeTopology (with the zone label it wrote)
 
-    return _recorded_reads(run) | {_as_grant(c) for c in _discovery_writer_calls()}
+    return _recorded_reads(run) | {_as_grant(c) for c in _roce_writer_calls()}
 
 
 def _ib_expected() -> set[Grant]:
@@ -294,7 +300,8 @@ def test_ib_collector_roles_are_exactly_what_it_calls() -> None:
 
 def test_recorded_reads_are_what_the_reader_does() -> None:
     """The recorder itself: a GET by name is `get`, a collection GET is `list`."""
-    assert ("", "nodes", "get", "") in _roce_expected()
+    assert not {g for g in _roce_expected() if g[1] == "nodes"}  # the RoCE agent never touches a Node
+    assert ("", "nodes", "get", "") in _ib_expected()
     assert ("", "nodes", "list", "") in _ib_expected()
     assert (GROUP, "nodetopologies", "get", "") in _roce_expected()
 

@@ -371,9 +371,11 @@ def test_roce_once_writes_through_the_cli(emulator: tuple[Emulator, Path], fixtu
     assert done.returncode == 0, done.stderr
     obj = emu.get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, "gpu-n01")
     assert obj["spec"]["zone"] == "roce#leaf-a,leaf-b" and len(obj["spec"]["net"]["roce"]) == 5
-    assert emu.get("v1", "nodes", "gpu-n01")["metadata"]["labels"][wellknown.LABEL_ZONE] == topology.zone_label_value(
-        ["leaf-a", "leaf-b"]
-    )
+    # the zone label goes on the agent's own NodeTopology; the Node is not touched (the binder
+    # leader copies the label: tests/binder/test_loop_emulator.py)
+    assert obj["metadata"]["labels"][wellknown.LABEL_ZONE] == topology.zone_label_value(["leaf-a", "leaf-b"])
+    assert wellknown.LABEL_ZONE not in (emu.get("v1", "nodes", "gpu-n01")["metadata"].get("labels") or {})
+    assert not [r for r in emu.journal.records() if r.resource == "nodes" and r.verb != "create"]  # no read either
     # once more, unchanged: exits 0 and writes no object nor label (only, maybe, its heartbeat)
     before, all_before = spec_writes(emu), len(writes(emu))
     assert _discover(*argv).returncode == 0

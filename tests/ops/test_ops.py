@@ -262,3 +262,36 @@ async def test_not_leading_replica_serves_the_extender_but_runs_no_cycle(tmp_pat
         assert body["FailedAndUnresolvableNodes"] == {
             "n0": "QuotaNotBound(quota q-train-0 not bound yet: waiting for the binder)"
         }
+
+
+async def test_metrics_follow_prometheus_conventions(tmp_path: Path) -> None:
+    """Over HTTP: per-queue gauges from the cache, build info, process and GC series, no
+    ``_created`` series, and the webhook's latency apart from the extender's."""
+    async with harness(tmp_path) as h:
+        objs = b.seed_cluster() + b.training_job("wait", 2, gpu=4, hca=None)  # 2 claims of 4 GPU, pending
+        objs += [b.queue("research"), b.queue("infer"), b.quota("q-idle", queue="infer", gpu=2, hca=None)]
+        h.apply(objs + _scattered_job())  # split: 2 quotas of 1 GPU, both pods running
+        await h.cl.settle()
+        r = await h.ops("/metrics")
+        assert r.status_code == 200
+        fam = _families(r.text)
+        gpu = wellknown.RESOURCE_GPU
+        alloc, nominal = fam["sky_queue_allocated"], fam["sky_queue_nominal"]
+        assert _value(alloc, "sky_queue_allocated", queue="research", resource=gpu, spec="") == 4 * 2 + 2
+        assert _value(nominal, "sky_queue_nominal", queue="research", resource=gpu, spec="") == 4 * 2 + 2
+        assert _value(alloc, "sky_queue_allocated", queue="infer", resource=gpu, spec="") == 0
+        assert _value(nominal, "sky_queue_nominal", queue="infer", resource=gpu, spec="") == 2
+        assert _value(fam["sky_queue_pending_jobs"], "sky_queue_pending_jobs", queue="research") == 1
+        assert _value(fam["sky_queue_running_jobs"], "sky_queue_running_jobs", queue="research") == 1
+        info = fam["sky_build_info"]
+        assert len(info) == 1 and info[0].value == 1 and info[0].labels["version"]
+        assert "process_resident_memory_bytes" in fam and "python_gc_collections" in fam and "python_info" in fam
+        assert not [line for line in r.text.splitlines() if "_created" in line]
+        hook = h.rt.servers.get("webhook")
+        assert hook is not None
+        async with httpx.AsyncClient(verify=False) as c:
+            assert (await c.post(f"{hook.url}/mutate/pods", content=b"{}")).status_code == 400
+        fam = _families((await h.ops("/metrics")).text)
+        assert _value(fam["sky_webhook_request_seconds"], "sky_webhook_request_seconds_count") == 1
+        assert _value(fam["sky_webhook_requests"], "sky_webhook_requests_total", code="400") == 1
+        assert not [s for s in fam["sky_extender_request_seconds"] if s.labels.get("verb") == "mutate"]

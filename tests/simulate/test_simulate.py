@@ -165,3 +165,25 @@ async def test_sandbox_answers_a_filter_call_and_a_kubernetes_asyncio_list(tmp_p
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def test_the_seed_scenario_runs_the_same_on_amd_gpus(tmp_path: Path) -> None:
+    """Every nvidia.com/gpu of the seed scenario as amd.com/gpu (nodes advertise it, serve runs
+    with --gpu-resources amd.com/gpu): the same placements, the same expectations met."""
+    text = (ROOT / "examples" / "scenarios" / "seed-8-node.yaml").read_text()
+    amd = text.replace("nvidia.com/gpu:", "amd.com/gpu:").replace(
+        "defaults:\n", "defaults:\n  gpuResource: amd.com/gpu\n"
+    )
+    assert "nvidia.com/gpu:" not in amd and amd.count("amd.com/gpu") >= 4
+    path = tmp_path / "seed-amd.yaml"
+    path.write_text(amd)
+    scenario = load_scenario(str(path))
+    objs = scenario.cluster_objects()
+    nodes = [o for o in objs if o["kind"] == "Node"]
+    assert all(n["status"]["allocatable"].get("amd.com/gpu") == "8" for n in nodes)
+    assert not any("nvidia.com/gpu" in n["status"]["allocatable"] for n in nodes)
+    r = _cli("simulate", str(path), "--check", "--quiet", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    final = doc["steps"][-1]["quotas"]
+    assert final["q-llama-0"] == "n5" and final["q-train-1"] == "n4"

@@ -445,15 +445,18 @@ async def test_reloading_tls_serves_a_rotated_certificate(tls: TLSFiles, tmp_pat
 
 
 # --- metrics ---------------------------------------------------------------------------------------
-async def test_each_review_is_timed_under_verb_mutate(tls: TLSFiles) -> None:
+async def test_each_review_is_timed_in_the_webhooks_own_histogram(tls: TLSFiles) -> None:
     metrics = Metrics()
     state = h.make_state(small_cluster(), metrics=metrics)
     async with h.serve(state, tls) as hook:
         await hook.pod(h.admission_pod("p-0"))
         await hook.post(b"nope")
-    count = metrics.registry.get_sample_value("sky_extender_request_seconds_count", {"verb": "mutate"})
+    count = metrics.registry.get_sample_value("sky_webhook_request_seconds_count", {})
     assert count == 2
-    assert metrics.registry.get_sample_value("sky_extender_requests_total", {"verb": "mutate", "code": "400"}) == 1
+    assert metrics.registry.get_sample_value("sky_webhook_requests_total", {"code": "400"}) == 1
+    assert metrics.registry.get_sample_value("sky_webhook_requests_total", {"code": "200"}) == 1
+    # not filed under the extender's verbs
+    assert metrics.registry.get_sample_value("sky_extender_request_seconds_count", {"verb": "mutate"}) is None
 
 
 def test_the_patch_in_the_sample_response_is_base64_json() -> None:

@@ -135,3 +135,52 @@ Checks of combinations values.schema.json cannot express (comparisons between va
 {{- fail "discovery.roce.lldpd.enabled=false needs discovery.roce.lldpd.hostSocket (the host lldpd's control socket)" -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+What both webhook entries share: the rules (pod CREATE), the service, the timeout.
+Called with (dict "ctx" . "svc" <service name> "caBundle" <b64 or ""> "failurePolicy" <policy>).
+*/}}
+{{- define "sky.webhook.common" -}}
+{{- $ctx := .ctx -}}
+admissionReviewVersions: ["v1"]
+# it writes claims on Quota objects (which expire if the pod is never created), never on dryRun
+sideEffects: NoneOnDryRun
+failurePolicy: {{ .failurePolicy }}
+matchPolicy: Equivalent
+reinvocationPolicy: Never
+timeoutSeconds: {{ $ctx.Values.webhook.timeoutSeconds }}
+clientConfig:
+  service:
+    name: {{ .svc }}
+    namespace: {{ $ctx.Release.Namespace }}
+    path: /mutate/pods
+    port: {{ $ctx.Values.webhook.servicePort }}
+  {{- if .caBundle }}
+  caBundle: {{ .caBundle }}
+  {{- end }}
+rules:
+  - operations: ["CREATE"]
+    apiGroups: [""]
+    apiVersions: ["v1"]
+    resources: ["pods"]
+    scope: Namespaced
+{{- end -}}
+
+{{/*
+Liveness and readiness of a discovery agent: the --alive-file its loop touches after every round.
+Live while touched within 3 periods (and at least 2 minutes, find -mmin's granularity); ready
+once the first round is done. Called with (dict "period" <seconds>).
+*/}}
+{{- define "sky.discovery.probes" -}}
+{{- $minutes := max 2 (add1 (div (mul 3 (int .period)) 60)) -}}
+livenessProbe:
+  exec:
+    command: ["sh", "-c", "test -n \"$(find /run/sky-alive/alive -mmin -{{ $minutes }} 2>/dev/null)\""]
+  initialDelaySeconds: {{ mul 3 (int .period) }}
+  periodSeconds: 30
+  failureThreshold: 3
+readinessProbe:
+  exec:
+    command: ["test", "-e", "/run/sky-alive/alive"]
+  periodSeconds: 10
+{{- end -}}
