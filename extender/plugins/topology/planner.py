@@ -58,18 +58,19 @@ class _SpecPlan:
     slots: list[Slot] | None  # None: made for the winning spec only
 
 
-def describe_gang(quotas: Sequence[QuotaInfo]) -> str:
-    """``4×1 GPU`` — what the gang asks of a zone, as an operator would say it."""
+def describe_gang(quotas: Sequence[QuotaInfo], gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES) -> str:
+    """``4×1 GPU`` — what the gang asks of a zone, as an operator would say it (``gpus``: the
+    resources that are GPUs, ``--gpu-resources``)."""
     first = quotas[0].request
     if not all(q.request == first for q in quotas):
         return f"{len(quotas)} quotas"
-    gpu = first.get(wellknown.RESOURCE_GPU)
-    what = f"{format_quantity(wellknown.RESOURCE_GPU, gpu)} GPU" if gpu else str(first)
+    name = next((g for g in gpus if first.get(g)), "")
+    what = f"{format_quantity(name, first.get(name))} GPU" if name else str(first)
     return f"{len(quotas)}×{what}"
 
 
-def _largest(quotas: Sequence[QuotaInfo]) -> QuotaInfo:
-    return max(quotas, key=lambda q: (q.request.get(wellknown.RESOURCE_GPU), sum(q.request.q.values()), q.name))
+def _largest(quotas: Sequence[QuotaInfo], gpus: Sequence[str]) -> QuotaInfo:
+    return max(quotas, key=lambda q: (sum(q.request.get(g) for g in gpus), sum(q.request.q.values()), q.name))
 
 
 class GangPlanner:
@@ -94,7 +95,7 @@ class GangPlanner:
         """Nodes for the job's unbound ``quotas`` (all its quotas, rank order, bound ones included)."""
         unbound = [q for q in quotas if not q.node_name]
         bound = [q for q in quotas if q.node_name]
-        head = _largest(unbound)
+        head = _largest(unbound, self.ssn.gpu_resources)
         memo = self.memo
         sid = memo.shape_of(head)
         bound_zones = sorted({memo.zone_of[q.node_name] for q in bound if q.node_name in memo.zone_of})
@@ -110,10 +111,10 @@ class GangPlanner:
             free = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones, mind_holds=False)
             if free is not None and (best is None or free.key[:2] < best.key[:2]):
                 holders = sorted({self.holds.holder(n) for z in free.zones for n in memo.zone_nodes[z.id]} - {""})
+                what = describe_gang(unbound, self.ssn.gpu_resources)
                 return Status.unschedulable(
                     Reason.NODE_HELD_FOR_GANG,
-                    f"{free.key[1]} zone(s) would hold {describe_gang(unbound)} but nodes there are held for "
-                    + ", ".join(holders),
+                    f"{free.key[1]} zone(s) would hold {what} but nodes there are held for " + ", ".join(holders),
                 )
         if best is None:
             return self._failure(job, head, sid, specs, unbound)
@@ -322,9 +323,10 @@ class GangPlanner:
         span = best.key[0]
         above = describe_tier(span) if span <= self.memo.levels else "cluster"
         room = max((z.capacity for z in best.zones), default=0)
+        what = describe_gang(unbound, self.ssn.gpu_resources)
         return Status.unschedulable(
             Reason.FITS_ONLY_ABOVE_ALLOWED_TIER,
-            f"{describe_gang(unbound)} fits only across a {above} (tier {span}); highestTierAllowed is "
+            f"{what} fits only across a {above} (tier {span}); highestTierAllowed is "
             f"{describe_tier(limit)} (tier {limit}), and the roomiest {describe_tier(max(limit, 1))} takes {room}",
         )
 
@@ -335,7 +337,7 @@ class GangPlanner:
         if not specs:
             return Status.unresolvable(Reason.NO_ZONE_FITS, f"no node has GPU model {head.spec}")
         room = {z: self._offer(job, head, sid, z).capacity for s in specs for z in memo.spec_zones.get(s, [])}
-        what = describe_gang(unbound)
+        what = describe_gang(unbound, self.ssn.gpu_resources)
         if not any(room.values()):
             refusals = {n: s for spec in specs for n, s in memo.refusals(sid, spec).items()}
             if refusals:
