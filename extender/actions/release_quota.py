@@ -6,7 +6,9 @@ Three cases, each a statement of its own:
   consecutive cycles while they hold quotas gives back what no placed task uses: bound quotas
   go back to ``QuotaEmpty`` (never a statically bound one, never one a placed task of the job
   still uses), and the claims of its unplaced tasks on *unbound* quotas are dropped (a job whose
-  pods can never be placed must not starve the rest of its queue). Then it waits an exponential
+  pods can never be placed must not starve the rest of its queue) — unless its verdict says it
+  only waits for room (``NoZoneFits``, ``InsufficientQuotaIdle``, a hold …): a gang in line for
+  capacity keeps its claims, its place and its hold. Then it waits an exponential
   back-off (``backoff_seconds · 2^k`` after its k-th release, at most ``max_backoff_seconds``)
   before it claims and places quotas again. The reason is recorded for /diagnose
   (``QuotaReleasedUnschedulable``).
@@ -33,6 +35,25 @@ from extender.model.quota import QuotaInfo
 from extender.model.task import ALIVE
 
 NAME: Final = "release_quota"
+
+
+# what a job waits for when it only needs room: capacity others hold now (not a refusal of its pods)
+_ROOM_REASONS: Final = frozenset(
+    {
+        Reason.NO_ZONE_FITS,
+        Reason.INSUFFICIENT_QUOTA_IDLE,
+        Reason.QUOTA_IDLE_AFTER_RELEASE,
+        Reason.NODE_HELD_FOR_GANG,
+        Reason.HOLDING_NODES,
+        Reason.FITS_ONLY_ABOVE_ALLOWED_TIER,
+    }
+)
+
+
+def _waits_for_room(ssn: Session, job: str) -> bool:
+    """The job's verdict this cycle says it waits for room, not that its pods fit nowhere."""
+    verdict = ssn.verdicts.get(job)
+    return verdict is not None and verdict.status.reason in _ROOM_REASONS
 
 
 class ReleaseQuotaArgs(ArgsModel):
@@ -87,13 +108,16 @@ class Action:
                 continue
             releasable: list[QuotaInfo] = []  # bound quotas to give back
             unclaim: list[str] = []  # tasks whose claims on unbound quotas go
+            # a gang that waits for room keeps its claims (its place in line, and its hold): only
+            # one that cannot be placed as things are (no node takes its pods) gives them back
+            keeps_claims = _waits_for_room(ssn, job.key)
             for name in sorted(waiting.keys() - placed):
                 q = ssn.quota(name)
                 if q is None or q.static_bind_node or (q.node_name and not q.bound_by):
                     continue  # static, or bound by another controller: not ours to release
                 if q.node_name:
                     releasable.append(q)
-                else:
+                elif not keeps_claims:
                     unclaim.extend(sorted(waiting[name]))
             if not releasable and not unclaim:
                 continue

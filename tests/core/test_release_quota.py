@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from extender import wellknown
 from extender.framework.intents import ReleaseClaim, ReleaseQuota
 from extender.framework.status import Reason
 from extender.scheduler import Scheduler
@@ -19,6 +20,7 @@ from tests.core.test_scenarios_pure import NOW, POLICY, cycle, make_cache, write
 NOWHERE = {"pool": "nowhere"}  # no node has this label
 CYCLES = 30  # the default policy's unschedulable_cycles
 JOB = "default/stuck"
+OPS = {wellknown.ANNO_QUEUE_NAME: "ops"}
 
 
 def bound(node: str) -> dict[str, Any]:
@@ -114,3 +116,25 @@ def test_an_unclaimed_quota_another_controller_bound_is_left_bound_ours_is_relea
         write_back(cache, result)
     assert released == ["q-ours"]
     assert cache.quotas["q-external"].node_name == "n3"
+
+
+def test_a_gang_that_only_waits_for_room_keeps_its_claims_past_its_cycles() -> None:
+    """Unlike a job no node takes, a gang waiting for capacity (NoZoneFits: others hold the room it
+    needs) keeps its claims, its place in line and any hold: it is not unplaceable."""
+    objs = [
+        *b.seed_cluster(),  # 8 nodes of 8 GPUs
+        *(b.quota(f"busy{i}", queue="ops", gpu=8, hca=None, status=bound(f"n{i}")) for i in range(6)),
+        *(
+            b.pod(f"busy{i}", quota=f"busy{i}", gpu=8, hca=None, node=f"n{i}", phase="Running", annotations=OPS)
+            for i in range(6)
+        ),
+        *b.training_job("wait", 3, gpu=8, hca=1),  # needs three whole nodes of one leaf: two are free
+    ]
+    cache = make_cache(objs)
+    sched = Scheduler(POLICY)
+    for i in range(CYCLES + 5):
+        result = cycle(cache, sched, NOW + i)
+        assert not [x for x in result.intents if isinstance(x, ReleaseClaim)], f"claims released, cycle {i}"
+        write_back(cache, result)
+    assert result.verdicts["default/wait"].status.reason is Reason.NO_ZONE_FITS
+    assert all(cache.quotas[f"q-wait-{i}"].claims for i in range(3))
