@@ -18,7 +18,7 @@ import gc
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from extender import heap, wellknown
@@ -27,6 +27,7 @@ from extender.api import ops as ops_api
 from extender.binder.loop import BinderLoop
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import ConvertOptions, pod_job_key, task_index
+from extender.cache.gate import ReadGate
 from extender.conf import (
     PolicyUnreadable,
     default_policy_text,
@@ -81,17 +82,34 @@ class _CacheHandler:
         self._update = getattr(cache, f"on_{kind}_update")
         self._delete = getattr(cache, f"on_{kind}_delete")
         self._seen = seen
+        # the scheduler's cache: its writers wait while a binder cycle reads it off the loop
+        self._gate: ReadGate | None = getattr(cache, "gate", None)
 
-    def on_add(self, obj: dict[str, Any]) -> None:
+    def on_add(self, obj: dict[str, Any]) -> Awaitable[None] | None:
+        if self._gate is not None and self._gate.busy:  # apply once the off-loop reader is done
+            return self._later(self.on_add, obj)
         self._add(obj)
         if self._seen is not None:
             self._seen(obj)
+        return None
 
-    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> Awaitable[None] | None:
+        if self._gate is not None and self._gate.busy:
+            return self._later(self.on_update, old, new)
         self._update(old, new)
+        return None
 
-    def on_delete(self, obj: dict[str, Any]) -> None:
+    def on_delete(self, obj: dict[str, Any]) -> Awaitable[None] | None:
+        if self._gate is not None and self._gate.busy:
+            return self._later(self.on_delete, obj)
         self._delete(obj)
+        return None
+
+    async def _later(self, deliver: Callable[..., Awaitable[None] | None], *args: dict[str, Any]) -> None:
+        """The informer awaits this before its next event: the events stay in order."""
+        assert self._gate is not None
+        await self._gate.writable()
+        deliver(*args)  # the gate is open and nothing awaits in between: applied at once
 
 
 class Runtime:

@@ -2,7 +2,9 @@
 
 Every ``period`` seconds: drop expired assumptions → snapshot → ``Scheduler.run_once`` (the
 policy's actions: fix_quota_binding, allocate_job, allocate_zone, allocate_quota,
-release_quota) → plan the writes → quota statuses (status subresource, optimistic concurrency,
+release_quota) → plan the writes (these two on a worker thread, the cache's writers held at its
+gate, so the event loop keeps answering the extender, the webhook and the ops port:
+``extender/cache/gate.py``) → quota statuses (status subresource, optimistic concurrency,
 bounded concurrency) → pod annotations (claims moved; ``quota-node`` on pending pods, which
 makes kube-scheduler re-queue them at once) → events and PodGroup conditions.
 
@@ -22,11 +24,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from extender import heap, wellknown
 from extender.actions import fix_quota_binding, release_quota
-from extender.binder.plan import OWNED_STATUS_FIELDS, PodPatch, QuotaStatusWrite, merge_inflight, plan_writes
+from extender.binder.plan import OWNED_STATUS_FIELDS, PodPatch, QuotaStatusWrite, WritePlan, merge_inflight, plan_writes
 from extender.binder.reconcile import StatusReconciler
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
@@ -38,6 +40,8 @@ from extender.scheduler import CycleResult, Scheduler
 __all__ = ["BinderLoop", "CycleReport", "Writer"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class Writer(Protocol):
@@ -137,16 +141,32 @@ class BinderLoop:
     async def run_cycle(self) -> CycleReport:
         t0 = time.perf_counter()
         cache = self.cache
+        await cache.gate.writable()  # a large request may be reading the cache off the loop
         cache.expire_assumed()
-        with heap.paused():  # no full collection in the middle of the synchronous part
-            result = self.scheduler.run_once(cache.snapshot())
-            plan = plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas())
-        report = CycleReport(ran=True, result=result)
+        snap = cache.snapshot()
 
-        failed_quotas = await self._write_quotas(plan.quotas, self.cache.clock(), report)
-        pods = [p for p in plan.pods if not self._depends_on(p, failed_quotas)]
-        await self._write_pods(pods, report)
-        await self._sync_zone_labels(report)
+        def compute() -> tuple[CycleResult, WritePlan, bool]:
+            # the synchronous part, on a worker thread: the cache's writers wait at the gate
+            # meanwhile, so the cycle reads exactly the cache the snapshot was taken of (the
+            # plan's take_dirty_quotas drops expired reservations: reference swaps, as before)
+            result = self.scheduler.run_once(snap)
+            plan = plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas())
+            return result, plan, heap.keep_if_large()  # a burst's survivors: not walked on the loop
+
+        with contextlib.ExitStack() as collector_paused:
+            collector_paused.enter_context(heap.paused())  # no collection inside the synchronous part
+            result, plan, burst = await cache.gate.off_loop(compute)
+            if not burst:
+                collector_paused.close()
+            report = CycleReport(ran=True, result=result)
+            # a burst's writes make as many objects again (every quota's new document): still no
+            # collection until they are done, then they are frozen as the cycle's were
+            failed_quotas = await self._write_quotas(plan.quotas, self.cache.clock(), report)
+            pods = [p for p in plan.pods if not self._depends_on(p, failed_quotas)]
+            await self._write_pods(pods, report)
+            await self._sync_zone_labels(report)
+            if burst:
+                heap.keep_if_large()
         await self._post_outcomes(result)
         await self.statuses.reconcile(result.verdicts, result.now)
         await self.statuses.warn_unholdable()
@@ -160,6 +180,18 @@ class BinderLoop:
     async def _guarded(self, coro: Awaitable[Any]) -> Any:
         async with self._sem:
             return await coro
+
+    async def _each(self, items: list[T], one: Callable[[T], Awaitable[None]]) -> None:
+        """``one(item)`` for every item, ``concurrency`` at a time, by that many workers taking
+        the next item in turn: at most ``concurrency`` tasks, so that 16,000 writes do not put
+        16,000 task steps into one turn of the event loop (a stall of the other requests)."""
+        items_left = iter(items)
+
+        async def worker() -> None:
+            for item in items_left:
+                await one(item)
+
+        await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(items)))))
 
     async def _write_quotas(self, writes: list[QuotaStatusWrite], now: float, report: CycleReport) -> set[str]:
         failed: set[str] = set()
@@ -191,14 +223,16 @@ class BinderLoop:
                 return status
 
             try:
-                obj = await self._guarded(self.writer.update_quota_status(w.name, mutate))
+                obj = await self.writer.update_quota_status(w.name, mutate)
             except Exception as exc:
+                await self.cache.gate.writable()
                 failed.add(w.name)
                 report.failed.append(f"quota {w.name}: {exc}")
                 self.cache.dirty_quotas.add(w.name)
                 log.warning("quota %s: status write failed: %s", w.name, exc, extra={"quota": w.name})
                 self._count("quota_status", "error")
                 return
+            await self.cache.gate.writable()
             if obj is None or skipped:
                 failed.add(w.name)  # what depends on this write waits for the next cycle
                 self.cache.dirty_quotas.add(w.name)  # skipped: look again next cycle
@@ -212,7 +246,7 @@ class BinderLoop:
             self._count("quota_status", "ok")
             _log_binding(w.name, before, obj)
 
-        await asyncio.gather(*(one(w) for w in writes))
+        await self._each(writes, one)
         return failed
 
     async def _sync_zone_labels(self, report: CycleReport) -> None:
@@ -253,20 +287,19 @@ class BinderLoop:
     async def _write_pods(self, patches: list[PodPatch], report: CycleReport) -> None:
         async def one(p: PodPatch) -> None:
             try:
-                obj = await self._guarded(
-                    self.writer.patch_pod_annotations(p.namespace, p.name, p.annotations, uid=p.uid)
-                )
+                obj = await self.writer.patch_pod_annotations(p.namespace, p.name, p.annotations, uid=p.uid)
             except Exception as exc:
                 report.failed.append(f"pod {p.namespace}/{p.name}: {exc}")
                 pod = f"{p.namespace}/{p.name}"
                 log.warning("pod %s: annotation patch failed: %s", pod, exc, extra={"pod": pod})
                 self._count("pod_annotations", "error")
                 return
+            await self.cache.gate.writable()
             self.cache.on_pod_update(obj, obj)
             report.pod_writes += 1
             self._count("pod_annotations", "ok")
 
-        await asyncio.gather(*(one(p) for p in patches))
+        await self._each(patches, one)
 
     # --- events and PodGroup conditions ----------------------------------------------------------
     async def _post_outcomes(self, result: CycleResult) -> None:

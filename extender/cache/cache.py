@@ -33,6 +33,7 @@ from extender import wellknown
 from extender.cache import convert
 from extender.cache.claims import ADMISSION_PREFIX, ClaimEntry, entries_of
 from extender.cache.convert import ConversionError, ConvertOptions, PodGroupSpec
+from extender.cache.gate import ReadGate
 from extender.cache.tierlimit import TierLimit, job_tier_limit, pod_tier_limit
 from extender.framework.session import Snapshot
 from extender.model.claimant import Claimant, replaces
@@ -183,6 +184,8 @@ class ClusterCache:
         self._zones: dict[tuple[str, str], list[str]] | None = None
         self._by_queue: dict[str, list[str]] | None = None
         self._total: Resource | None = None
+        # off-loop readers (binder cycles, very large requests) and the writers that wait for them
+        self.gate = ReadGate()
 
     # --- bookkeeping -------------------------------------------------------------------------
     def _touch(self, quota: str) -> None:
@@ -583,8 +586,12 @@ class ClusterCache:
     # --- quotas ------------------------------------------------------------------------------
     def on_quota_add(self, obj: Obj) -> None:
         name = _name(obj)
-        if _older(obj, self._quota_objs.get(name)):
-            return  # a write's answer was applied already; the informer is catching up
+        current = self._quota_objs.get(name)
+        if _older(obj, current) or (current is not None and _rv(obj) is not None and _rv(obj) == _rv(current)):
+            # a write's answer was applied already; the informer is catching up (the same
+            # resourceVersion is the same object: converting it again would change nothing and
+            # costs the event loop ~1 ms a quota, 16,000 times after a burst)
+            return
         try:
             new = convert.quota_from_api(obj, self.opts)
         except (ConversionError, ValueError) as exc:

@@ -2,8 +2,8 @@
 
 The generated models of ``kubernetes_asyncio`` are slow and lossy (unknown fields vanish, a
 ``Status`` answered by ``pods/binding`` fails to deserialise), so this project reads and writes
-plain JSON dicts: :func:`request` goes through the ``ApiClient`` (authentication, TLS, proxy,
-connection pool) with ``_preload_content=False`` and parses the answer with orjson.
+plain JSON dicts: :func:`request` sends on the ``ApiClient``'s own session (its authentication,
+TLS, proxy and connection pool) and parses the answer with orjson.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 import orjson
@@ -194,23 +195,43 @@ async def request(
     request_timeout: float | None = DEFAULT_TIMEOUT,
 ) -> RawResponse:
     """One API call, answered raw. Raises :class:`KubeTimeout` on a timeout or a broken
-    connection (the caller decides whether a retry is safe); HTTP errors are returned, not raised."""
-    headers = {"Content-Type": content_type, "Accept": accept}
+    connection (the caller decides whether a retry is safe); HTTP errors are returned, not raised.
+
+    The request goes straight onto the ``ApiClient``'s own aiohttp session, as
+    ``ApiClient.call_api(…, _preload_content=False)`` would send it, without the generated
+    client's layers in between (parameter sanitising, a deep copy of the body, stdlib JSON: most
+    of a Binding call's cost). Everything that authenticates and routes it is the client's:
+    the session's connector holds the TLS context (the CA, the client certificate and key of the
+    kubeconfig or the service account), the bearer token comes from the configuration's auth
+    settings (which run its refresh hook: a rotated service-account token or an exec plugin's
+    new token is picked up), and the client's default headers (``User-Agent``), proxy and TLS
+    server name apply. ``body``: bytes as they are, anything else serialised by orjson."""
+    headers = {**api.default_headers, "Content-Type": content_type, "Accept": accept}
+    if api.cookie:
+        headers["Cookie"] = api.cookie
+    auth = (await api.configuration.auth_settings()).get("BearerToken")
+    if auth:
+        headers[auth["key"]] = auth["value"]
+    url = api.configuration.host + path
+    params = _query(query)
+    if params:
+        url += "?" + urlencode(params)
+    rest = api.rest_client
+    options: dict[str, Any] = {
+        "headers": headers,
+        "timeout": aiohttp.ClientTimeout(total=request_timeout) if request_timeout else aiohttp.ClientTimeout(),
+    }
+    if body is not None:
+        options["data"] = body if isinstance(body, bytes) else orjson.dumps(body)
+    if rest.proxy:
+        options["proxy"] = rest.proxy
+    if rest.proxy_headers:
+        options["proxy_headers"] = rest.proxy_headers
+    if rest.server_hostname:
+        options["server_hostname"] = rest.server_hostname
     try:
-        resp = await api.call_api(
-            path,
-            method,
-            query_params=_query(query),
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=request_timeout,
-        )
-        try:
+        async with rest.pool_manager.request(method, url, **options) as resp:
             data = await resp.read()
-        finally:
-            resp.release()
     except TimeoutError as exc:
         raise KubeTimeout(f"{method} {path}: timed out after {request_timeout}s") from exc
     except aiohttp.ClientError as exc:

@@ -34,6 +34,9 @@ __all__ = ["Backoff", "Handler", "Informer", "InformerStats", "Resource", "objec
 
 log = logging.getLogger(__name__)
 
+_EVENTS_PER_TURN = 8
+"""Watch events applied before the informer lets the event loop run other work."""
+
 Obj = dict[str, Any]
 
 
@@ -268,12 +271,18 @@ class Informer:
                 if resp.status == 410:
                     raise _Expired()
                 raise ApiFailure.from_response(resp.status, status, f"watch {self.resource}")
+            delivered = 0
             while True:
                 line = await resp.content.readline()
                 if not line:
                     return  # the server ended the watch (timeoutSeconds): watch again
                 if line.strip():
                     await self._on_event(orjson.loads(line))
+                    delivered += 1
+                    if delivered % _EVENTS_PER_TURN == 0:
+                        # readline does not yield while the stream has buffered lines: a burst
+                        # of events (the binder's thousands of writes) would be one long turn
+                        await asyncio.sleep(0)
         finally:
             resp.release()
 

@@ -87,7 +87,15 @@ async def test_filter_sample_passes_only_the_quota_node(client: tuple[httpx.Asyn
     assert body["NodeNames"] == ["gpu-n01"]
     assert body["FailedNodes"] == {}
     assert body["Error"] == ""
-    assert sorted(body["FailedAndUnresolvableNodes"]) == [n for n in NODES if n != "gpu-n01"]
+    # a node passes: kube-scheduler reads no reasons, so none are sent (the lean reply)
+    assert body["FailedAndUnresolvableNodes"] == {}
+    # without the quota's node among the candidates nothing passes, and every one says why
+    others = [n for n in NODES if n != "gpu-n01"]
+    doc = json.loads(_sample("extender-filter-request.json"))
+    doc["NodeNames"] = others
+    body = (await c.post("/filter", json=doc)).json()
+    assert body["NodeNames"] == []
+    assert sorted(body["FailedAndUnresolvableNodes"]) == others
     for msg in body["FailedAndUnresolvableNodes"].values():
         assert "q-llama-sft-1" in msg and "gpu-n01" in msg
 
@@ -250,6 +258,11 @@ async def test_filter_reply_has_the_shape_of_the_research_sample(
     assert {k: body[k] for k in ("Nodes", "NodeNames", "FailedNodes", "Error")} == {
         k: sample[k] for k in ("Nodes", "NodeNames", "FailedNodes", "Error")
     }
+    assert body["FailedAndUnresolvableNodes"] == {}  # a node passes: the lean reply
+    # the sample's reasons are what the same candidates answer when the quota's node is not one
+    doc = json.loads(_sample("extender-filter-request.json"))
+    doc["NodeNames"] = [n for n in doc["NodeNames"] if n != "gpu-n01"]
+    body = (await c.post("/filter", json=doc)).json()
     assert list(body["FailedAndUnresolvableNodes"]) == list(sample["FailedAndUnresolvableNodes"])
     for node, text in sample["FailedAndUnresolvableNodes"].items():
         # the sample's words, behind the reason that /diagnose and PodGroup conditions use too
@@ -363,18 +376,20 @@ async def test_a_node_list_without_names_is_a_clear_error(client: tuple[httpx.As
 async def test_failure_map_is_exact_json_whatever_the_names(
     client: tuple[httpx.AsyncClient, ServiceState], names: list[str]
 ) -> None:
-    """The unresolvable map is written from the candidate list without a dict: it must still be
-    a JSON object with exactly every other candidate, each with the reason."""
+    """Whatever the names (quotes, commas, backslashes, repeats), the reply is strict JSON: the
+    quota's node alone with empty maps when it is a candidate, else every candidate with the
+    reason."""
     c, _ = client
     doc = json.loads(_sample("extender-filter-request.json"))
     doc["NodeNames"] = names
     r = await c.post("/filter", json=doc)
     body = json.loads(r.content)  # strict JSON
-    assert body["NodeNames"] == (["gpu-n01"] if "gpu-n01" in names else [])
+    passes = "gpu-n01" in names
+    assert body["NodeNames"] == (["gpu-n01"] if passes else [])
     assert body["FailedNodes"] == {}
-    assert body["FailedAndUnresolvableNodes"] == {
-        n: "QuotaBoundElsewhere(quota q-llama-sft-1 is bound to gpu-n01)" for n in names if n != "gpu-n01"
-    }
+    assert body["FailedAndUnresolvableNodes"] == (
+        {} if passes else dict.fromkeys(names, "QuotaBoundElsewhere(quota q-llama-sft-1 is bound to gpu-n01)")
+    )
     assert body["Error"] == ""
 
 
@@ -391,7 +406,9 @@ async def test_a_change_in_the_cache_is_seen_by_the_next_request(
     cache.on_quota_update(moved, moved)
     second = (await c.post("/filter", content=_sample("extender-filter-request.json"))).json()
     assert second["NodeNames"] == ["gpu-n02"]
-    assert (
-        second["FailedAndUnresolvableNodes"]["gpu-n01"]
-        == "QuotaBoundElsewhere(quota q-llama-sft-1 is bound to gpu-n02)"
-    )
+    doc = json.loads(_sample("extender-filter-request.json"))
+    doc["NodeNames"] = ["gpu-n01"]
+    third = (await c.post("/filter", json=doc)).json()
+    assert third["FailedAndUnresolvableNodes"] == {
+        "gpu-n01": "QuotaBoundElsewhere(quota q-llama-sft-1 is bound to gpu-n02)"
+    }

@@ -65,8 +65,14 @@ async def test_bind_sample_creates_the_binding_and_assumes_the_pod(cache: Cluste
     doc = json.loads(_sample("extender-filter-request.json"))
     async with served(state_of(cache, writer=writer)) as c:
         body = (await c.post("/filter", json=doc)).json()
+        doc["NodeNames"] = [n for n in NODES if n != "gpu-n01"]
+        others = (await c.post("/filter", json=doc)).json()
     assert body["NodeNames"] == ["gpu-n01"]
-    assert set(body["FailedAndUnresolvableNodes"].values()) == {"WaitingForBind(pod is being bound to gpu-n01)"}
+    assert body["FailedAndUnresolvableNodes"] == {}  # a node passes: the lean reply
+    assert others["NodeNames"] == []
+    assert others["FailedAndUnresolvableNodes"] == dict.fromkeys(
+        doc["NodeNames"], "WaitingForBind(pod is being bound to gpu-n01)"
+    )
 
 
 async def test_bind_retry_is_idempotent_per_pod_uid(cache: ClusterCache) -> None:
@@ -352,10 +358,13 @@ async def test_every_verb_refuses_oversized_bodies(cache: ClusterCache, verb: st
 @pytest.mark.parametrize("verb", ["filter", "prioritize"])
 async def test_every_candidate_is_answered_for(cache: ClusterCache, verb: str) -> None:
     doc = json.loads(_sample("extender-filter-request.json"))
+    if verb == "filter":
+        doc["NodeNames"] = [n for n in NODES if n != "gpu-n01"]  # nothing passes: every one has a reason
     async with served(state_of(cache)) as c:
         body = (await c.post(f"/{verb}", json=doc)).json()
     if verb == "filter":
-        answered = set(body["NodeNames"]) | set(body["FailedNodes"]) | set(body["FailedAndUnresolvableNodes"])
+        assert body["NodeNames"] == []
+        answered = set(body["FailedNodes"]) | set(body["FailedAndUnresolvableNodes"]) | {"gpu-n01"}
     else:
         answered = {h["Host"] for h in body}
     assert answered == set(NODES)

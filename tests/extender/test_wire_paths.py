@@ -57,14 +57,19 @@ async def test_inline_filter_runs_the_qn_pipeline_over_the_candidates(inline_cac
     assert pod is not None
     async with served(state_of(inline_cache)) as c:
         r = await c.post("/filter", content=args(dict(pod), INLINE_NODES), headers=JSON)
+        rest = await c.post("/filter", content=args(dict(pod), ["n2", "n3", "gone"]), headers=JSON)
     assert r.status_code == 200
     body = r.json()
     assert list(body) == FILTER_KEYS
     assert body["Nodes"] is None
     assert body["NodeNames"] == ["n0", "n1"]  # both have room for the 2-GPU quota and the pod
+    assert body["FailedNodes"] == body["FailedAndUnresolvableNodes"] == {}  # nodes pass: the lean reply
+    assert body["Error"] == ""
+    # the others alone: nothing passes, and each says why (resolvable or not)
+    body = rest.json()
+    assert body["NodeNames"] == []
     assert body["FailedNodes"] == {"n2": "InsufficientQuotaIdle(nvidia.com/gpu 2 > 0)"}
     assert body["FailedAndUnresolvableNodes"] == {"n3": "NodeNotReady(n3)", "gone": "NodeNotFound(gone)"}
-    assert body["Error"] == ""
 
 
 async def test_inline_prioritize_scales_qn_scores_to_0_10(inline_cache: ClusterCache) -> None:
@@ -101,9 +106,13 @@ async def test_inline_filter_answers_the_nodes_form_with_the_node_objects(inline
     assert body["NodeNames"] is None
     assert body["Nodes"]["kind"] == "NodeList" and body["Nodes"]["metadata"] == {"resourceVersion": "77"}
     assert body["Nodes"]["items"] == [nodes[0], nodes[1]]  # the objects sent, untouched
+    assert body["FailedNodes"] == body["FailedAndUnresolvableNodes"] == {}  # nodes pass: the lean reply
+    assert body["Error"] == ""
+    async with served(state_of(inline_cache)) as c:
+        body = (await c.post("/filter", content=args_full(dict(pod), nodes[2:]), headers=JSON)).json()  # type: ignore[arg-type]
+    assert body["Nodes"]["items"] == []
     assert set(body["FailedNodes"]) == {"n2"}
     assert set(body["FailedAndUnresolvableNodes"]) == {"n3"}
-    assert body["Error"] == ""
 
 
 async def test_inline_bind_binds_quota_and_pod_together(inline_cache: ClusterCache) -> None:
@@ -222,11 +231,14 @@ async def test_spot_filter_and_prioritize_use_the_tn_pipeline_with_sylas_pools()
     cache = cache_of([*_spot_cluster(), pod])
     async with served(state_of(cache)) as c:
         body = (await c.post("/filter", content=args(pod, SPOT_NODES), headers=JSON)).json()
+        rest = (await c.post("/filter", content=args(pod, SPOT_NODES[2:]), headers=JSON)).json()
         scores = (await c.post("/prioritize", content=args(pod, SPOT_NODES), headers=JSON)).json()
     assert list(body) == FILTER_KEYS
     assert body["NodeNames"] == ["s0", "s1"]
-    assert body["FailedNodes"] == {}
-    assert body["FailedAndUnresolvableNodes"] == {
+    assert body["FailedNodes"] == body["FailedAndUnresolvableNodes"] == {}  # nodes pass: the lean reply
+    assert rest["NodeNames"] == []
+    assert rest["FailedNodes"] == {}
+    assert rest["FailedAndUnresolvableNodes"] == {
         "s2": "SpotPoolExhausted(exclusive spot pool has 0 of 2 left)",
         "s3": "SpotPoolExhausted(exclusive spot pool has 0 of 2 left)",
         "s4": "NodeNotReady(s4)",
@@ -243,9 +255,11 @@ async def test_spot_pod_of_the_shared_pool_fits_only_the_shared_pool() -> None:
     cache = cache_of([*_spot_cluster(), small, big])
     async with served(state_of(cache)) as c:
         ok = (await c.post("/filter", content=args(small, ["s0", "s1"]), headers=JSON)).json()
+        ok_rest = (await c.post("/filter", content=args(small, ["s1"]), headers=JSON)).json()
         no = (await c.post("/filter", content=args(big, ["s0", "s1"]), headers=JSON)).json()
     assert ok["NodeNames"] == ["s0"]
-    assert ok["FailedAndUnresolvableNodes"] == {"s1": "SpotPoolExhausted(shared spot pool has 0 of 2 left)"}
+    assert ok["FailedAndUnresolvableNodes"] == {}
+    assert ok_rest["FailedAndUnresolvableNodes"] == {"s1": "SpotPoolExhausted(shared spot pool has 0 of 2 left)"}
     assert no["NodeNames"] == []
     assert no["FailedAndUnresolvableNodes"] == {
         "s0": "SpotPoolExhausted(shared spot pool has 2 of 3 left)",
