@@ -5,6 +5,8 @@
 * ``sky_quotas{phase}`` — quotas by phase;
 * ``sky_pending_jobs{reason}`` — jobs that did not progress, by the reason of their verdict;
 * ``sky_topology_extra_leaves`` — placements that span more leaves than the gang needed;
+* ``sky_gang_placements_total{tier}`` — jobs placed, by the highest tier their nodes span (``node``,
+  ``nvlink``, ``leaf``, ``spine``, ``core``, ``tier-N``, ``cluster``: extender/binder/placements.py);
 * ``sky_binder_writes_total{kind,result}`` — API writes by the binder;
 * ``sky_binder_leader`` — 1 while this replica holds the binder Lease;
 * ``sky_cache_synced`` — 1 once every informer has listed;
@@ -45,6 +47,12 @@ class Metrics:
         self.pending_jobs = Gauge("sky_pending_jobs", "Jobs that did not progress, by reason", ["reason"], registry=r)
         self.extra_leaves = Gauge(
             "sky_topology_extra_leaves", "Topology jobs placed on more leaves than they needed", registry=r
+        )
+        self.gang_placements = Counter(
+            "sky_gang_placements",
+            "Jobs placed by the binder, by the highest topology tier their nodes span",
+            ["tier"],
+            registry=r,
         )
         self.writes = Counter("sky_binder_writes", "API writes by the binder", ["kind", "result"], registry=r)
         self.leader = Gauge("sky_binder_leader", "1 while this replica holds the binder Lease", registry=r)
