@@ -856,6 +856,13 @@ def podgroup_crd() -> Schema:
             AGE,
             column("RUNNING", ".status.running", "integer", "Pods running.", priority=1),
             column("BOUNDQUOTAS", ".status.boundQuotas", "integer", "Tasks whose quota is bound.", priority=1),
+            column(
+                "TIERLIMIT",
+                ".spec.topology.highestTierAllowed",
+                "string",
+                "Highest topology tier the gang may span (mode in spec.topology.mode).",
+                priority=1,
+            ),
         ],
     )
 

@@ -57,6 +57,8 @@ UNBLOCK: dict[Reason, str] = {
     Reason.NO_ZONE_FITS: "free nodes in one RDMA zone of the GPU model, or add capacity",
     Reason.QUOTA_LARGER_THAN_ANY_NODE: "no node can ever hold the quota: shrink its request to what one node "
     "has (split the task), or add a node that large",
+    Reason.FITS_ONLY_ABOVE_ALLOWED_TIER: "free room in one unit of the job's highestTierAllowed (the message names "
+    "the tier and its roomiest unit), raise highestTierAllowed, or make the limit mode: soft",
     Reason.INSUFFICIENT_QUOTA_IDLE: "nodes are full of bound quotas: release idle quotas or add nodes",
     Reason.QUOTA_IDLE_AFTER_RELEASE: "wait: idle quotas on suitable nodes are about to be released",
     Reason.NODE_NOT_READY: "repair the node, or let release_quota move the quota after its back-off",
@@ -292,6 +294,8 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
         "podGroup": job.has_podgroup,
         "topology": job.topology,
         "strictOrder": job.strict_order or None,
+        "highestTierAllowed": job.highest_tier,
+        "tierMode": job.tier_mode if job.highest_tier is not None else None,
         "stage": "Placed" if placed else (stop["stage"] if stop else "Bind"),
         "reason": stop.get("reason") if stop is not None and not placed else None,
         "message": stop.get("message") if stop is not None and not placed else None,

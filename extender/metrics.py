@@ -7,6 +7,8 @@
 * ``sky_quotas{phase}`` — quotas by phase;
 * ``sky_pending_jobs{reason}`` — jobs that did not progress, by the reason of their verdict;
 * ``sky_topology_extra_leaves`` — placements that span more leaves than the gang needed;
+* ``sky_gang_placements_total{tier}`` — jobs placed, by the highest tier their nodes span (``node``,
+  ``nvlink``, ``leaf``, ``spine``, ``core``, ``tier-N``, ``cluster``: extender/binder/placements.py);
 * ``sky_binder_writes_total{kind,result}`` — API writes by the binder;
 * ``sky_binder_leader`` — 1 while this replica holds the binder Lease;
 * ``sky_cache_synced`` — 1 once every informer has listed;
@@ -98,6 +100,12 @@ class Metrics:
         )
         self.gang_holds = Gauge("sky_gang_holds", "Waiting gangs holding nodes (topology holds)", registry=r)
         self.held_nodes = Gauge("sky_held_nodes", "Nodes held for waiting gangs", registry=r)
+        self.gang_placements = Counter(
+            "sky_gang_placements",
+            "Jobs placed by the binder, by the highest topology tier their nodes span",
+            ["tier"],
+            registry=r,
+        )
         self.writes = Counter("sky_binder_writes", "API writes by the binder", ["kind", "result"], registry=r)
         self.leader = Gauge("sky_binder_leader", "1 while this replica holds the binder Lease", registry=r)
         self.synced = Gauge("sky_cache_synced", "1 once every informer has completed its first list", registry=r)

@@ -133,10 +133,25 @@ def render_text(result: SimulationResult) -> str:
     lines += _table(["LEAF", "NODE", "GPU", "GPUS", "QUOTAS", "JOBS"], rows)
     lines.append("")
     lines.append("jobs")
-    lines += _table(
-        ["JOB", "LEAVES", "NODES (rank order)"],
-        [[k, ",".join(v["leaves"]) or "-", " ".join(n or "-" for n in v["nodes"])] for k, v in result.jobs.items()],
-    )
+    if sc.has_upper_tiers:  # the highest tier each job spans, and its spines
+        lines += _table(
+            ["JOB", "SPAN", "SPINES", "LEAVES", "NODES (rank order)"],
+            [
+                [
+                    k,
+                    ",".join(v.get("span") or []) or "-",
+                    ",".join(v.get("spines") or []) or "-",
+                    ",".join(v["leaves"]) or "-",
+                    " ".join(n or "-" for n in v["nodes"]),
+                ]
+                for k, v in result.jobs.items()
+            ],
+        )
+    else:
+        lines += _table(
+            ["JOB", "LEAVES", "NODES (rank order)"],
+            [[k, ",".join(v["leaves"]) or "-", " ".join(n or "-" for n in v["nodes"])] for k, v in result.jobs.items()],
+        )
     if result.warnings:
         lines.append("")
         lines.append("webhook warnings:")

@@ -34,7 +34,7 @@ from extender.simulate.actors import ApiServerStandIn, HttpClient, Kubelet, Kube
 from extender.simulate.certs import write_self_signed
 from extender.simulate.cluster import LocalCluster, local_settings
 from extender.simulate.registration import SERVICE_DNS, register_webhook
-from extender.simulate.scenario import JobSpec, Scenario, Step, node_ready_condition, topology_object
+from extender.simulate.scenario import JobSpec, Scenario, Step, node_ready_condition
 
 __all__ = ["NodeView", "PhaseView", "PodView", "Simulation", "SimulationResult", "StepRecord"]
 
@@ -70,6 +70,7 @@ class NodeView:
     quota_gpus: dict[str, int]  # quota → GPUs its binding holds on the node
     pod_gpus: dict[str, int]  # pod → GPUs it uses
     index: int = 0  # the node's index (annotation node-index, else its name's number): rank order
+    spine: str = ""  # the spine over its leaf ("" when the scenario declares none)
 
 
 @dataclass(slots=True)
@@ -113,6 +114,10 @@ class SimulationResult:
             got_leaves = self.jobs.get(job, {}).get("leaves", [])
             if sorted(leaves) != got_leaves:
                 problems.append(f"job {job}: expected leaves {sorted(leaves)}, found {got_leaves}")
+        for job, spines in exp.spines.items():
+            got_spines = self.jobs.get(job, {}).get("spines", [])
+            if sorted(spines) != got_spines:
+                problems.append(f"job {job}: expected spines {sorted(spines)}, found {got_spines}")
         for job in exp.running:
             pods = [v for v in final.pods.values() if v.job == job]
             if not pods or any(v.phase != "Running" for v in pods):
@@ -411,7 +416,8 @@ class Simulation:
                     self.kubelet.set_phase(pod, "Succeeded")
         elif event.cable_moved is not None:
             for node, leaf in event.cable_moved.items():
-                emu.apply(topology_object(node, [leaf]))
+                for obj in self.scenario.topology_objects_of(node, leaf):
+                    emu.apply(obj)
                 self.leaf_of[node] = leaf
 
     async def _recreate(self, namespace: str, pod: str) -> None:
@@ -476,6 +482,7 @@ class Simulation:
                 NodeView(
                     name=name,
                     leaf=self.leaf_of.get(name, ""),
+                    spine=self.scenario.spine_of().get(self.leaf_of.get(name, ""), ""),
                     model=(n["metadata"].get("labels") or {}).get("nvidia.com/gpu.product", ""),
                     gpus=_gpu((n.get("status") or {}).get("allocatable"), self.gpu_resource),
                     ready=any(
@@ -501,8 +508,8 @@ class Simulation:
             )
             nodes = [v.node or (final.quotas.get(v.quota, ("", ""))[1]) for v in pods]
             placed = [n for n in nodes if n]
-            out[key] = {
-                "leaves": sorted({self.leaf_of.get(n, "") for n in placed}),
-                "nodes": nodes,
-            }
+            leaves = sorted({self.leaf_of.get(n, "") for n in placed})
+            out[key] = {"leaves": leaves, "nodes": nodes}
+            if self.scenario.has_upper_tiers:
+                out[key].update(self.scenario.job_tiers(placed, self.leaf_of))
         return out

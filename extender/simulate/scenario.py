@@ -37,6 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from extender import wellknown
 from extender.cache.convert import format_time
 from extender.model.resources import QuantityError, Resource
+from extender.model.topology import describe_tier, spanned_tier
+from extender.simulate.fabric import CLIQUE_LABEL, TOPOGRAPH_LABELS, Core, Spine, check_tree, topology_object
 
 __all__ = [
     "DEFAULT_SCENARIO",
@@ -95,6 +97,7 @@ class NodeOverride(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[dict[str, str]] = Field(default_factory=list)
     spot_gpus: int | None = Field(None, ge=0, alias="spotGpus")
+    nvlink: str | None = Field(None, description="NVLink domain (tier 0) of the node; overrides its leaf's")
 
 
 class Leaf(_Model):
@@ -102,6 +105,7 @@ class Leaf(_Model):
     nodes: list[str] = Field(min_length=1)
     gpu_model: str | None = Field(None, alias="gpuModel")
     fabric: Literal["roce", "ib"] = "roce"
+    nvlink: str | None = Field(None, description="NVLink domain (tier 0) of every node of the leaf")
 
 
 class QueueSpec(_Model):
@@ -228,6 +232,7 @@ class Expect(_Model):
 
     quotas: dict[str, str] = Field(default_factory=dict, description="quota → node ('' = unbound)")
     leaves: dict[str, list[str]] = Field(default_factory=dict, description="namespace/job → leaves it uses")
+    spines: dict[str, list[str]] = Field(default_factory=dict, description="namespace/job → spines it uses")
     running: list[str] = Field(default_factory=list, description="jobs whose pods all run")
     pending: list[str] = Field(default_factory=list, description="jobs with no pod placed")
 
@@ -237,6 +242,14 @@ class Scenario(_Model):
     description: str = ""
     defaults: NodeDefaults = Field(default_factory=NodeDefaults)
     leaves: list[Leaf] = Field(min_length=1)
+    spines: list[Spine] = Field(default_factory=list)
+    cores: list[Core] = Field(default_factory=list)
+    topology_from: Literal["agents", "topograph"] = Field(
+        "agents",
+        alias="topologyFrom",
+        description="agents: a NodeTopology per node (leaf, spine, core in spec.tiers), NVLink domain as the GPU "
+        "operator's nvidia.com/gpu.clique label; topograph: no NodeTopology, only NVIDIA Topograph's node labels",
+    )
     nodes: dict[str, NodeOverride] = Field(default_factory=dict)
     queues: list[QueueSpec] = Field(default_factory=list)
     job_queues: list[JobQueueSpec] = Field(default_factory=list, alias="jobQueues")
@@ -256,6 +269,10 @@ class Scenario(_Model):
         unknown = set(self.nodes) - seen
         if unknown:
             raise ValueError(f"nodes: {sorted(unknown)} are not under any leaf")
+        check_tree("spine", "leaves", [(s.name, s.leaves) for s in self.spines], {leaf.name for leaf in self.leaves})
+        check_tree("core", "spines", [(c.name, c.spines) for c in self.cores], {s.name for s in self.spines})
+        if self.topology_from == "topograph" and any(e.cable_moved for st in self.steps for e in st.events):
+            raise ValueError("cableMoved rewrites a NodeTopology: it needs topologyFrom: agents")
         names = [n for q in self.quotas for n in q.names()]
         if len(names) != len(set(names)):
             raise ValueError("two quotas have the same name")
@@ -271,6 +288,69 @@ class Scenario(_Model):
     def leaf_of(self) -> dict[str, str]:
         return {n: leaf.name for leaf in self.leaves for n in leaf.nodes}
 
+    def spine_of(self) -> dict[str, str]:
+        """leaf → its spine (leaves under none are absent)."""
+        return {leaf: s.name for s in self.spines for leaf in s.leaves}
+
+    def core_of(self) -> dict[str, str]:
+        """spine → its core."""
+        return {spine: c.name for c in self.cores for spine in c.spines}
+
+    def upper_tiers(self, leaf: str) -> dict[int, str]:
+        """level → name above a leaf: 2 its spine, 3 that spine's core (as far as declared)."""
+        out: dict[int, str] = {}
+        spine = self.spine_of().get(leaf)
+        if spine:
+            out[2] = spine
+            core = self.core_of().get(spine)
+            if core:
+                out[3] = core
+        return out
+
+    def tiers_of(self, node: str, leaf: str) -> tuple[str, ...]:
+        """The node's tiers as the scheduler reads them (0 NVLink domain, 1 leaf, 2 spine, 3 core),
+        named by the scenario's names."""
+        o = self.nodes.get(node) or NodeOverride()
+        declared = next((lf for lf in self.leaves if lf.name == leaf), None)
+        nvlink = o.nvlink or (declared.nvlink if declared is not None else None) or ""
+        upper = self.upper_tiers(leaf)
+        return (nvlink, leaf, *(upper[lv] for lv in sorted(upper)))
+
+    def job_tiers(self, placed: list[str], leaf_of: dict[str, str]) -> dict[str, list[str]]:
+        """``span``: the highest tier the placed nodes span (``node`` for one node, ``cluster`` when
+        they share no tier); ``spines``: the spines of their leaves (``leaf_of``: node → leaf now)."""
+        spine_of = self.spine_of()
+        leaves = {leaf_of.get(n, "") for n in placed}
+        level = spanned_tier(self.tiers_of(n, leaf_of.get(n, "")) for n in placed)
+        span = "node" if len(set(placed)) == 1 else describe_tier(level) if level is not None else "cluster"
+        return {"span": [span] if placed else [], "spines": sorted({spine_of[lf] for lf in leaves if lf in spine_of})}
+
+    @property
+    def has_upper_tiers(self) -> bool:
+        """The scenario declares spines or NVLink domains (the pictures then show them)."""
+        return bool(self.spines) or any(lf.nvlink for lf in self.leaves) or any(o.nvlink for o in self.nodes.values())
+
+    def topology_objects_of(self, node: str, leaf: str) -> list[dict[str, Any]]:
+        """What the discovery agents write for a node cabled to ``leaf``: its NodeTopology with
+        ``spec.tiers`` (none when the scenario's topology comes from Topograph labels)."""
+        if self.topology_from == "topograph":
+            return []
+        fabric = next((lf.fabric for lf in self.leaves if lf.name == leaf), "roce")
+        return [topology_object(node, [leaf], fabric, tiers={1: leaf, **self.upper_tiers(leaf)})]
+
+    def tier_labels(self, node: str, leaf: Leaf) -> dict[str, str]:
+        """Node labels naming the node's tiers: the NVLink domain (the GPU operator's clique label, or
+        Topograph's accelerator label); with Topograph, every tier as its label."""
+        o = self.nodes.get(node) or NodeOverride()
+        nvlink = o.nvlink or leaf.nvlink
+        if self.topology_from == "agents":
+            return {CLIQUE_LABEL: nvlink} if nvlink else {}
+        names = {1: leaf.name, **self.upper_tiers(leaf.name)}
+        labels = {TOPOGRAPH_LABELS[level]: name for level, name in names.items()}
+        if nvlink:
+            labels[TOPOGRAPH_LABELS[0]] = nvlink
+        return labels
+
     def cluster_objects(self) -> list[dict[str, Any]]:
         """Nodes, NodeTopologies, Queues, JobQueues, Quotas and namespaces of the jobs."""
         d = self.defaults
@@ -282,6 +362,7 @@ class Scenario(_Model):
                 gpus = d.gpus if o.gpus is None else o.gpus
                 rdma = d.rdma if o.rdma is None else o.rdma
                 spot = d.spot_gpus if o.spot_gpus is None else o.spot_gpus
+                labels = self.tier_labels(name, leaf)
                 objs.append(
                     _node(
                         name,
@@ -293,9 +374,10 @@ class Scenario(_Model):
                         spot=spot,
                         o=o,
                         gpu_resource=d.gpu_resource,
+                        tiers=labels,
                     )
                 )
-                objs.append(topology_object(name, [leaf.name], leaf.fabric))
+                objs += self.topology_objects_of(name, leaf.name)
         namespaces = sorted({j.namespace for s in self.steps for j in s.jobs} - {"default"})
         objs += [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in namespaces]
         for queue in self.queues:
@@ -325,19 +407,6 @@ class Scenario(_Model):
         return objs
 
 
-def topology_object(node: str, switches: list[str], fabric: str = "roce") -> dict[str, Any]:
-    if fabric == "ib":
-        nics: list[dict[str, Any]] = [{"name": f"mlx5_{i}", "port": 1, "switchName": s} for i, s in enumerate(switches)]
-    else:
-        nics = [{"name": f"eth{i}", "switchName": s, "rdmaDevice": f"mlx5_{i}"} for i, s in enumerate(switches)]
-    return {
-        "apiVersion": wellknown.API_VERSION,
-        "kind": wellknown.KIND_NODETOPOLOGY,
-        "metadata": {"name": node},
-        "spec": {"net": {fabric: nics}},
-    }
-
-
 def _custom(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": wellknown.API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
@@ -353,6 +422,7 @@ def _node(
     spot: int,
     o: NodeOverride,
     gpu_resource: str = wellknown.RESOURCE_GPU,
+    tiers: dict[str, str],
 ) -> dict[str, Any]:
     # the RDMA device plugin advertises HCAs as rdma/hca on RoCE and InfiniBand nodes alike (seed 2.6)
     alloc = {
@@ -364,7 +434,7 @@ def _node(
     }
     if spot:
         alloc[wellknown.RESOURCE_SPOT_GPU] = str(spot)
-    labels = {wellknown.LABEL_HOSTNAME: name, "nvidia.com/gpu.product": model, **o.labels}
+    labels = {wellknown.LABEL_HOSTNAME: name, "nvidia.com/gpu.product": model, **tiers, **o.labels}
     annotations = {wellknown.ANNO_NODE_INDEX: str(o.index)} if o.index is not None else {}
     spec: dict[str, Any] = {}
     if o.unschedulable:

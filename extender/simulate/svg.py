@@ -1,7 +1,9 @@
 """The SVG picture of a simulation: one panel per step (the cluster at the end of that step).
 
 Each panel shows the spine, the leaf switches and, under each leaf, its nodes in **index order**
-(annotation ``node-index``, else the number in the name — the order ranks are placed in). A node
+(annotation ``node-index``, else the number in the name — the order ranks are placed in); when the
+scenario declares spines, the core is on top and each spine is centred over its own leaves, spine
+groups a wider gap apart. A node
 is a grid of GPU cells: solid in the colour of the job whose pod uses the GPU, hatched where the
 job's bound quota holds it for a pod not running there yet, white when free; each used or held
 cell is labelled with the rank of its pod (``w0``, ``w1``, …). Under the nodes, one legend line
@@ -104,11 +106,23 @@ class _Panel:
         leaves: dict[str, list[NodeView]] = {}
         for n in step.nodes:
             leaves.setdefault(n.leaf or "-", []).append(n)
-        y_spine, y_leaf, y_nodes = top + 32, top + 82, top + 146
+        spine_of = {n.leaf or "-": n.spine for n in step.nodes}
+        tiered = any(spine_of.values())
+        if tiered:  # leaves grouped under their spines (in order of their first node), spines under the core
+            order = list(dict.fromkeys(spine_of[leaf] for leaf in leaves))
+            leaves = {leaf: leaves[leaf] for sp in order for leaf in leaves if spine_of[leaf] == sp}
+        y_top = top + 32
+        y_spine = y_top + 50 if tiered else y_top
+        y_leaf = y_spine + 50
+        y_nodes = y_leaf + 64
         x = float(_MARGIN)
-        centres: list[float] = []
+        centres: dict[str, float] = {}
         bottom = y_nodes
+        previous_spine: str | None = None
         for leaf, members in leaves.items():
+            if tiered and previous_spine is not None and spine_of[leaf] != previous_spine:
+                x += _LEAF_GAP  # a wider gap between spine groups
+            previous_spine = spine_of[leaf]
             members.sort(key=lambda n: (n.index, n.name))
             sizes = [self.node_size(n) for n in members]
             inner = sum(w for w, _ in sizes) + _NODE_GAP * (len(members) - 1)
@@ -118,7 +132,7 @@ class _Panel:
                 f'<rect x="{x:.1f}" y="{y_leaf:.1f}" width="{width:.1f}" height="30" rx="6" fill="#3b3b3b"/>'
             )
             self.parts.append(_text(x + width / 2, y_leaf + 20, label, 13, fill="#fff", text_anchor="middle"))
-            centres.append(x + width / 2)
+            centres[leaf] = x + width / 2
             nx = x + (width - inner) / 2
             for n, (nw, nh) in zip(members, sizes, strict=True):
                 self._node(n, nx, y_leaf + 30, y_nodes, w=nw, h=nh)
@@ -127,16 +141,30 @@ class _Panel:
             x += width + _LEAF_GAP
         leaves_right = x - _LEAF_GAP
         mid = (_MARGIN + leaves_right) / 2
-        self.parts.append(f'<rect x="{mid - 60:.1f}" y="{y_spine:.1f}" width="120" height="26" rx="6" fill="#222"/>')
-        self.parts.append(_text(mid, y_spine + 18, "spine", 12, fill="#fff", text_anchor="middle"))
-        for c in centres:
-            self.parts.append(
-                f'<line x1="{mid:.1f}" y1="{y_spine + 26:.1f}" x2="{c:.1f}" y2="{y_leaf:.1f}" '
-                'stroke="#888" stroke-width="1.5"/>'
-            )
+        # each spine centred over its leaves; leaves under no spine hang from the top box
+        links: list[tuple[float, float]] = [(c, y_leaf) for leaf, c in centres.items() if not spine_of[leaf]]
+        for sp in dict.fromkeys(v for v in spine_of.values() if v):
+            xs = [c for leaf, c in centres.items() if spine_of[leaf] == sp]
+            centre = (min(xs) + max(xs)) / 2
+            self._switch(centre, y_spine, f"spine {sp}", fill="#2f4f6f", links=[(c, y_leaf) for c in xs])
+            links.append((centre, y_spine))
+        self._switch(mid, y_top, "core" if tiered else "spine", fill="#222", links=links)
         self.width = max(self.width, leaves_right)
         self.height = self._legend(bottom + 28) - top
         return self
+
+    def _switch(self, centre: float, y: float, label: str, *, fill: str, links: list[tuple[float, float]]) -> None:
+        """A switch box of the upper tiers at ``centre``, with a line down to each point of ``links``."""
+        width = max(120.0, text_width(label, 12) + 20)
+        self.parts.append(
+            f'<rect x="{centre - width / 2:.1f}" y="{y:.1f}" width="{width:g}" height="26" rx="6" fill="{fill}"/>'
+        )
+        self.parts.append(_text(centre, y + 18, label, 12, fill="#fff", text_anchor="middle"))
+        for lx, ly in links:
+            self.parts.append(
+                f'<line x1="{centre:.1f}" y1="{y + 26:.1f}" x2="{lx:.1f}" y2="{ly:.1f}" '
+                'stroke="#888" stroke-width="1.5"/>'
+            )
 
     def _node(self, n: NodeView, x: float, y_link: float, y: float, *, w: float, h: float) -> None:
         cx = x + w / 2
@@ -193,6 +221,9 @@ class _Panel:
             colour = self.colors.get(job, "#999")
             if pods and placed == len(pods):
                 line = f"{job} — {placed}/{len(pods)} pods on nodes — leaves {leaves}"
+                spines = ",".join(step.jobs[job].get("spines") or [])
+                if spines:
+                    line += f" — spines {spines}"
                 attrs: dict[str, str] = {}
             else:
                 reasons = sorted({step.pending[k] for k, _ in pods if k in step.pending})

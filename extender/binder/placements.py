@@ -1,0 +1,50 @@
+"""Which tier each placement spans, for ``sky_gang_placements_total{tier}``.
+
+A job counts as placed in the cycle that commits (writes successfully) a BindQuota of one of its
+quotas and leaves every quota its pods claim bound. Its tier is the highest one its nodes span
+(:func:`extender.model.topology.spanned_tier`): ``node`` for a job on one node, ``nvlink``,
+``leaf``, ``spine``, ``core``, ``tier-N`` above, and ``cluster`` when its nodes share no tier
+(nodes whose upper tiers nobody names).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+from extender.framework.intents import BindQuota
+from extender.model.job import JobInfo
+from extender.model.topology import describe_tier, spanned_tier
+
+__all__ = ["placement_tier", "placements_by_tier"]
+
+
+def placement_tier(nodes: Sequence[str], node_tiers: Callable[[str], Sequence[str]]) -> str:
+    """The metric label for a job on ``nodes`` (module docstring)."""
+    distinct = sorted(set(nodes))
+    if len(distinct) == 1:
+        return "node"
+    level = spanned_tier(node_tiers(n) for n in distinct)
+    return describe_tier(level) if level is not None else "cluster"
+
+
+def placements_by_tier(
+    committed: Iterable[BindQuota],
+    jobs: Iterable[JobInfo],
+    quota_node: Callable[[str], str],
+    node_tiers: Callable[[str], Sequence[str]],
+) -> Counter[str]:
+    """Tier label → jobs placed by this cycle's ``committed`` binds (``jobs``: those the cycle
+    changed; ``quota_node``: a quota's node now, ``""`` when unbound)."""
+    bound = {b.quota for b in committed}
+    out: Counter[str] = Counter()
+    if not bound:
+        return out
+    for job in jobs:
+        quotas = {t.quota for t in job.alive_tasks() if t.quota}
+        if not quotas & bound:
+            continue
+        nodes = [quota_node(q) for q in sorted(quotas)]
+        if all(nodes):
+            out[placement_tier(nodes, node_tiers)] += 1
+    return out
