@@ -70,16 +70,7 @@ def test_default_scenario_text_and_svg(tmp_path: Path) -> None:
 # Scenarios of issue 17 whose expectations need the tier-aware gang planner (item 4): they load and
 # run, and --check reports exactly the placements that planner must change. strict: once it lands,
 # an XPASS fails here, so whoever lands it removes the entries.
-AWAITING_TIER_PLANNER = {"spine-before-emptier-leaves", "hard-tier-constraint"}
-
-
-def _expected_clean(path: Path) -> object:
-    if path.stem in AWAITING_TIER_PLANNER:
-        return pytest.param(path, marks=pytest.mark.xfail(reason="needs the tier-aware planner", strict=True))
-    return path
-
-
-@pytest.mark.parametrize("path", [_expected_clean(p) for p in SCENARIOS], ids=[p.stem for p in SCENARIOS])
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_every_example_scenario_runs_clean(path: Path) -> None:
     r = _cli("simulate", str(path), "--check", "--quiet")
     assert r.returncode == 0, f"{path.name}:\n{r.stderr}\n{r.stdout[-2000:]}"
