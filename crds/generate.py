@@ -831,6 +831,10 @@ def podgroup_crd() -> Schema:
             "succeeded": integer("Pods of the job that finished in phase Succeeded.", minimum=0),
             "failed": integer("Pods of the job that finished in phase Failed.", minimum=0),
             "boundQuotas": integer("Tasks of the job whose quota is bound to a node.", minimum=0),
+            "tierLimit": string(
+                "The job's highestTierAllowed as the scheduler applies it: a tier name and its mode "
+                "(e.g. leaf (hard)), or none."
+            ),
         },
     )
     schema = root(
@@ -858,9 +862,9 @@ def podgroup_crd() -> Schema:
             column("BOUNDQUOTAS", ".status.boundQuotas", "integer", "Tasks whose quota is bound.", priority=1),
             column(
                 "TIERLIMIT",
-                ".spec.topology.highestTierAllowed",
+                ".status.tierLimit",
                 "string",
-                "Highest topology tier the gang may span (mode in spec.topology.mode).",
+                "Highest topology tier the gang may span, with its mode (none: any).",
                 priority=1,
             ),
         ],

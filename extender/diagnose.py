@@ -57,6 +57,10 @@ UNBLOCK: dict[Reason, str] = {
     Reason.NO_ZONE_FITS: "free nodes in one RDMA zone of the GPU model, or add capacity",
     Reason.QUOTA_LARGER_THAN_ANY_NODE: "no node can ever hold the quota: shrink its request to what one node "
     "has (split the task), or add a node that large",
+    Reason.HOLDING_NODES: "nothing to do: the gang holds these nodes until enough of them are free (other jobs "
+    "keep off them); it runs then, or when the hold ends (hold_seconds)",
+    Reason.NODE_HELD_FOR_GANG: "wait for the gang holding the nodes to start, or use nodes of another zone; "
+    "reserve_after_cycles: 0 in the topology policy turns holds off",
     Reason.FITS_ONLY_ABOVE_ALLOWED_TIER: "free room in one unit of the job's highestTierAllowed (the message names "
     "the tier and its roomiest unit), raise highestTierAllowed, or make the limit mode: soft",
     Reason.INSUFFICIENT_QUOTA_IDLE: "nodes are full of bound quotas: release idle quotas or add nodes",

@@ -90,7 +90,10 @@ class Action:
 
     def release_stuck_jobs(self, ssn: Session, notes: ReleaseNotes) -> None:
         memory = ssn.snap.stuck_cycles
+        backoff = ssn.snap.backoff
         for job in ssn.pending_jobs():
+            if backoff.get(job.key, 0.0) > ssn.now:
+                continue  # backing off after a release: not trying, so not stuck either
             unplaced = 0
             waiting: dict[str, list[str]] = {}  # quota → unplaced tasks claiming it
             placed: set[str] = set()  # quotas claimed by placed tasks

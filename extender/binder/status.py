@@ -49,6 +49,7 @@ from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource, format_quantity
 from extender.model.task import ON_NODE, TaskStatus
+from extender.model.topology import describe_tier
 
 __all__ = [
     "UNSCHEDULABLE",
@@ -142,6 +143,7 @@ def podgroup_status(
         succeeded=max(_count(stored.get("succeeded")), finished.count(TaskStatus.SUCCEEDED)),
         failed=max(_count(stored.get("failed")), finished.count(TaskStatus.FAILED)),
         boundQuotas=bound,
+        tierLimit="none" if job.highest_tier is None else f"{describe_tier(job.highest_tier)} ({job.tier_mode})",
     )
     conds = [dict(c) for c in stored.get("conditions") or () if isinstance(c, Mapping)]
     cond = _condition(verdict, phase, conds, now)

@@ -103,7 +103,8 @@ async def test_jobqueue_and_blocked_job_columns(tmp_path: Path) -> None:
         (jq,) = _rows(await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "get", "jq", "-o", "wide"))
         assert (jq["STATE"], jq["RUNNING"]) == ("Closed", "0")
         status = sim.emulator.get("scheduling.infini-ai.com/v1alpha1", "jobqueues", "nightly")["status"]
-        assert (status["runningJobs"], status["pendingJobs"], status["blockedJobs"]) == (0, 0, 1)
+        # batch (2 workers) and lone (one pod: JobQueue admission holds on the inline path too)
+        assert (status["runningJobs"], status["pendingJobs"], status["blockedJobs"]) == (0, 0, 2)
         pgs = {
             r["NAME"]: r
             for r in _rows(await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "get", "skypg", "-o", "wide"))

@@ -173,6 +173,7 @@ PODGROUP: dict[str, Any] = {
         "succeeded": 0,
         "failed": 0,
         "boundQuotas": 4,
+        "tierLimit": "leaf (hard)",
     },
 }  # fmt: skip
 

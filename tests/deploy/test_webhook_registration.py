@@ -47,10 +47,10 @@ async def test_the_rendered_configuration_is_accepted_and_called_by_the_emulator
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {"name": "p", "namespace": "default"},
-                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                "spec": {"schedulerName": "sky-scheduler", "containers": [{"name": "c", "image": "busybox"}]},
             }
             result = await emu.create_admitted(pod)
         assert result.obj["metadata"]["annotations"] == {"example.com/admitted": "yes"}
-        assert hook.calls[0].path == "/mutate/pods" and hook.calls[0].query == "timeout=10s"
+        assert hook.calls[0].path == "/mutate/pods" and hook.calls[0].query == "timeout=3s"
     finally:
         await hook.stop()

@@ -51,7 +51,7 @@ EXPECTED = {
     "held": ("JobQueue", Reason.JOB_BLOCKED_BY_JOB_QUEUE, "JobBlockedByJobQueue(jobqueue hold is closed)"),
     "noq": ("QuotaAssignment", Reason.NO_QUOTA, "NoQuota(2/2 tasks hold no quota)"),
     "gang": ("Gang", Reason.GANG_NOT_READY, "GangNotReady(3/4 pods exist)"),
-    "wide": ("ZoneSelection", Reason.NO_ZONE_FITS, "NoZoneFits(no zone holds 5×8 GPU)"),
+    "wide": ("ZoneSelection", Reason.NO_ZONE_FITS, "NoZoneFits(no zone holds 5×8 GPU: the roomiest, roce#s2, takes 2 of 5)"),
     # a 16-GPU quota on 8-GPU nodes can never fit: said as such, not "free nodes" (issue 21)
     "fat": (
         "NodePredicates",
@@ -155,9 +155,9 @@ async def test_conditions_events_and_filter_speak_the_same_reasons(stuck: Harnes
     body = (await stuck.post("filter", {"Pod": pod, "Nodes": None, "NodeNames": ["n0", "n1"]})).json()
     assert body["NodeNames"] == []
     assert body["FailedAndUnresolvableNodes"] == dict.fromkeys(
-        ["n0", "n1"], "NoZoneFits(quota q-wide-0 not bound: no zone holds 5×8 GPU)"
+        ["n0", "n1"], "NoZoneFits(quota q-wide-0 not bound: no zone holds 5×8 GPU: the roomiest, roce#s2, takes 2 of 5)"
     )
-    assert wide["message"] == "NoZoneFits(no zone holds 5×8 GPU)"
+    assert wide["message"] == "NoZoneFits(no zone holds 5×8 GPU: the roomiest, roce#s2, takes 2 of 5)"
 
 
 async def test_a_placed_job_and_its_pod(stuck: Harness) -> None:

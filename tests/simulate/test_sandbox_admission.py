@@ -58,7 +58,7 @@ POD = {
 def _mutate_count(metrics: str) -> float:
     total = 0.0
     for line in metrics.splitlines():
-        if line.startswith("sky_extender_requests_total{") and 'verb="mutate"' in line:
+        if line.startswith("sky_webhook_requests_total{"):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
