@@ -51,7 +51,11 @@ EXPECTED = {
     "held": ("JobQueue", Reason.JOB_BLOCKED_BY_JOB_QUEUE, "JobBlockedByJobQueue(jobqueue hold is closed)"),
     "noq": ("QuotaAssignment", Reason.NO_QUOTA, "NoQuota(2/2 tasks hold no quota)"),
     "gang": ("Gang", Reason.GANG_NOT_READY, "GangNotReady(3/4 pods exist)"),
-    "wide": ("ZoneSelection", Reason.NO_ZONE_FITS, "NoZoneFits(no zone holds 5×8 GPU: the roomiest, roce#s2, takes 2 of 5)"),
+    "wide": (
+        "ZoneSelection",
+        Reason.NO_ZONE_FITS,
+        "NoZoneFits(no zone holds 5×8 GPU: the roomiest, roce#s2, takes 2 of 5)",
+    ),
     # a 16-GPU quota on 8-GPU nodes can never fit: said as such, not "free nodes" (issue 21)
     "fat": (
         "NodePredicates",
