@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.fuzzing import LoopRunner
+
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -44,3 +46,11 @@ def ns(emu: Any) -> str:
     name = f"t-{uuid.uuid4().hex[:10]}"
     emu.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     return name
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[LoopRunner]:
+    """One event loop on a thread for a module whose hypothesis examples call into async code."""
+    r = LoopRunner()
+    yield r
+    r.close()

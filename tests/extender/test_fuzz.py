@@ -22,7 +22,11 @@ from extender.api.extender import create_app
 from extender.servers import AppServer
 from tests import builders as b
 from tests.extender.wire import RecordingWriter, cache_of, state_of
-from tests.fuzzing import ODD_NAMES, LoopRunner, bodies
+from tests.fuzzing import (
+    ODD_NAMES,
+    LoopRunner,
+    bodies,
+)
 
 NODES = [f"n{i}" for i in range(8)]
 _POD = b.pod("w-0", group="train", quota="q-0", gpu=8, hca=8, index=0)
@@ -98,13 +102,6 @@ def assert_well_formed(verb: str, body: bytes, status: int, reply: bytes) -> Non
         for victims in (doc["NodeNameToMetaVictims"] or {}).values():
             assert isinstance(victims["NumPDBViolations"], int)
             assert all(isinstance(p["UID"], str) for p in victims["Pods"])
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[LoopRunner]:
-    r = LoopRunner()
-    yield r
-    r.close()
 
 
 @pytest.fixture(scope="module")

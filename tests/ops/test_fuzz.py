@@ -20,7 +20,10 @@ from extender.api.ops import create_app
 from extender.servers import AppServer
 from tests import builders as b
 from tests.extender.wire import cache_of, state_of
-from tests.fuzzing import ODD_NAMES, LoopRunner
+from tests.fuzzing import (
+    ODD_NAMES,
+    LoopRunner,
+)
 
 _segment = st.one_of(st.text(min_size=0, max_size=40), st.sampled_from([*ODD_NAMES, "default", "train", "w-0"]))
 _path = st.one_of(
@@ -39,13 +42,6 @@ _query = st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3)
 
 def _cluster() -> list[dict[str, object]]:
     return [*b.seed_cluster(), *b.training_job("train", 2, gpu=8, hca=8)]
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[LoopRunner]:
-    r = LoopRunner()
-    yield r
-    r.close()
 
 
 @pytest.fixture(scope="module")

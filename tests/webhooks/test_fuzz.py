@@ -20,7 +20,10 @@ from hypothesis import HealthCheck, given, settings
 
 from extender.simulate.certs import TLSFiles
 from tests import builders as b
-from tests.fuzzing import LoopRunner, bodies
+from tests.fuzzing import (
+    LoopRunner,
+    bodies,
+)
 from tests.webhooks import helpers as h
 from webhooks.app import create_app
 
@@ -57,13 +60,6 @@ def assert_well_formed(body: bytes, status: int, reply: bytes) -> None:
         assert status in (400, 413), status
         assert doc["kind"] == "Status" and doc["status"] == "Failure" and doc["code"] == status
         assert isinstance(doc["message"], str) and doc["message"]
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[LoopRunner]:
-    r = LoopRunner()
-    yield r
-    r.close()
 
 
 @pytest.fixture(scope="module")
