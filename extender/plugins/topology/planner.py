@@ -119,7 +119,7 @@ class GangPlanner:
         if best is None:
             return self._failure(job, head, sid, specs, unbound)
         if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
-            return self._above_limit(job, best, unbound)
+            return self._above_limit(job, head, sid, best, unbound)
         slots = best.slots if best.slots is not None else self._slots(job, head, sid, best.zones, len(unbound))
         placed = assign_ranks(slots, self._ranges(quotas, unbound))
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
@@ -317,17 +317,25 @@ class GangPlanner:
                 info.add(q.name, q.rank, node.index, node.name)
         return [(None, None) if q.rank is None else info.neighbours(q.rank) for q in unbound]
 
-    def _above_limit(self, job: JobInfo, best: _SpecPlan, unbound: Sequence[QuotaInfo]) -> Status:
-        """A hard ``highestTierAllowed`` the gang fits only above: it waits, and says how far."""
-        limit = job.highest_tier or 0
+    def _above_limit(
+        self, job: JobInfo, head: QuotaInfo, sid: int | None, best: _SpecPlan, unbound: Sequence[QuotaInfo]
+    ) -> Status:
+        """A hard ``highestTierAllowed`` the gang fits only above: it waits, and says which tier
+        blocks and how much room the roomiest unit of the allowed tier has."""
+        limit = max(job.highest_tier or 0, 1)  # an NVLink-domain limit is told with the leaves
         span = best.key[0]
         above = describe_tier(span) if span <= self.memo.levels else "cluster"
-        room = max((z.capacity for z in best.zones), default=0)
+        units: dict[str, int] = {}
+        spec = best.zones[0].id[0] if best.zones else ""
+        for zid in self.memo.spec_zones.get(spec, []):
+            name = zid[1] if limit <= 1 else self.memo.zone_tiers[zid].get(limit, zid[1])
+            units[name] = units.get(name, 0) + self._offer(job, head, sid, zid).capacity
+        unit, room = max(units.items(), key=lambda kv: (kv[1], kv[0])) if units else ("-", 0)
         what = describe_gang(unbound, self.ssn.gpu_resources)
         return Status.unschedulable(
             Reason.FITS_ONLY_ABOVE_ALLOWED_TIER,
-            f"{what} fits only across a {above} (tier {span}); highestTierAllowed is "
-            f"{describe_tier(limit)} (tier {limit}), and the roomiest {describe_tier(max(limit, 1))} takes {room}",
+            f"{what} fits only across a {above} (tier {span}); highestTierAllowed is {describe_tier(limit)} "
+            f"(tier {limit}), and the roomiest {describe_tier(limit)}, {unit}, takes {room} of {len(unbound)}",
         )
 
     def _failure(
