@@ -95,8 +95,10 @@ def replace(doc: Any, path: tuple[Any, ...], value: Any) -> None:
         if not _has(target, k):
             return
         target = target[k]
-    if isinstance(target, dict) or _has(target, path[-1]):
-        target[path[-1]] = value
+    key = path[-1]
+    # a JSON object takes only string keys: an earlier change may have made a list's parent a dict
+    if (isinstance(target, dict) and isinstance(key, str)) or (isinstance(target, list) and _has(target, key)):
+        target[key] = value
 
 
 def mutations(valid: Obj) -> st.SearchStrategy[bytes]:
