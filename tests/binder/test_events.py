@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -15,11 +14,11 @@ import pytest
 from extender.simulate.cluster import LocalCluster
 from extender.simulate.runner import SimClock
 from tests import builders as b
+from tests.kubectl import KUBECTL, run_kubectl
 
 pytestmark = pytest.mark.anyio
 
 REPO = Path(__file__).resolve().parents[2]
-KUBECTL = Path(os.environ.get("SKY_TOOLS_BIN", REPO / ".tools" / "bin")) / "kubectl"
 
 
 def _blocked_and_stuck() -> list[dict[str, Any]]:
@@ -69,18 +68,6 @@ async def test_seventy_seconds_of_blocked_jobs_make_one_event_per_reason_whose_c
     assert "retry in" not in backoff["message"] and backoff["count"] > 1, backoff
 
 
-def _kubectl(kubeconfig: Path, cache: Path, *args: str) -> str:
-    done = subprocess.run(
-        [str(KUBECTL), "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
 @pytest.mark.skipif(not os.access(KUBECTL, os.X_OK), reason=f"kubectl not found at {KUBECTL}")
 async def test_kubectl_describe_pod_of_a_pending_pod_tells_why(tmp_path: Path) -> None:
     clock = SimClock(start=1_800_000_000.0)
@@ -90,8 +77,8 @@ async def test_kubectl_describe_pod_of_a_pending_pod_tells_why(tmp_path: Path) -
             clock.advance(1.0)
             await cl.cycle()
         kc = cl.emulator.write_kubeconfig(tmp_path / "kc")
-        out = await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "describe", "pod", "nightly-0")
-        pg = await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "describe", "skypg", "nightly")
+        out = await asyncio.to_thread(run_kubectl, kc, tmp_path / "c", "describe", "pod", "nightly-0")
+        pg = await asyncio.to_thread(run_kubectl, kc, tmp_path / "c", "describe", "skypg", "nightly")
     events = out.split("Events:", 1)[1]
     assert "<none>" not in events, out
     assert "JobBlockedByJobQueue" in events and "jobqueue nightly is closed" in events, out

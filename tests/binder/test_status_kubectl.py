@@ -4,32 +4,17 @@ after a scenario settles: every printer column of every CRD shows a value."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from extender.simulate.runner import Simulation
 from extender.simulate.scenario import load_scenario
+from tests.kubectl import needs_kubectl, run_kubectl
 
 pytestmark = pytest.mark.anyio
 
 REPO = Path(__file__).resolve().parents[2]
-KUBECTL = Path(os.environ.get("SKY_TOOLS_BIN", REPO / ".tools" / "bin")) / "kubectl"
-needs_kubectl = pytest.mark.skipif(not os.access(KUBECTL, os.X_OK), reason=f"kubectl not found at {KUBECTL}")
-
-
-def _kubectl(kubeconfig: Path, cache: Path, *args: str) -> str:
-    done = subprocess.run(
-        [str(KUBECTL), "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def _rows(table: str) -> list[dict[str, str]]:
@@ -65,7 +50,7 @@ async def test_every_printer_column_shows_a_value_after_the_default_scenario(tmp
     try:
         kc = sim.emulator.write_kubeconfig(tmp_path / "kc")
         for kind, want in (("skypg", 2), ("skyq", 1), ("quota", 7)):
-            out = await asyncio.to_thread(_kubectl, kc, tmp_path / "cache", "get", kind, "-A", "-o", "wide")
+            out = await asyncio.to_thread(run_kubectl, kc, tmp_path / "cache", "get", kind, "-A", "-o", "wide")
             rows = _rows(out)
             assert len(rows) == want, out
             for row in rows:
@@ -73,13 +58,13 @@ async def test_every_printer_column_shows_a_value_after_the_default_scenario(tmp
                 assert not empty, f"{kind}: empty columns {empty} in\n{out}"
         pgs = {
             r["NAME"]: r
-            for r in _rows(await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "get", "skypg", "-o", "wide"))
+            for r in _rows(await asyncio.to_thread(run_kubectl, kc, tmp_path / "c", "get", "skypg", "-o", "wide"))
         }
         assert {n: (r["PHASE"], r["RUNNING"], r["BOUNDQUOTAS"]) for n, r in pgs.items()} == {
             "train": ("Running", "4", "4"),
             "llama": ("Running", "3", "3"),
         }
-        (queue,) = _rows(await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "get", "skyq", "-o", "wide"))
+        (queue,) = _rows(await asyncio.to_thread(run_kubectl, kc, tmp_path / "c", "get", "skyq", "-o", "wide"))
         assert (queue["RUNNING"], queue["PENDING"]) == ("2", "0")
         research = sim.emulator.get("scheduling.infini-ai.com/v1alpha1", "queues", "research")["status"]
         # 4 × 1 GPU + 3 × 8 GPU, all on A100 nodes
@@ -100,14 +85,14 @@ async def test_jobqueue_and_blocked_job_columns(tmp_path: Path) -> None:
     sim = await _settled("jobqueue")
     try:
         kc = sim.emulator.write_kubeconfig(tmp_path / "kc")
-        (jq,) = _rows(await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "get", "jq", "-o", "wide"))
+        (jq,) = _rows(await asyncio.to_thread(run_kubectl, kc, tmp_path / "c", "get", "jq", "-o", "wide"))
         assert (jq["STATE"], jq["RUNNING"]) == ("Closed", "0")
         status = sim.emulator.get("scheduling.infini-ai.com/v1alpha1", "jobqueues", "nightly")["status"]
         # batch (2 workers) and lone (one pod: JobQueue admission holds on the inline path too)
         assert (status["runningJobs"], status["pendingJobs"], status["blockedJobs"]) == (0, 0, 2)
         pgs = {
             r["NAME"]: r
-            for r in _rows(await asyncio.to_thread(_kubectl, kc, tmp_path / "c", "get", "skypg", "-o", "wide"))
+            for r in _rows(await asyncio.to_thread(run_kubectl, kc, tmp_path / "c", "get", "skypg", "-o", "wide"))
         }
         assert pgs["batch"]["PHASE"] == "Pending" and pgs["interactive"]["PHASE"] == "Running"
         for row in pgs.values():
