@@ -154,9 +154,10 @@ class _Topology:
                     self.ssn.notes[holds.NOTE] = book.current()
         if not held:
             return failure
+        detail = "; ".join(f.detail for f in failure.failures if f.detail)
         return Status.unschedulable(
             failure.reason or Reason.NO_ZONE_FITS,
-            f"{failure.message()}; {Reason.HOLDING_NODES.value} {holds.describe_nodes(held)} for {job.key}",
+            f"{detail}; {Reason.HOLDING_NODES.value} {holds.describe_nodes(held)} for {job.key}",
         )
 
     def quota_allocate(self, job: JobInfo) -> Status:
