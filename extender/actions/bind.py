@@ -90,9 +90,6 @@ class Rest:
 
     message: str
     skip: str = ""
-    # where ``skip`` first is in the candidate list this was decided from (−1: not in it; None: not
-    # looked up) — saves the serialiser a scan of thousands of names
-    at: int | None = None
 
 
 def position(candidates: Sequence[str], name: str) -> int:
@@ -165,7 +162,7 @@ def decide_pod(
             out.put(home, _tn_without_quota_check(ssn, task, node))
         else:
             out.put(home, ssn.tn.predicate(task, node))
-    return out, Rest(elsewhere.message(), skip=home, at=at)
+    return out, Rest(elsewhere.message(), skip=home)
 
 
 def gang_gate(ssn: Session, job: JobInfo | None, task: TaskInfo) -> Status:

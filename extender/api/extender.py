@@ -326,7 +326,7 @@ class Verbs:
             at = bind_action.position(names, task.node)
             passed = [task.node] if at >= 0 else []
             reason = Status.unresolvable(Reason.WAITING_FOR_BIND, f"pod is being bound to {task.node}")
-            return FilterOutcome(passed=passed), bind_action.Rest(reason.message(), skip=task.node, at=at)
+            return FilterOutcome(passed=passed), bind_action.Rest(reason.message(), skip=task.node)
         return bind_action.decide_pod(ssn, task, names, state.verdicts())
 
     async def filter(self, body: bytes) -> bytes:

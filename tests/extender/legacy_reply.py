@@ -25,7 +25,7 @@ def unresolvable_parts(
     others = names
     i = -1
     if rest.skip:
-        i = rest.at if rest.at is not None else bind_action.position(names, rest.skip)
+        i = bind_action.position(names, rest.skip)
         if i >= 0:
             others = names[:i] + names[i + 1 :]
     if not others:
