@@ -23,8 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import yaml
-
+from discovery.common.mapping_file import load_mapping
 from discovery.common.model import Tier
 
 __all__ = ["FabricMap", "FabricMapError", "load_fabric_map", "map_tiers", "parse_fabric_map"]
@@ -40,14 +39,7 @@ class FabricMapError(ValueError):
 def parse_fabric_map(text: str, source: str = "fabric map") -> dict[str, tuple[str, ...]]:
     """The map in ``text``; :class:`FabricMapError` for anything but the documented shape or for
     a map that is not a tree."""
-    try:
-        doc = yaml.load(text, Loader=yaml.BaseLoader)  # BaseLoader: every scalar a str (no YAML type guessing)
-    except yaml.YAMLError as e:
-        raise FabricMapError(f"{source}: not YAML or JSON: {e}") from None
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
-        raise FabricMapError(f"{source}: expected a mapping of leaf switch name to its spine, core…")
+    doc = load_mapping(text, source, FabricMapError, "expected a mapping of leaf switch name to its spine, core…")
     out: dict[str, tuple[str, ...]] = {}
     parent: dict[tuple[int, str], tuple[str, str]] = {}  # (level, unit) → (its parent, a leaf that says so)
     for leaf, raw in doc.items():

@@ -28,8 +28,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
+from discovery.common.mapping_file import load_mapping
 from discovery.ib.parse import ParseError, normalize_guid
 
 __all__ = ["SwitchNamesError", "load_switch_names", "parse_switch_names"]
@@ -43,14 +42,7 @@ def parse_switch_names(text: str, source: str = "switch names") -> dict[str, str
     """Normalised GUID → name from the file's text; :class:`SwitchNamesError` on anything else
     (not a mapping, a key that is not a GUID, an empty name, a GUID given twice, a name given to
     two GUIDs)."""
-    try:
-        doc = yaml.load(text, Loader=yaml.BaseLoader)  # BaseLoader: every scalar a str (no YAML type guessing)
-    except yaml.YAMLError as e:
-        raise SwitchNamesError(f"{source}: not YAML or JSON: {e}") from None
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
-        raise SwitchNamesError(f"{source}: expected a mapping of switch GUID to name, got {type(doc).__name__}")
+    doc = load_mapping(text, source, SwitchNamesError, "expected a mapping of switch GUID to name, got {type}")
     out: dict[str, str] = {}
     owner: dict[str, str] = {}
     for raw_guid, raw_name in doc.items():
