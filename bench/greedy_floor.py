@@ -22,10 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from extender.framework.session import Snapshot
+from extender.framework.policy import Policy
+from extender.framework.session import Session, Snapshot
+from extender.framework.status import Code, Reason
 from extender.model.node import NodeInfo
+from extender.model.quota import QuotaInfo
 
-__all__ = ["Shape", "greedy_floor"]
+__all__ = ["Shape", "greedy_floor", "policy_floor"]
+
+_ROOM = frozenset({Reason.INSUFFICIENT_QUOTA_IDLE})
 
 Shape = tuple[tuple[str, int], ...]  # (resource, units) with units > 0, sorted
 
@@ -38,8 +43,9 @@ class _Room:
         self.zones: list[tuple[str, str]] = list(snap.zones)
         self.zone_of: dict[str, int] = {n: z for z, key in enumerate(self.zones) for n in snap.zones[key]}
         self.free: dict[str, dict[str, int]] = {}  # node → its quota_idle, copied when first changed
-        self.fits: dict[Shape, dict[str, int]] = {}
-        self.zone_fits: dict[Shape, list[int]] = {}
+        self.fits: dict[object, dict[str, int]] = {}  # shape (or shape and judge key) → node → room
+        self.zone_fits: dict[object, list[int]] = {}
+        self.shapes: dict[object, tuple[Shape, Mapping[str, bool] | None]] = {}
 
     def _idle(self, node: str) -> Mapping[str, int]:
         own = self.free.get(node)
@@ -52,15 +58,22 @@ class _Room:
         idle = self._idle(node)
         return min(idle.get(r, 0) // v for r, v in shape)
 
-    def of(self, shape: Shape) -> tuple[dict[str, int], list[int]]:
-        if shape not in self.fits:
-            fits = {n: self._count(n, shape) for n in self.zone_of}
+    def of(
+        self, shape: Shape, judged: tuple[object, Mapping[str, bool]] | None = None
+    ) -> tuple[dict[str, int], list[int]]:
+        """Per node and per zone, how many more quotas of ``shape`` fit; with ``judged`` = (key,
+        node → eligible), only the eligible nodes count (the policy floor's shapes)."""
+        key: object = shape if judged is None else (shape, judged[0])
+        if key not in self.fits:
+            ok = judged[1] if judged is not None else None
+            fits = {n: self._count(n, shape) if ok is None or ok.get(n) else 0 for n in self.zone_of}
             per_zone = [0] * len(self.zones)
             for n, k in fits.items():
                 per_zone[self.zone_of[n]] += k
-            self.fits[shape] = fits
-            self.zone_fits[shape] = per_zone
-        return self.fits[shape], self.zone_fits[shape]
+            self.fits[key] = fits
+            self.zone_fits[key] = per_zone
+            self.shapes[key] = (shape, ok)
+        return self.fits[key], self.zone_fits[key]
 
     def take(self, node: str, shape: Shape, count: int) -> None:
         own = self.free.get(node)
@@ -69,9 +82,10 @@ class _Room:
         for r, v in shape:
             own[r] = own.get(r, 0) - v * count
         z = self.zone_of[node]
-        for s, fits in self.fits.items():
-            k = self._count(node, s)
-            self.zone_fits[s][z] += k - fits[node]
+        for key, fits in self.fits.items():
+            s, ok = self.shapes[key]
+            k = self._count(node, s) if ok is None or ok.get(node) else 0
+            self.zone_fits[key][z] += k - fits[node]
             fits[node] = k
 
 
@@ -155,3 +169,83 @@ def greedy_floor(snap: Snapshot) -> dict[str, str]:
         for node, k in plan:
             room.take(node, shape, k)
     return out
+
+
+# --- the policy floor ------------------------------------------------------------------------
+
+
+def policy_floor(snap: Snapshot, policy: Policy) -> dict[str, str]:
+    """The capacity floor plus what the *configured policy* obliges any implementation of the
+    seed's design to do for the same input, and nothing more:
+
+    * open a session of the policy on the snapshot (its plugins read the snapshot once);
+    * per request shape (``Session.filter_key``) and node: the QN ``select`` and ``predicate``
+      stages once (a refusal for want of ``quota_idle`` only leaves the node eligible; its room is
+      arithmetic, as in the capacity floor);
+    * per gang, the QN ``node_order`` score of each node with room in the chosen zones, once per
+      node and shape until a bind changes the node; the gang takes the best-scored nodes (distinct
+      while the zone has enough), ranks in ascending node index;
+    * one Statement operation per quota and one commit per gang (the seed's transaction: the
+      plugins' event handlers follow every bind).
+
+    Zones and their order are the capacity floor's. Returns quota → node."""
+    ssn = Session(snap, policy)
+    qn = ssn.qn
+    room = _Room(snap)
+    judged: dict[object, dict[str, bool]] = {}  # shape key → node → eligible
+    scores: dict[object, dict[str, float]] = {}  # shape key → node → score (dropped on a bind)
+    out: dict[str, str] = {}
+    pending = snap.pending_jobs if snap.pending_jobs is not None else snap.jobs
+    jobs = sorted((snap.jobs[k] for k in pending if k in snap.jobs), key=lambda j: (j.created, j.key))
+    for job in jobs:
+        unbound = [q for q in ssn.job_quotas(job) if not q.node_name]
+        if not unbound or len(unbound) < job.min_member:
+            continue
+        rep = max(unbound, key=lambda q: sum(q.request.q.values()))
+        key = ssn.filter_key(rep)
+        ok = judged.get(key)
+        if ok is None:
+            ok = judged[key] = {n.name: _eligible(ssn, rep, n) for n in ssn.nodes()}
+        shape: Shape = tuple(sorted((r, v) for r, v in rep.request.q.items() if v > 0))
+        fits, per_zone = room.of(shape, (key, ok))
+        zones = _choose_zones(room, per_zone, len(unbound))
+        if not zones:
+            continue
+        scored = scores.setdefault(key, {})
+        plan: list[tuple[str, int]] = []
+        left = len(unbound)
+        for z in zones:
+            members = snap.zones[room.zones[z]]
+            nodes = [n for n in members if fits[n] > 0]  # index order
+            for n in nodes:
+                if n not in scored:
+                    node = ssn.node(n)
+                    assert node is not None
+                    scored[n] = qn.node_order(rep, node)
+            m = min(left, per_zone[z])
+            if len(nodes) >= m:  # distinct nodes: the m best scored, in index order
+                best = set(sorted(nodes, key=lambda n: -scored[n])[:m])
+                part = [(n, 1) for n in nodes if n in best]
+            else:
+                part = _assign(room, z, fits, m)
+            plan += part
+            left -= m
+        stmt = ssn.statement()
+        ranks = iter(sorted(unbound, key=lambda q: (q.rank if q.rank is not None else 0, q.name)))
+        for node_name, k in plan:
+            for _ in range(k):
+                q = next(ranks)
+                stmt.allocate_quota_to_node(q.name, node_name)
+                out[q.name] = node_name
+            room.take(node_name, shape, k)
+            for s in scores.values():
+                s.pop(node_name, None)
+        stmt.commit()
+    return out
+
+
+def _eligible(ssn: Session, quota: QuotaInfo, node: NodeInfo) -> bool:
+    status = ssn.qn.select(quota, node)
+    if status.ok:
+        status = ssn.qn.predicate(quota, node)
+    return status.ok or (status.code is Code.UNSCHEDULABLE and {f.reason for f in status.failures} <= _ROOM)
