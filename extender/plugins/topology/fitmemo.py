@@ -61,6 +61,8 @@ class ShapeFit:
     # zone → its nodes with room, in index order (kept as binds and releases come; None: a bind
     # changed the node, make its entry again when next read)
     zone_candidates: dict[ZoneId, dict[str, Candidate | None]] = field(default_factory=dict)
+    ready: dict[ZoneId, list[Candidate]] = field(default_factory=dict)  # zone → its candidates as last
+    # listed (dropped when a bind or release changes one of them)
     offers: dict[ZoneId, ZoneOffer] = field(default_factory=dict)  # dropped when the zone changes
 
 
@@ -180,6 +182,9 @@ class FitMemo:
         """The zone's nodes with room for the shape, with their QN scores, in index order."""
         if sid is not None:
             fit = self.shapes[sid]
+            listed = fit.ready.get(zid)
+            if listed is not None:
+                return listed
             known = fit.zone_candidates.get(zid)
             if known is None:
                 known = fit.zone_candidates[zid] = {c.name: c for c in self._scan(quota, sid, zid)}
@@ -194,6 +199,7 @@ class FitMemo:
                         name, node.index, fit.capacity[name], self._score(fit.rep, sid, node)
                     )
                 out.append(cand)
+            fit.ready[zid] = out
             return out
         return list(self._scan(quota, None, zid))
 
@@ -281,13 +287,15 @@ class FitMemo:
             else:
                 self._busy.discard(node_name)
                 self._touched[zid] -= 1
+        room = node.quota_room()
         for fit in self.shapes.values():
             fit.score.pop(node_name, None)
             fit.offers.pop(zid, None)
+            fit.ready.pop(zid, None)
             old = fit.capacity.get(node_name)
             if old is None:
                 continue
-            new = capacity_for(fit.rep.request, node.quota_room()) if fit.eligible.get(node_name) else 0
+            new = capacity_for(fit.rep.request, room) if fit.eligible.get(node_name) else 0
             fit.capacity[node_name] = new
             total = fit.zone_capacity.get(zid)
             if total is not None:
