@@ -12,6 +12,8 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 from cachetools import TTLCache
 
@@ -23,6 +25,8 @@ from extender.metrics import Metrics
 from extender.policy_reload import PolicyStatus
 
 __all__ = ["ServiceState"]
+
+_NO_HOLDS: Mapping[str, Any] = MappingProxyType({})
 
 
 def _bind_cache(clock: Callable[[], float]) -> TTLCache[str, str]:
@@ -54,13 +58,25 @@ class ServiceState:
     def snapshot(self) -> Snapshot:
         """The cache's snapshot for a request's session. Taking one copies the cache's index sets
         (O(pending jobs)); between two cache changes (same ``generation``) the last one is reused
-        with the current time — the same view, as every change bumps the generation."""
+        with the current time — the same view, as every change bumps the generation.
+
+        It carries the holds of the binder's scheduler (topology, issue 16) while this replica
+        leads, so that a pod the extender binds inline keeps off nodes held for a waiting gang as
+        the binder's own quotas do; a replica that does not lead runs no cycles and knows none."""
         cache = self.cache
         snap = self._snap
+        holds = self._holds()
         if snap is None or snap.generation != cache.generation:
-            snap = self._snap = cache.snapshot()
+            snap = self._snap = dataclasses.replace(cache.snapshot(), holds=holds)
             return snap
+        if snap.holds is not holds:
+            snap = self._snap = dataclasses.replace(snap, holds=holds)
         return dataclasses.replace(snap, now=cache.clock())
+
+    def _holds(self) -> Mapping[str, Any]:
+        if self.loop is None or not self.is_leader():
+            return _NO_HOLDS
+        return self.loop.scheduler.memory.holds
 
     def session(self) -> Session:
         """A session for one extender request (read-only: the verbs never run a Statement).
@@ -76,6 +92,7 @@ class ServiceState:
             ssn is not None
             and ssn.policy is self.policy
             and ssn.snap.generation == snap.generation
+            and ssn.snap.holds is snap.holds
             and 0.0 <= snap.now - ssn.now <= self.session_reuse_seconds
             and not ssn.intents
             and not ssn.touched_nodes()

@@ -296,3 +296,28 @@ async def test_spot_preemptor_gets_no_victims() -> None:
     async with served(state_of(cache)) as c:
         r = await c.post("/preempt", content=orjson.dumps(body), headers=JSON)
     assert r.json() == {"NodeNameToMetaVictims": {}}
+
+
+@pytest.mark.parametrize("leads", [True, False])
+async def test_inline_filter_keeps_off_nodes_held_for_a_waiting_gang(inline_cache: ClusterCache, leads: bool) -> None:
+    """Holds (issue 16 item 4) live in the binder's scheduler memory; the extender's snapshot
+    carries them while this replica leads, so a pod bound inline keeps off held nodes too."""
+    from extender.binder.loop import BinderLoop
+    from extender.conf import default_policy
+    from extender.plugins.topology.holds import Hold
+    from extender.scheduler import Scheduler
+
+    pod = inline_cache.pod(_solo_uid(inline_cache))
+    assert pod is not None
+    scheduler = Scheduler(default_policy())
+    scheduler.memory.holds = {"default/big": Hold(("n0",), since=1_000_000.0 - 5)}
+    loop = BinderLoop(inline_cache, scheduler, RecordingWriter(inline_cache), is_leader=lambda: leads)
+    async with served(state_of(inline_cache, loop=loop, is_leader=lambda: leads)) as c:
+        r = await c.post("/filter", content=args(dict(pod), INLINE_NODES), headers=JSON)
+        only = await c.post("/filter", content=args(dict(pod), ["n0"]), headers=JSON)
+    if not leads:  # a replica that runs no cycles knows no holds
+        assert r.json()["NodeNames"] == ["n0", "n1"]
+        return
+    assert r.json()["NodeNames"] == ["n1"]
+    assert only.json()["NodeNames"] == []
+    assert only.json()["FailedNodes"] == {"n0": "NodeHeldForGang(held for gang default/big)"}

@@ -222,11 +222,11 @@ class _Topology:
         by their planner, which knows the job when it judges a shape)."""
         if not self.holds.any():
             return SKIP
-        job = _job_of_quota(self.ssn, quota)
-        if job is None or job.topology:
+        job = _job_of_quota(self.ssn, quota)  # None: not claimed yet (a pod the extender places inline)
+        if job is not None and job.topology:
             return SKIP
         holder = self.holds.holder(node.name)
-        if holder and holder != job.key:
+        if holder and (job is None or holder != job.key):
             return Status.unschedulable(Reason.NODE_HELD_FOR_GANG, f"held for gang {holder}")
         return SKIP
 
