@@ -116,7 +116,8 @@ class Scheduler:
             mem.holds = dict(held)
         mem.holds = {k: h for k, h in mem.holds.items() if _still_waiting(ssn, k)}
         failed = ssn.notes.get(holds.FAILED_NOTE, ())
-        waits = {k: n for k, n in mem.gang_waits.items() if _still_waiting(ssn, k)}
+        expired = ssn.notes.get(holds.EXPIRED_NOTE, ())
+        waits = {k: n for k, n in mem.gang_waits.items() if _still_waiting(ssn, k) and k not in expired}
         for key in failed:
             waits[key] = waits.get(key, 0) + 1
         mem.gang_waits = waits

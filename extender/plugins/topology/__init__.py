@@ -57,7 +57,7 @@ class TopologyArgs(ArgsModel):
         False, description="pack a gang's ranks onto as few nodes as possible instead of distinct nodes"
     )
     reserve_after_cycles: int = Field(
-        30, ge=0, description="cycles a gang waits before it holds the nodes it needs (0: never hold)"
+        100, ge=0, description="cycles a gang waits before it holds the nodes it needs (0: never hold)"
     )
     max_holds: int = Field(2, ge=0, description="gangs holding nodes at once")
     hold_seconds: float = Field(600.0, gt=0, description="how long a hold lasts at most")
@@ -78,6 +78,8 @@ class _Topology:
         self._spot_room: dict[ZoneId, int] = {}  # zone → spot pods of one shape its idle room takes
         self.holds = holds.HoldBook(ssn.snap.holds, ssn.now, args.hold_seconds)
         ssn.notes[holds.NOTE] = self.holds.current()  # expired holds end with this session
+        if self.holds.expired:
+            ssn.notes[holds.EXPIRED_NOTE] = self.holds.expired
 
     # --- lazily built session state ----------------------------------------------------------
     @property
@@ -145,7 +147,12 @@ class _Topology:
         args, book = self.args, self.holds
         held = book.of(job.key)
         # a gang kept off nodes held for another waits for that one: it holds nothing itself
-        if held is None and args.reserve_after_cycles > 0 and failure.reason is not Reason.NODE_HELD_FOR_GANG:
+        if (
+            held is None
+            and args.reserve_after_cycles > 0
+            and failure.reason is not Reason.NODE_HELD_FOR_GANG
+            and job.key not in book.expired
+        ):
             waited = self.ssn.snap.gang_waits.get(job.key, 0)
             if waited >= args.reserve_after_cycles and book.count() < args.max_holds:
                 held = holds.choose_hold(self.memo, self.planner, job, quotas)

@@ -13,7 +13,8 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   run, as long as they need no more zones there than they would without the hold: else they wait);
   the holder may use them like any node.
 * A hold ends when the gang is placed (no unbound quota left), when its job is deleted, or
-  ``hold_seconds`` after it began.
+  ``hold_seconds`` after it began. A hold that expired is not taken again at once: the gang's count
+  of failed cycles starts over (so others may use the nodes for ``reserve_after_cycles`` cycles).
 
 Holds live between cycles in the scheduler's memory; a session sees them in ``Snapshot.holds``
 and reports the set it leaves under :data:`NOTE`.
@@ -32,10 +33,11 @@ if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
     from extender.plugins.topology.planner import GangPlanner
 
-__all__ = ["FAILED_NOTE", "NOTE", "Hold", "HoldBook", "choose_hold", "describe_nodes"]
+__all__ = ["EXPIRED_NOTE", "FAILED_NOTE", "NOTE", "Hold", "HoldBook", "choose_hold", "describe_nodes"]
 
 NOTE: Final = "topology.holds"  # Session.notes key: the holds the session leaves
 FAILED_NOTE: Final = "topology.unplaced"  # Session.notes key: the gangs whose plan failed this cycle
+EXPIRED_NOTE: Final = "topology.expired"  # Session.notes key: the gangs whose hold expired this cycle
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,7 @@ class HoldBook:
     def __init__(self, holds: Mapping[str, Hold], now: float, hold_seconds: float) -> None:
         self._now = now
         self._holds = {job: h for job, h in holds.items() if now - h.since < hold_seconds}
+        self.expired = frozenset(holds) - frozenset(self._holds)  # their gangs wait anew before holding
         self._holder = {n: job for job, h in self._holds.items() for n in h.nodes}
 
     def any(self) -> bool:

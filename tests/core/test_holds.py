@@ -1,0 +1,132 @@
+"""Holds (issue 16 item 4, ``extender/plugins/topology/holds.py``), cycle by cycle through the real
+scheduler on a real cache: when a waiting gang starts holding nodes, what it holds, who is kept off
+them and who still runs, and when the hold ends.
+
+The cluster: leaf s1 = n0–n3, leaf s2 = n4–n5, 8 GPUs each. One-pod jobs run on n0, n4 and n5 (a
+bound quota each, its pod running there), so the gang ``big`` of 4 whole-node workers
+fits nowhere: three nodes are free, all in s1 (n5 has 4 GPUs left). Only s1 could ever hold it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from bench.cache_writes import apply_plan, run_pods
+from extender.binder.plan import plan_writes
+from extender.cache.cache import ClusterCache
+from extender.conf import default_policy_text, load_policy_text
+from extender.framework.session import FitStage
+from extender.framework.status import Reason
+from extender.scheduler import CycleResult, Scheduler
+from tests import builders as b
+
+T0 = 1_800_000_000.0
+FILLED = {"n0": 8, "n4": 8, "n5": 4}  # node → GPUs of the running one-pod job there
+
+
+class Cluster:
+    def __init__(self, **topology: Any) -> None:
+        self.now = T0
+        self.cache = ClusterCache(clock=lambda: self.now)
+        objs: list[dict[str, Any]] = [b.queue("research")]
+        for i in range(6):
+            objs += [b.node(f"n{i}", index=i), b.topology(f"n{i}", ["s1" if i < 4 else "s2"])]
+        for n, gpu in FILLED.items():
+            bound = {"phase": "QuotaBound", "nodeName": n}
+            objs.append(b.quota(f"q-fill-{n}", gpu=gpu, hca=None, status=bound))
+            objs.append(b.pod(f"fill-{n}", quota=f"q-fill-{n}", gpu=gpu, hca=None, node=n, phase="Running"))
+        objs += b.training_job("big", 4, gpu=8, hca=1)
+        b.feed(self.cache, objs)
+        doc = yaml.safe_load(default_policy_text())
+        doc["plugins"]["topology"].update(topology)
+        self.scheduler = Scheduler(load_policy_text(yaml.safe_dump(doc)))
+
+    def cycle(self) -> CycleResult:
+        result = self.scheduler.run_once(self.cache.snapshot())
+        apply_plan(self.cache, plan_writes(self.cache, result, extra_quotas=self.cache.take_dirty_quotas()))
+        run_pods(self.cache)
+        self.now += 1.0
+        return result
+
+    def submit_single(self, name: str, gpu: int = 8) -> None:
+        """A one-pod job without topology (no rdma/hca): hop ② places it over all nodes."""
+        b.feed(self.cache, [b.quota(f"q-{name}", gpu=gpu, hca=None), b.pod(name, quota=f"q-{name}", gpu=gpu, hca=None)])
+
+    def finish(self, node: str) -> None:
+        """The one-pod job on ``node`` ends: its pod and quota are deleted."""
+        (uid,) = [u for u in self.cache.task_job if (self.cache.pod(u) or {})["metadata"]["name"] == f"fill-{node}"]
+        pod, quota = self.cache.pod(uid), self.cache.quota_object(f"q-fill-{node}")
+        assert pod is not None and quota is not None
+        self.cache.on_pod_delete(pod)
+        self.cache.on_quota_delete(quota)
+
+    def holds(self) -> dict[str, tuple[str, ...]]:
+        return {job: h.nodes for job, h in self.scheduler.memory.holds.items()}
+
+    def node_of(self, quota: str) -> str:
+        return self.cache.quotas[quota].node_name
+
+
+def test_a_gang_holds_its_leaf_after_waiting_and_others_are_kept_off_it() -> None:
+    c = Cluster(reserve_after_cycles=3)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {}  # its plan failed in 3 cycles: from the next one on it holds
+    c.cycle()
+    # the only zone that could ever hold it, as many nodes as it needs
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    c.submit_single("solo")
+    result = c.cycle()
+    assert c.node_of("q-solo") == ""  # n1–n3 are free but held; n4 and n5 are full
+    verdict = result.verdicts["default/solo"]
+    assert verdict.status.reason is Reason.NODE_HELD_FOR_GANG
+    assert verdict.stage is FitStage.NODE_PREDICATES
+    # the node that blocked the gang frees up: the gang runs on its held leaf and the hold ends
+    c.finish("n0")
+    c.cycle()
+    assert sorted(c.node_of(f"q-big-{i}") for i in range(4)) == ["n0", "n1", "n2", "n3"]
+    assert c.holds() == {}
+
+
+def test_without_holds_the_single_job_takes_a_node_the_gang_needs() -> None:
+    """The same sequence with holds off: what the hold prevents happens."""
+    c = Cluster(reserve_after_cycles=0)
+    for _ in range(4):
+        c.cycle()
+    assert c.holds() == {}
+    c.submit_single("solo")
+    c.cycle()
+    assert c.node_of("q-solo") == "n1"  # the free nodes score alike: the lowest index
+    c.finish("n0")
+    c.cycle()
+    assert all(c.node_of(f"q-big-{i}") == "" for i in range(4))  # still 3 free nodes: big waits on
+
+
+def test_a_job_that_fits_off_the_held_nodes_still_runs() -> None:
+    c = Cluster(reserve_after_cycles=1)
+    c.cycle()
+    c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    c.submit_single("solo", gpu=4)  # fits n5, which the gang cannot use
+    c.submit_single("whole")  # fits only held nodes
+    c.cycle()
+    assert c.node_of("q-solo") == "n5"
+    assert c.node_of("q-whole") == ""
+
+
+def test_a_hold_ends_after_hold_seconds_and_is_not_taken_again_at_once() -> None:
+    c = Cluster(reserve_after_cycles=2, hold_seconds=5)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    c.now += 10  # the hold is older than hold_seconds
+    c.submit_single("solo")
+    c.cycle()
+    assert c.holds() == {}  # expired, and the gang's failed cycles count from zero again
+    assert c.node_of("q-solo") == "n1"
+    c.cycle()
+    assert c.holds() == {}  # failed 1 cycle since: not yet
+    c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}  # 2 cycles: it holds again
