@@ -9,8 +9,12 @@ topology applies), durations of 5–40 steps, Poisson arrivals at an offered GPU
 
 Policies and their queueing:
 
-* ``sky`` — the real scheduler: ``Scheduler(default_policy()).run_once`` on a ``ClusterCache``,
-  as the binder loop runs it. Each step, finished gangs' pods (phase Succeeded), quotas and
+* ``sky`` — the real scheduler: ``Scheduler(policy).run_once`` on a ``ClusterCache``, with the
+  default policy plus ``pack_workers: true`` (a node takes as many of a gang's workers as fit: the
+  node rule of ``tree``, so that the two differ in what the scheduler decides, not in a setting);
+  ``sky_default`` is the same with the default policy as shipped (distinct nodes while the zone has
+  enough, the seed's rule), printed with its own ``sky_default_target_met``. Both run as the
+  binder loop runs the scheduler. Each step, finished gangs' pods (phase Succeeded), quotas and
   PodGroup are deleted; arriving gangs are created as ``tests.builders.training_job`` builds them
   (a PodGroup with minMember = workers, one quota per worker, pods claiming their quota, as the
   webhook leaves them; creationTimestamp = arrival time); then ``--cycles-per-step`` binder cycles
@@ -41,10 +45,12 @@ Per policy:
   of (placement step − arrival step); ``gpu_model_mixed_jobs``; ``unplaced_jobs`` (still waiting
   after ``--max-steps``).
 
-``target_met`` (for ``sky``): ``share_over_min_leaves`` = 0; ``gpu_allocation_mean`` ≥ tree's − 0.01;
-the max wait of the largest bucket (17-32 workers) ≤ tree's; no mixed-model gang.
+``target_met`` (for ``sky``; ``sky_default_target_met`` likewise): ``share_over_min_leaves`` = 0;
+``gpu_allocation_mean`` ≥ tree's − 0.01; the max wait of the largest bucket (17-32 workers) ≤
+tree's; no mixed-model gang.
 
-Usage: ``python bench/placement.py [--seed 1] [--gangs 450] [--load 0.95] [--cycles-per-step 10]``
+Usage: ``python bench/placement.py [--seed 1] [--gangs 450] [--load 0.95] [--cycles-per-step 10]
+[--policy FILE]`` (``--policy``: that policy as ``sky``, no ``sky_default``)
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -75,7 +83,7 @@ from extender import heap, wellknown
 from extender.binder.plan import plan_writes
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
-from extender.conf import default_policy, load_policy_file
+from extender.conf import default_policy, default_policy_text, load_policy_file, load_policy_text
 from extender.framework.intents import BindQuota, ReleaseQuota
 from extender.framework.policy import Policy
 from extender.scheduler import Scheduler
@@ -214,6 +222,15 @@ def targets(sky: dict[str, Any], tree: dict[str, Any]) -> dict[str, bool]:
     }
 
 
+def packing_policy() -> Policy:
+    """The default policy with ``pack_workers: true``: a node takes as many of a gang's workers as
+    fit, the node rule of the ``tree`` baseline (the default gives a gang distinct nodes while its
+    zone has enough, the seed's rule)."""
+    doc = yaml.safe_load(default_policy_text())
+    doc["plugins"]["topology"]["pack_workers"] = True
+    return load_policy_text(yaml.safe_dump(doc), "default_policy.yaml + pack_workers")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=1)
@@ -221,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load", type=float, default=0.95, help="offered GPU load of the arrivals")
     ap.add_argument("--cycles-per-step", type=int, default=10, help="binder cycles (1 s each) per step")
     ap.add_argument("--max-steps", type=int, default=2000)
-    ap.add_argument("--policy", type=Path, help="a scheduling policy file for sky (default: the built-in one)")
+    ap.add_argument(
+        "--policy", type=Path, help="a scheduling policy file for sky (default: the built-in one with pack_workers)"
+    )
     args = ap.parse_args(argv)
 
     cluster = bench_cluster()
@@ -240,18 +259,25 @@ def main(argv: list[str] | None = None) -> int:
         "step_seconds": float(args.cycles_per_step),
         "policies": {},
     }
-    t = time.perf_counter()
-    policy = load_policy_file(args.policy) if args.policy else default_policy()
-    driver = SkyDriver(cluster, gangs, args.cycles_per_step, policy)
-    out["policies"]["sky"] = metrics(cluster, gangs, driver.run(args.max_steps))
-    out["policies"]["sky"]["quotas_released_again"] = driver.released
-    out["sky_cycles"] = driver.cycles
-    out["sky_cycle_seconds_total"] = round(driver.cycle_seconds, 2)
-    out["sky_seconds"] = round(time.perf_counter() - t, 2)
+    runs = {"sky": load_policy_file(args.policy) if args.policy else packing_policy()}
+    if not args.policy:
+        runs["sky_default"] = default_policy()
+    for label, policy in runs.items():
+        t = time.perf_counter()
+        driver = SkyDriver(cluster, gangs, args.cycles_per_step, policy)
+        out["policies"][label] = metrics(cluster, gangs, driver.run(args.max_steps))
+        out["policies"][label]["quotas_released_again"] = driver.released
+        out["policies"][label]["cycles"] = driver.cycles
+        out["policies"][label]["cycle_seconds_total"] = round(driver.cycle_seconds, 2)
+        out["policies"][label]["seconds"] = round(time.perf_counter() - t, 2)
     for name, place in POLICIES.items():
         out["policies"][name] = metrics(cluster, gangs, run_fifo_backfill(cluster, gangs, place, args.max_steps))
-    met = targets(out["policies"]["sky"], out["policies"]["tree"])
+    tree = out["policies"]["tree"]
+    met = targets(out["policies"]["sky"], tree)
     out["target_met"] = {**met, "all": all(met.values())}
+    if "sky_default" in out["policies"]:
+        met = targets(out["policies"]["sky_default"], tree)
+        out["sky_default_target_met"] = {**met, "all": all(met.values())}
     print(json.dumps(out, indent=2))
     return 0
 
