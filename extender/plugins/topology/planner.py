@@ -5,9 +5,11 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
   ask for, else each spec in turn, keeping the best plan (fewest zones, then rule 1's costs).
 * **Bound siblings** (a drifted or released quota, a node that failed): the rest of the gang goes
   to the siblings' zones first, and only what they cannot hold to the fewest further zones.
-* **Heterogeneous gangs** (a master and workers of different sizes): zones are counted with the
-  largest request for every quota — never an over-promise; each quota is then re-checked as it is
-  bound, like every other.
+* **Heterogeneous gangs** (a launcher or master and workers of different sizes): zones are
+  counted with the largest request for every quota — never an over-promise. When the gang fits
+  nowhere so counted, its largest shape is planned alone and the other quotas *ride along*: each
+  to the lowest-index node of the chosen zones whose room, less the plan, holds it (between its
+  rank neighbours' nodes when it can be). Every quota is re-checked as it is bound, like any other.
 * **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
   span more zones because of a hold than without it waits instead (``NodeHeldForGang``): a hold
   may delay others, never scatter them.
@@ -94,10 +96,28 @@ class GangPlanner:
     def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo]) -> GangPlan | Status:
         """Nodes for the job's unbound ``quotas`` (all its quotas, rank order, bound ones included)."""
         unbound = [q for q in quotas if not q.node_name]
-        bound = [q for q in quotas if q.node_name]
         head = _largest(unbound, self.ssn.gpu_resources)
+        sid = self.memo.shape_of(head)
+        made = self._plan_group(job, quotas, unbound, head, sid)
+        if isinstance(made, GangPlan) or sid is None:
+            return made
+        riders = [q for q in unbound if self.memo.shape_of(q) != sid]
+        if not riders:
+            return made
+        # counted as the largest, the gang fits nowhere: plan its largest shape alone, and let the
+        # smaller quotas ride along in the room that plan leaves
+        main = [q for q in unbound if q not in riders]
+        alone = self._plan_group(job, quotas, main, head, sid)
+        if isinstance(alone, Status):
+            return made
+        return self._ride_along(job, quotas, alone, riders) or made
+
+    def _plan_group(
+        self, job: JobInfo, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo], head: QuotaInfo, sid: int | None
+    ) -> GangPlan | Status:
+        """Nodes for ``unbound``, every one counted as ``head`` (of shape ``sid``)."""
+        bound = [q for q in quotas if q.node_name]
         memo = self.memo
-        sid = memo.shape_of(head)
         bound_zones = sorted({memo.zone_of[q.node_name] for q in bound if q.node_name in memo.zone_of})
         if bound_zones:
             specs: Collection[str] = {bound_zones[0][0]}
@@ -124,6 +144,43 @@ class GangPlanner:
         placed = assign_ranks(slots, self._ranges(quotas, unbound))
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
         return GangPlan(nodes, [z.id for z in best.zones], sid)
+
+    def _ride_along(
+        self, job: JobInfo, quotas: Sequence[QuotaInfo], plan: GangPlan, riders: Sequence[QuotaInfo]
+    ) -> GangPlan | None:
+        """Each rider (in rank order) on the lowest-index node of the plan's zones whose room, less
+        what the plan puts there, holds it — between the nodes of its rank neighbours when it can
+        be (always, for a strict-order gang). None: some rider fits nowhere."""
+        ssn, memo = self.ssn, self.memo
+        request = {q.name: q.request for q in quotas}
+        nodes = sorted(
+            (n for z in plan.zones for n in map(ssn.node, memo.zone_nodes[z]) if n is not None),
+            key=lambda n: (n.index, n.name),
+        )
+        nodes = [n for n in nodes if not (self._holding() and self.holds.held_for_other(n.name, job.key))]
+        left = {n.name: n.quota_room().clone() for n in nodes}
+        for name, node_name in plan.nodes.items():
+            if node_name in left:
+                left[node_name].isub(request[name])
+        where = {q.name: q.node_name for q in quotas if q.node_name} | dict(plan.nodes)
+        index = {n.name: n.index for n in nodes} | {
+            q.node_name: n.index for q in quotas if q.node_name and (n := ssn.node(q.node_name)) is not None
+        }
+        out = dict(plan.nodes)
+        for rider in riders:
+            at = [index[where[q.name]] if where.get(q.name) in index else None for q in quotas]
+            pos = next(i for i, q in enumerate(quotas) if q.name == rider.name)
+            lo = max((x for x in at[:pos] if x is not None), default=None)
+            hi = min((x for x in at[pos + 1 :] if x is not None), default=None)
+            fits = [n for n in nodes if rider.request.less_equal_with_resource_names(left[n.name])]
+            fits = [n for n in fits if memo.judge(rider, n).ok]
+            within = [n for n in fits if (lo is None or n.index >= lo) and (hi is None or n.index <= hi)]
+            pick = within[0] if within else (None if job.strict_order or not fits else fits[0])
+            if pick is None:
+                return None
+            out[rider.name] = where[rider.name] = pick.name
+            left[pick.name].isub(rider.request)
+        return GangPlan(out, plan.zones, plan.shape)
 
     def _best_spec(
         self,
