@@ -472,3 +472,26 @@ def test_ib_collector_runs_non_root_without_capabilities() -> None:
     root = one(render({"discovery": {"ib": {"runAsUser": 0}}}), "Deployment", "sky-scheduler-ib")
     root_sc = root["spec"]["template"]["spec"]["containers"][0]["securityContext"]
     assert root_sc["runAsNonRoot"] is False and root_sc["capabilities"] == {"drop": ["ALL"]}
+
+
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def test_only_containers_that_call_the_api_get_a_token() -> None:
+    """The lldpd sidecar (root, parsing LLDP frames from the network) calls no API: the RoCE pod
+    does not automount the token, and only the agent mounts the projected one."""
+    for variant in ("default", "host-lldpd"):
+        ds = one(render_variant(variant), "DaemonSet", "sky-scheduler-roce")
+        pod = ds["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False
+        (volume,) = [v for v in pod["volumes"] if "projected" in v]
+        sources = volume["projected"]["sources"]
+        assert {"path": "token", "expirationSeconds": 3607} in [s.get("serviceAccountToken") for s in sources]
+        assert any(s.get("configMap", {}).get("name") == "kube-root-ca.crt" for s in sources)
+        for c in pod["containers"]:
+            mounts = [m for m in c.get("volumeMounts", []) if m["name"] == volume["name"]]
+            grants, external = _needs(c["name"])
+            if grants or external:
+                assert [m["mountPath"] for m in mounts] == [TOKEN_DIR] and mounts[0]["readOnly"], c["name"]
+            else:
+                assert not mounts, f"{c['name']} calls no API but gets a token"
