@@ -316,3 +316,76 @@ def test_upgrade_keeps_the_extender_certificates_and_replaces_a_partial_set(tmp_
         finally:
             proc.terminate()
             proc.wait(timeout=30)
+
+
+def test_serve_with_the_charts_arguments_requires_kube_schedulers_certificate(tmp_path: Path) -> None:
+    """The real `sky-scheduler serve` process, started with the serve container's rendered
+    arguments (mounted paths mapped to the rendered Secrets and ConfigMap written to disk,
+    addresses to loopback, ports to free ones) against the API emulator: its extender answers
+    kube-scheduler's client certificate at the URL's host name and refuses a caller without one."""
+    import os
+    import subprocess
+    import sys
+
+    from extender.emulator import Emulator
+    from extender.simulate.cluster import crd_directory
+    from tests.deploy.chart import REPO
+    from tests.ops.test_serve_process import SERVING, _free_port, _Lines
+
+    objs = render_variant("separate")
+    dirs = {
+        "/etc/sky-scheduler/extender-tls": _write_secret(objs, "sky-scheduler-extender-tls", tmp_path / "ext"),
+        "/etc/sky-scheduler/tls": _write_secret(objs, "sky-scheduler-webhook-tls", tmp_path / "hook"),
+    }
+    client = _write_secret(objs, "sky-scheduler-extender-client-tls", tmp_path / "client")
+    (tmp_path / "policy").mkdir()
+    policy = one(objs, "ConfigMap", "sky-scheduler-policy")["data"]["policy.yaml"]
+    (tmp_path / "policy" / "policy.yaml").write_text(policy, encoding="utf-8")
+    ports = {flag: str(_free_port()) for flag in ("--extender-port", "--webhook-port", "--ops-port")}
+    args = []
+    for arg in container(one(objs, "Deployment", "sky-scheduler"), "sky-scheduler")["args"]:
+        flag, _, value = arg.partition("=")
+        if flag in ports:
+            value = ports[flag]
+        elif value == "0.0.0.0":
+            value = "127.0.0.1"  # the pod's addresses: loopback here
+        for mount, files in dirs.items():
+            value = value.replace(mount, str(next(iter(files.values())).parent))
+        value = value.replace("/etc/sky-scheduler/policy", str(tmp_path / "policy"))
+        value = value.replace("$(POD_NAMESPACE)", NAMESPACE).replace("$(POD_NAME)", "sky-scheduler-0")
+        args.append(f"{flag}={value}" if value else flag)
+    assert args[0] == "serve" and "--extender-client-ca-file=" + str(tmp_path / "ext" / "ca.crt") in args
+    with Emulator() as emu:
+        emu.load_yaml(crd_directory())
+        emu.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        kubeconfig = emu.write_kubeconfig(tmp_path / "kubeconfig")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "extender.cli", *args, "--kubeconfig", str(kubeconfig)],
+            cwd=REPO,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines = _Lines(proc)
+        try:
+            lines.wait_for(SERVING)
+            port = int(ports["--extender-port"])
+            host = urlsplit(_scheduler_config(objs)["extenders"][0]["urlPrefix"]).hostname or ""
+            ctx = ssl.create_default_context(cafile=str(client["ca.crt"]))
+            ctx.load_cert_chain(client["tls.crt"], client["tls.key"])
+            reply = asyncio.run(_post_filter(port, ctx, host))
+            assert reply.startswith(b"HTTP/1.1 200"), reply[:300]
+            bare = ssl.create_default_context(cafile=str(client["ca.crt"]))
+            try:
+                refused = asyncio.run(_post_filter(port, bare, host))
+            except (ssl.SSLError, ConnectionError):
+                refused = b""
+            assert not refused.startswith(b"HTTP/"), refused[:100]
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
