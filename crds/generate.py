@@ -555,6 +555,11 @@ def quota_crd() -> Schema:
                 "A quota whose nodeName another controller wrote (no boundBy) is left bound when no task "
                 "claims it; only the scheduler's own bindings are released."
             ),
+            "gpus": string(
+                "The GPUs spec.request holds, per GPU resource the scheduler is configured with "
+                "(serve --gpu-resources, in that order), e.g. 8 amd.com/gpu or 4 nvidia.com/gpu, "
+                "2 gpu.intel.com/i915; absent when it holds none. Shown in the GPUS column."
+            ),
             "lastTransitionTime": timestamp("When phase last changed."),
             "observedGeneration": integer(
                 "metadata.generation of the spec this status was computed from.", fmt="int64", minimum=0
@@ -582,7 +587,7 @@ def quota_crd() -> Schema:
             column("NODE", ".status.nodeName", "string", "Node the quota is bound to (empty while unbound)."),
             column("PHASE", ".status.phase", "string", "QuotaEmpty or QuotaBound."),
             column("QUEUE", ".spec.queueName", "string", "Queue that owns the quota."),
-            column("GPU", r".spec.request.nvidia\.com/gpu", "string", "nvidia.com/gpu held by the quota."),
+            column("GPUS", ".status.gpus", "string", "GPUs held, per configured GPU resource (status.gpus)."),
             AGE,
             column("REASON", ".status.reason", "string", "Why the quota is not bound, or what holds it.", priority=1),
         ],

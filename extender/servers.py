@@ -320,6 +320,32 @@ class AppServer:
         await self.stop()
 
 
+async def watch_tls(server: AppServer, stop: asyncio.Event, *, period: float = 60.0) -> None:
+    """Reload ``server``'s certificate and key whenever their files change (cert-manager or a
+    rotated Secret rewrites them: the kubelet swaps the mounted files), until ``stop`` is set.
+    A failed load (half-written files) keeps the old pair and is retried at the next look."""
+    paths = [p for p in (server.certfile, server.keyfile) if p]
+
+    def stamp() -> tuple[float, ...]:
+        try:
+            return tuple(Path(p).stat().st_mtime for p in paths)
+        except OSError:
+            return ()
+
+    seen = stamp()
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=period)
+        now = stamp()
+        if now and now != seen:
+            try:
+                server.reload_tls()
+                log.info("%s certificate reloaded", server.name)
+                seen = now
+            except (OSError, ValueError, ssl.SSLError) as exc:
+                log.warning("%s certificate reload failed: %s", server.name, exc)
+
+
 # --- request bodies --------------------------------------------------------------------------
 class BodyTooLarge(Exception):
     """The request body is above the configured limit (answered 413)."""

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import gc
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -45,7 +44,7 @@ from extender.metrics import Metrics
 from extender.model.topology import parse_tier_labels
 from extender.policy_reload import PolicyStatus, PolicyWatcher
 from extender.scheduler import Scheduler
-from extender.servers import AppServer
+from extender.servers import AppServer, watch_tls
 from extender.settings import ServeSettings
 from extender.state import ServiceState
 from webhooks import app as webhook_app
@@ -336,6 +335,8 @@ class Runtime:
         for name, srv in (("extender", ext), ("ops", ops)):
             await srv.start()
             self.servers[name] = srv
+        if ext.certfile:  # the separate layout: kube-scheduler calls it over mutual TLS
+            self._tasks.append(asyncio.create_task(watch_tls(ext, self._stop), name="extender tls reload"))
         if self.webhook:
             self.webhook_state = WebhookState(
                 cache=self.cache,
@@ -360,30 +361,7 @@ class Runtime:
             )
             await hook.start()
             self.servers["webhook"] = hook
-            self._tasks.append(asyncio.create_task(self._watch_tls(hook), name="tls reload"))
-
-    async def _watch_tls(self, hook: WebhookServer, period: float = 60.0) -> None:
-        """Reload the webhook's certificate when its files change (cert-manager renews them)."""
-        paths = (self.settings.tls_cert_file, self.settings.tls_key_file)
-
-        def stamp() -> tuple[float, ...]:
-            try:
-                return tuple(os.stat(p).st_mtime for p in paths)
-            except OSError:
-                return ()
-
-        seen = stamp()
-        while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=period)
-            now = stamp()
-            if now and now != seen:
-                try:
-                    hook.reload_tls()
-                    log.info("webhook certificate reloaded")
-                    seen = now
-                except (OSError, ValueError) as exc:  # half-written files: try again next time
-                    log.warning("webhook certificate reload failed: %s", exc)
+            self._tasks.append(asyncio.create_task(watch_tls(hook, self._stop), name="tls reload"))
 
     async def stop(self) -> None:
         self._stop.set()

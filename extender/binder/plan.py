@@ -25,7 +25,15 @@ from extender.model.resources import Resource, format_quantity
 from extender.model.task import TaskStatus
 from extender.scheduler import CycleResult
 
-__all__ = ["PodPatch", "QuotaStatusWrite", "WritePlan", "desired_quota_status", "merge_inflight", "plan_writes"]
+__all__ = [
+    "PodPatch",
+    "QuotaStatusWrite",
+    "WritePlan",
+    "desired_quota_status",
+    "gpu_summary",
+    "merge_inflight",
+    "plan_writes",
+]
 
 # fields of Quota.status that the binder owns; anything else in status is left alone
 OWNED_STATUS_FIELDS = (
@@ -39,6 +47,7 @@ OWNED_STATUS_FIELDS = (
     "reason",
     "message",
     "shadowResource",
+    "gpus",
 )
 
 
@@ -68,6 +77,14 @@ class WritePlan:
 
 def _resource_list(q: Mapping[str, int]) -> dict[str, str]:
     return {k: format_quantity(k, v) for k, v in sorted(q.items()) if v}
+
+
+def gpu_summary(request: Resource, gpu_resources: Iterable[str]) -> str:
+    """``status.gpus`` (the GPUS printer column): the GPUs a quota holds, per configured GPU
+    resource (``serve --gpu-resources``) in that order, e.g. ``8 amd.com/gpu`` or
+    ``4 nvidia.com/gpu, 2 gpu.intel.com/i915``; "" when it holds none."""
+    held = [n for n in dict.fromkeys(gpu_resources) if request.q.get(n)]
+    return ", ".join(f"{format_quantity(n, request.q[n])} {n}" for n in held)
 
 
 def desired_quota_status(cache: ClusterCache, quota: QuotaInfo, now: float, verdict: str = "") -> dict[str, Any]:
@@ -110,6 +127,7 @@ def desired_quota_status(cache: ClusterCache, quota: QuotaInfo, now: float, verd
         "reason": quota_reason(quota, now, verdict),
         "message": "" if quota.node_name else verdict,
         "shadowResource": _resource_list(quota.shadow.q),  # in force: spec.shadowResource
+        "gpus": gpu_summary(quota.request, cache.opts.gpu_resources),
     }
     if quota.static_bind_node:
         status["staticBindStatus"] = {

@@ -4,6 +4,7 @@ after a scenario settles: every printer column of every CRD shows a value."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -100,5 +101,41 @@ async def test_jobqueue_and_blocked_job_columns(tmp_path: Path) -> None:
         batch = sim.emulator.get("scheduling.infini-ai.com/v1alpha1", "podgroups", "batch", "default")["status"]
         (cond,) = batch["conditions"]
         assert (cond["status"], cond["reason"]) == ("True", "JobBlockedByJobQueue")
+    finally:
+        await sim.stop()
+
+
+@needs_kubectl
+async def test_the_gpus_column_shows_amd_gpus_in_the_seed_scenario_on_amd(tmp_path: Path) -> None:
+    """The seed scenario with every nvidia.com/gpu as amd.com/gpu (serve --gpu-resources
+    amd.com/gpu): `kubectl get quota` fills the GPUS column from status.gpus for every quota."""
+    text = (REPO / "examples" / "scenarios" / "seed-8-node.yaml").read_text(encoding="utf-8")
+    amd = text.replace("nvidia.com/gpu:", "amd.com/gpu:").replace(
+        "defaults:\n", "defaults:\n  gpuResource: amd.com/gpu\n"
+    )
+    assert "nvidia.com/gpu:" not in amd
+    path = tmp_path / "seed-amd.yaml"
+    path.write_text(amd, encoding="utf-8")
+    sim = await _settled(str(path))
+    try:
+        kc = sim.emulator.write_kubeconfig(tmp_path / "kc")
+        out = await asyncio.to_thread(run_kubectl, kc, tmp_path / "cache", "get", "quota")
+        rows = {r["NAME"]: r for r in _rows(out)}
+        assert len(rows) == 7, out
+        gpus = {name: row["GPUS"] for name, row in rows.items()}
+        # 4 training quotas of 1 GPU, 3 llama quotas of 8 (the seed's jobs)
+        assert sorted(gpus.values()) == ["1 amd.com/gpu"] * 4 + ["8 amd.com/gpu"] * 3, out
+        assert all(row["PHASE"] == "QuotaBound" for row in rows.values()), out
+        # a quota's request edited: the next cycle rewrites the column
+        name = next(n for n, g in gpus.items() if g == "1 amd.com/gpu")
+        quota = sim.emulator.get("scheduling.infini-ai.com/v1alpha1", "quotas", name)
+        patch = {"spec": {"request": {**quota["spec"]["request"], "amd.com/gpu": "2"}}}
+        await asyncio.to_thread(
+            run_kubectl, kc, tmp_path / "cache", "patch", "quota", name, "--type=merge", "-p", json.dumps(patch)
+        )
+        for _ in range(3):
+            await sim.round()
+        out = await asyncio.to_thread(run_kubectl, kc, tmp_path / "cache", "get", "quota", name)
+        assert _rows(out)[0]["GPUS"] == "2 amd.com/gpu", out
     finally:
         await sim.stop()

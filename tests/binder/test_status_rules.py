@@ -185,3 +185,23 @@ def test_a_job_counts_in_the_jobqueue_of_highest_priority_then_first_name() -> N
     assert [q.name for q in ordered] == ["high-a", "high-b", "low"]
     jq = st.governing_jobqueue(cache.jobs["default/a"], ordered)
     assert jq is not None and jq.name == "high-a"
+
+
+def test_gpus_summary_lists_the_configured_gpu_resources_in_order() -> None:
+    """status.gpus (the GPUS column): only configured GPU resources, in configured order."""
+    from extender.binder.plan import desired_quota_status, gpu_summary
+    from extender.cache.convert import ConvertOptions
+    from extender.model.resources import Resource
+
+    req = Resource.from_list({"amd.com/gpu": "8", "gpu.intel.com/i915": "2", "rdma/hca": "8", "cpu": "4"})
+    assert gpu_summary(req, ("amd.com/gpu",)) == "8 amd.com/gpu"
+    assert gpu_summary(req, ("gpu.intel.com/i915", "amd.com/gpu")) == "2 gpu.intel.com/i915, 8 amd.com/gpu"
+    assert gpu_summary(req, ("nvidia.com/gpu",)) == ""
+    assert gpu_summary(req, ("amd.com/gpu", "amd.com/gpu")) == "8 amd.com/gpu"
+    # from the quota's spec.request, with the cache's configured resources
+    objs = [*b.seed_cluster(), b.queue("research"), b.quota("q0", gpu=None, request={"amd.com/gpu": "4"})]
+    cache = ClusterCache(clock=lambda: 1_800_000_000.0, opts=ConvertOptions(gpu_resources=("amd.com/gpu",)))
+    b.feed(cache, objs)
+    assert desired_quota_status(cache, cache.quotas["q0"], 1_800_000_000.0)["gpus"] == "4 amd.com/gpu"
+    default = _cache(objs)  # default --gpu-resources: nvidia.com/gpu only
+    assert desired_quota_status(default, default.quotas["q0"], 1_800_000_000.0)["gpus"] == ""

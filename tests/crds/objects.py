@@ -87,6 +87,7 @@ QUOTA: dict[str, Any] = {
         "nodeName": "n0",
         "allocated": {"nvidia.com/gpu": "2", "rdma/hca": "2"},
         "shadowResource": {"nvidia.com/gpu": 1},
+        "gpus": "2 nvidia.com/gpu",
         "staticBindStatus": {"nodeName": "n0", "bound": True},
         "tasks": [
             {"uid": "uid-0", "namespace": "ml-research", "name": "llama-sft-worker-0", "job": "ml-research/llama-sft",

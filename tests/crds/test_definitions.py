@@ -29,7 +29,7 @@ COLUMNS = {
         ("NODE", ".status.nodeName", "string"),
         ("PHASE", ".status.phase", "string"),
         ("QUEUE", ".spec.queueName", "string"),
-        ("GPU", r".spec.request.nvidia\.com/gpu", "string"),
+        ("GPUS", ".status.gpus", "string"),  # vendor-neutral: written by the binder from --gpu-resources
         ("AGE", ".metadata.creationTimestamp", "date"),
     ],
     "NodeTopology": [

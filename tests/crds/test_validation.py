@@ -341,25 +341,25 @@ def test_ib_port_defaults_to_1_so_entries_without_port_collide_with_port_1() -> 
 
 def test_quota_without_gpu_has_an_empty_gpu_column() -> None:
     cells = schema.printer_cells(minimal("Quota") | {"spec": {"queueName": "q", "request": {"cpu": 1}}}, CRDS["Quota"])
-    assert cells["GPU"] is None and cells["NODE"] is None
+    assert cells["GPUS"] is None and cells["NODE"] is None
 
 
 def test_kubectl_get_quota_shows_node_phase_queue_gpu_age() -> None:
     quota = examples()["quota.yaml"]
     quota = {**quota, "metadata": {**quota["metadata"], "creationTimestamp": "2025-11-29T10:00:00Z"},
-             "status": {"phase": "QuotaBound", "nodeName": "n0"}}  # fmt: skip
+             "status": {"phase": "QuotaBound", "nodeName": "n0", "gpus": "1 nvidia.com/gpu"}}  # fmt: skip
     assert schema.printer_cells(quota, CRDS["Quota"]) == {
         "NODE": "n0",
         "PHASE": "QuotaBound",
         "QUEUE": "research",
-        "GPU": "1",
+        "GPUS": "1 nvidia.com/gpu",
         "AGE": "2025-11-29T10:00:00Z",
     }
     assert list(schema.printer_cells(quota, CRDS["Quota"], wide=True)) == [
         "NODE",
         "PHASE",
         "QUEUE",
-        "GPU",
+        "GPUS",
         "AGE",
         "REASON",
     ]

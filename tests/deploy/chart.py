@@ -44,6 +44,11 @@ VARIANTS: dict[str, Mapping[str, Any]] = {
     "no-discovery": {"discovery": {"roce": {"enabled": False}, "ib": {"enabled": False}}},
     "no-webhook": {"webhook": {"enabled": False}},
     "host-lldpd": {"discovery": {"roce": {"lldpd": {"enabled": False, "hostSocket": "/run/lldpd.socket"}}}},
+    "separate": {"scheduler": {"layout": "separate"}},
+    "separate-cert-manager": {
+        "scheduler": {"layout": "separate", "extenderTLS": {"mode": "certManager"}},
+        "webhook": {"certificates": {"mode": "certManager"}},
+    },
     "everything": {
         "metrics": {"serviceMonitor": {"enabled": True}},
         "imagePullSecrets": [{"name": "regcred"}],

@@ -8,7 +8,7 @@ mis-cased field is a start-up error, so keys here are exact and every object is 
 ``pkg/scheduler/apis/config/v1/defaults.go``, validation in ``…/validation/validation.go``), and
 ``k8s.io/component-base/config/v1alpha1`` for ``LeaderElectionConfiguration``.
 
-Fields the chart does not render (``tlsConfig``, ``parallelism``, ``clientConnection``,
+Fields the chart does not render (``parallelism``, ``clientConnection``,
 ``plugins``, ``pluginConfig`` …) are deliberately absent: rendering one must come with a schema
 entry here.
 """
@@ -85,6 +85,21 @@ EXTENDER: dict[str, Any] = {
             },
         },
         "ignorable": {"type": "boolean"},
+        "tlsConfig": {
+            # ExtenderTLSConfig (a restclient TLSClientConfig): files, or base64 PEM data
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "insecure": {"type": "boolean"},
+                "serverName": {"type": "string"},
+                "certFile": {"type": "string", "pattern": "^/"},
+                "keyFile": {"type": "string", "pattern": "^/"},
+                "caFile": {"type": "string", "pattern": "^/"},
+                "certData": {"type": "string"},
+                "keyData": {"type": "string"},
+                "caData": {"type": "string"},
+            },
+        },
     },
 }
 
@@ -135,6 +150,13 @@ def semantic_problems(cfg: dict[str, Any]) -> list[str]:
             problems.append(f"extender {e['urlPrefix']}: a prioritizeVerb needs a positive weight")
         if e.get("enableHTTPS") != e["urlPrefix"].startswith("https://"):
             problems.append(f"extender {e['urlPrefix']}: enableHTTPS does not match the URL scheme")
+        tls = e.get("tlsConfig", {})
+        if tls and not e.get("enableHTTPS"):
+            problems.append(f"extender {e['urlPrefix']}: tlsConfig without enableHTTPS is never used")
+        if bool(tls.get("certFile") or tls.get("certData")) != bool(tls.get("keyFile") or tls.get("keyData")):
+            problems.append(f"extender {e['urlPrefix']}: a client certificate needs its key")
+        if tls.get("insecure"):
+            problems.append(f"extender {e['urlPrefix']}: tlsConfig.insecure skips verifying the extender")
     managed = [m["name"] for e in cfg["extenders"] for m in e.get("managedResources", [])]
     if len(managed) != len(set(managed)):
         problems.append("a managed resource is listed twice")

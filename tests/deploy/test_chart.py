@@ -330,8 +330,9 @@ def test_the_schema_catches_mis_cased_and_unknown_fields() -> None:
     assert kubescheduler.semantic_problems(contended)
 
 
-@pytest.mark.parametrize("variant", ALL_VARIANTS)
+@pytest.mark.parametrize("variant", [v for v in ALL_VARIANTS if not v.startswith("separate")])
 def test_extender_url_is_the_serve_containers_extender_listener(variant: str) -> None:
+    """Same-pod layout; tests/deploy/test_separate_layout.py follows the separate layout's URL."""
     objs = render_variant(variant)
     ext = _scheduler_config(objs)["extenders"][0]
     serve = _serve_args(objs)
@@ -421,10 +422,15 @@ def test_every_serve_setting_is_set_by_the_chart() -> None:
     not_set = {
         "kubeconfig": "in-cluster configuration",
         "webhook_client_ca_file": "only with webhook.clientAuth.caConfigMap (test_network_guard)",
-        "extender_tls_cert_file": "the chart runs the extender on loopback in the scheduler pod",
-        "extender_tls_key_file": "the chart runs the extender on loopback in the scheduler pod",
-        "extender_client_ca_file": "the chart runs the extender on loopback in the scheduler pod",
+        "extender_tls_cert_file": "same-pod layout: loopback; set by scheduler.layout=separate (below)",
+        "extender_tls_key_file": "same-pod layout: loopback; set by scheduler.layout=separate (below)",
+        "extender_client_ca_file": "same-pod layout: loopback; set by scheduler.layout=separate (below)",
     }
+    separate = {
+        a.split("=", 1)[0]
+        for a in container(one(render_variant("separate"), "Deployment", "sky-scheduler"), "sky-scheduler")["args"]
+    }
+    assert {"--extender-tls-cert-file", "--extender-tls-key-file", "--extender-client-ca-file"} <= separate
     flags = {
         a.split("=", 1)[0]
         for a in container(one(render_variant("default"), "Deployment", "sky-scheduler"), "sky-scheduler")["args"]

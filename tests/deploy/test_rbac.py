@@ -366,3 +366,132 @@ def test_disabled_components_leave_no_rbac_behind() -> None:
         if o["kind"] in {"ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
     }
     assert not {n for n in names if "roce" in n or n.endswith("-ib")}
+
+
+# --------------------------------------------------------------------------------------------
+# Effective rights per ServiceAccount, per layout
+# --------------------------------------------------------------------------------------------
+
+External = tuple[str, str, str]
+"""A bound role the chart does not render (built into Kubernetes): (kind, name, where)."""
+Scoped = tuple[str, Grant]
+"""A grant and where it holds: "*" (cluster-wide) or a namespace."""
+
+KUBE_SCHEDULER_BUILTINS: frozenset[External] = frozenset(
+    {
+        ("ClusterRole", "system:kube-scheduler", "*"),
+        ("ClusterRole", "system:volume-scheduler", "*"),
+        ("Role", "extension-apiserver-authentication-reader", "kube-system"),
+    }
+)
+
+
+def _effective(objs: Sequence[Obj], sa: str) -> tuple[frozenset[Scoped], frozenset[External]]:
+    """Everything ``sa`` may do: the rendered roles' grants (by scope) and the built-in roles bound."""
+    grants: set[Scoped] = set()
+    external: set[External] = set()
+    for (kind, name, scope), rendered in _bound(objs, sa).items():
+        if rendered is None:
+            external.add((kind, name, scope))
+        else:
+            grants |= {(scope, g) for g in rendered}
+    return frozenset(grants), frozenset(external)
+
+
+def _needs(container_name: str) -> tuple[frozenset[Scoped], frozenset[External]]:
+    """What a container's code calls (API_CALLS split, informers, recorded reads, Leases)."""
+    values = chart_values()
+    if container_name == "sky-scheduler":
+        lease = values["scheduler"]["serve"]["leaderElection"]["leaseName"]
+        grants = {("*", g) for g in _serve_expected()} | {(NAMESPACE, g) for g in _lease_role(lease)}
+        return frozenset(grants), frozenset()
+    if container_name == "kube-scheduler":
+        lease = values["scheduler"]["kubeScheduler"]["leaderElection"]["leaseName"]
+        return frozenset((NAMESPACE, g) for g in _lease_role(lease)), KUBE_SCHEDULER_BUILTINS
+    if container_name == "agent":
+        return frozenset(("*", g) for g in _roce_expected()), frozenset()
+    if container_name == "collector":
+        lease = values["discovery"]["ib"]["leaseName"]
+        grants = {("*", g) for g in _ib_expected()} | {(NAMESPACE, g) for g in _lease_role(lease)}
+        return frozenset(grants), frozenset()
+    if container_name == "lldpd":
+        return frozenset(), frozenset()  # talks only to its own socket
+    raise AssertionError(f"container {container_name}: say here what it calls")
+
+
+@pytest.mark.parametrize("variant", ["default", "separate", "separate-cert-manager", "no-webhook"])
+def test_every_pods_identity_holds_exactly_what_its_containers_call(variant: str) -> None:
+    """A pod's ServiceAccount may do exactly the union of what its containers' code calls."""
+    objs = render_variant(variant)
+    for workload in objs:
+        if workload["kind"] not in {"Deployment", "DaemonSet"}:
+            continue
+        pod = workload["spec"]["template"]["spec"]
+        grants: set[Scoped] = set()
+        external: set[External] = set()
+        for c in pod["containers"]:
+            g, e = _needs(c["name"])
+            grants |= g
+            external |= e
+        got_grants, got_external = _effective(objs, pod["serviceAccountName"])
+        where = f"{variant}: {workload['kind']} {workload['metadata']['name']} as {pod['serviceAccountName']}"
+        assert got_external == external, f"{where}: built-in roles {sorted(got_external)}, expected {sorted(external)}"
+        assert got_grants == grants, (
+            f"{where}: missing {sorted(grants - got_grants)}, not called {sorted(got_grants - grants)}"
+        )
+
+
+def test_separate_layout_gives_serve_no_kube_scheduler_role() -> None:
+    """The point of the separate layout: serve's token carries serve's rules only, and the
+    kube-scheduler token none of serve's (no quota, eviction or Node writes)."""
+    objs = render_variant("separate")
+    serve_grants, serve_external = _effective(objs, "sky-scheduler")
+    assert not serve_external
+    ks_grants, ks_external = _effective(objs, "sky-scheduler-kube-scheduler")
+    assert ks_external == KUBE_SCHEDULER_BUILTINS
+    assert {g for _, g in ks_grants} <= _lease_role("sky-scheduler")
+    assert not {g for _, g in serve_grants if g[1] == "leases" and g[3] == "sky-scheduler"}
+    # the same-pod layout, by contrast, unites them in one identity (documented)
+    same_grants, same_external = _effective(render_variant("default"), "sky-scheduler")
+    assert same_external == KUBE_SCHEDULER_BUILTINS and serve_grants | ks_grants == same_grants
+
+
+def test_ib_collector_runs_non_root_without_capabilities() -> None:
+    """The IB collector: a non-root UID, no capability, the umad device through its group."""
+    objs = render_variant("default")
+    dep = one(objs, "Deployment", "sky-scheduler-ib")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0 and sc["runAsGroup"] != 0
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    from tests.deploy.chart import render
+
+    grouped = one(render({"discovery": {"ib": {"supplementalGroups": [1234]}}}), "Deployment", "sky-scheduler-ib")
+    assert grouped["spec"]["template"]["spec"]["securityContext"]["supplementalGroups"] == [1234]
+    root = one(render({"discovery": {"ib": {"runAsUser": 0}}}), "Deployment", "sky-scheduler-ib")
+    root_sc = root["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert root_sc["runAsNonRoot"] is False and root_sc["capabilities"] == {"drop": ["ALL"]}
+
+
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def test_only_containers_that_call_the_api_get_a_token() -> None:
+    """The lldpd sidecar (root, parsing LLDP frames from the network) calls no API: the RoCE pod
+    does not automount the token, and only the agent mounts the projected one."""
+    for variant in ("default", "host-lldpd"):
+        ds = one(render_variant(variant), "DaemonSet", "sky-scheduler-roce")
+        pod = ds["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False
+        (volume,) = [v for v in pod["volumes"] if "projected" in v]
+        sources = volume["projected"]["sources"]
+        assert {"path": "token", "expirationSeconds": 3607} in [s.get("serviceAccountToken") for s in sources]
+        assert any(s.get("configMap", {}).get("name") == "kube-root-ca.crt" for s in sources)
+        for c in pod["containers"]:
+            mounts = [m for m in c.get("volumeMounts", []) if m["name"] == volume["name"]]
+            grants, external = _needs(c["name"])
+            if grants or external:
+                assert [m["mountPath"] for m in mounts] == [TOKEN_DIR] and mounts[0]["readOnly"], c["name"]
+            else:
+                assert not mounts, f"{c['name']} calls no API but gets a token"

@@ -82,8 +82,9 @@ class LldpLab:
         """A switch namespace; ``lldpd=False`` makes a switch that sends no LLDP at all."""
         return self._add(label, system_name, True, lldpd)
 
-    def add_node(self, label: str) -> Netns:
-        return self._add(label, label, False)
+    def add_node(self, label: str, *, lldpd: bool = True) -> Netns:
+        """A node namespace; ``lldpd=False``: :meth:`start` runs no lldpd there (the test does)."""
+        return self._add(label, label, False, lldpd)
 
     def cable(self, node: str, nic: str, switch: str, port: str) -> None:
         """A veth pair: ``nic`` in the node's namespace, ``port`` in the switch's."""

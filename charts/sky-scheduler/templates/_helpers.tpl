@@ -25,6 +25,16 @@ the release name is not part of it; a second release collides visibly instead of
 {{- define "sky.webhook.configName" -}}{{ include "sky.fullname" . }}{{- end -}}
 {{- define "sky.metrics.serviceName" -}}{{ printf "%s-metrics" (include "sky.fullname" .) | trunc 63 | trimSuffix "-" }}{{- end -}}
 {{- define "sky.roce.fullname" -}}{{ printf "%s-roce" (include "sky.fullname" .) | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- define "sky.kubeScheduler.fullname" -}}{{ printf "%s-kube-scheduler" (include "sky.fullname" .) | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- define "sky.extender.serviceName" -}}{{ printf "%s-extender" (include "sky.fullname" .) | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- define "sky.extender.serverSecret" -}}{{ printf "%s-extender-tls" (include "sky.fullname" .) | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{- define "sky.extender.clientSecret" -}}{{ printf "%s-extender-client-tls" (include "sky.fullname" .) | trunc 63 | trimSuffix "-" }}{{- end -}}
+{{/* "true" when kube-scheduler and serve run in separate pods (scheduler.layout: separate), else "". */}}
+{{- define "sky.separate" -}}{{ if eq .Values.scheduler.layout "separate" }}true{{ end }}{{- end -}}
+{{/* The ServiceAccount kube-scheduler runs as: its own in the separate layout, the pod's otherwise. */}}
+{{- define "sky.kubeScheduler.serviceAccount" -}}
+{{- if include "sky.separate" . -}}{{ include "sky.kubeScheduler.fullname" . }}{{- else -}}{{ include "sky.scheduler.fullname" . }}{{- end -}}
+{{- end -}}
 {{- define "sky.ib.fullname" -}}{{ printf "%s-ib" (include "sky.fullname" .) | trunc 63 | trimSuffix "-" }}{{- end -}}
 
 {{/* Common labels; the component label is added by each object. */}}
