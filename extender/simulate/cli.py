@@ -103,8 +103,8 @@ def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
         "--ops-port",
         type=int,
         default=SANDBOX_OPS_PORT,
-        help="port of /diagnose and /metrics on 127.0.0.1, the port `serve` uses, so `curl localhost:8080/diagnose/…` "
-        f"works as after a port-forward on a cluster (default: {SANDBOX_OPS_PORT}; 0: any free port)",
+        help=f"port of /diagnose and /metrics on 127.0.0.1 (default: {SANDBOX_OPS_PORT}, serve's, so the curl commands "
+        "are those used after a port-forward on a cluster; 0: any free port)",
     )
     parser.add_argument(
         "--kubeconfig-out",
