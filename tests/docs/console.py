@@ -3,8 +3,9 @@ output the reader sees, and how an actual output is compared with the one a page
 
 Comparison rules (docs/quickstart.md states them for the reader):
 
-* lines are compared after masking what differs from run to run — ages (``5s``, ``2m3s``), UIDs,
-  RFC 3339 timestamps — and collapsing runs of blanks (kubectl pads columns to their widths);
+* lines are compared after masking what differs from run to run — ages (``5s``, ``2m3s``, an
+  Event's ``3s (x2 over 5s)``), UIDs, RFC 3339 timestamps — and collapsing runs of blanks
+  (kubectl pads columns to their widths);
 * ``…`` inside a line stands for any text on that line (a port, a path);
 * a line that is only ``…`` stands for any number of lines, none included;
 * otherwise the shown lines are the output, in order, all of them.
@@ -23,6 +24,7 @@ _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```", re.S | re.M)
 _UID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 _TIME = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 _AGE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:ms|s|m|h|d|y)(?:\d+(?:s|m|h))?(?![\w.])")
+_REPEATS = re.compile(r"<age> \(x\d+ over <age>\)")  # kubectl describe: an Event seen again
 _BLANKS = re.compile(r"\s+")
 SHELL_LANGUAGES = frozenset({"sh", "bash", "shell", "zsh", "console", "shell-session"})
 
@@ -94,7 +96,7 @@ def _trimmed(lines: list[str]) -> tuple[str, ...]:
 def _mask(line: str) -> str:
     line = _UID.sub("<uid>", line)
     line = _TIME.sub("<time>", line)
-    line = _AGE.sub("<age>", line)
+    line = _REPEATS.sub("<age>", _AGE.sub("<age>", line))
     return _BLANKS.sub(" ", line).strip()
 
 

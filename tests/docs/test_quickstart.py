@@ -20,7 +20,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +33,6 @@ PAGE = ROOT / "docs" / "quickstart.md"
 SANDBOX = ["sky-scheduler", "sandbox"]
 SETTLE_SECONDS = 20.0  # how long a reading command is re-run, or a stream read, before it fails
 TRANSCRIPT = os.environ.get("SKY_QUICKSTART_TRANSCRIPT")  # a file: every command's actual output, to update the page
-
-pytestmark = needs_kubectl
 
 
 @dataclass(slots=True)
@@ -163,6 +160,7 @@ def test_the_page_starts_the_sandbox_first_and_has_a_console_transcript(page: li
     assert readme.find("](docs/quickstart.md)") == first_link != -1, "the README links the quickstart first"
 
 
+@needs_kubectl
 def test_every_command_of_the_quickstart_runs_and_shows_what_the_page_shows(shell: Shell, page: list[Command]) -> None:
     timings: list[tuple[float, Command]] = []
     sandbox = Stream(shell.popen(page[0].line))
@@ -214,44 +212,3 @@ def _run(shell: Shell, cmd: Command) -> float:
     _record(cmd, out)
     assert not problem, f"{where}\n{problem}"
     return time.monotonic() - started
-
-
-def _sample(lines: str) -> tuple[str, ...]:
-    return tuple(lines.splitlines())
-
-
-@pytest.mark.parametrize(
-    ("shown", "actual", "ok"),
-    [
-        ("NAME   AGE\nq0     5s", "NAME AGE\nq0   2m3s", True),  # ages and column padding differ
-        ("NAME   NODE\nq0     n0", "NAME NODE\nq0   n1", False),  # a changed value
-        ("a\nb", "a\nb\nc", False),  # more output than shown
-        ("a\n…\nc", "a\nb\nb2\nc", True),  # an elided middle
-        ("a\n…\nc", "a\nb", False),  # the line after the gap is missing
-        ("url http://127.0.0.1:…/x", "url http://127.0.0.1:4242/x", True),  # a wildcard inside a line
-        ("url http://127.0.0.1:…/x", "url http://127.0.0.1:4242/y", False),
-        ("…\nlast", "first\nlast", True),
-        ("", "something", False),
-    ],
-)
-def test_the_comparison_fails_on_what_differs_and_only_on_that(shown: str, actual: str, ok: bool) -> None:
-    assert (not match(_sample(shown), actual)) is ok
-
-
-def test_a_page_with_commands_outside_console_blocks_is_refused(tmp_path: Path) -> None:
-    page = tmp_path / "page.md"
-    page.write_text("```sh\nkubectl get pods\n```\n")
-    with pytest.raises(ValueError, match="console"):
-        commands(page)
-
-
-def _iter_commands(text: str, tmp_path: Path) -> Iterator[Command]:
-    page = tmp_path / "p.md"
-    page.write_text(text)
-    yield from commands(page)
-
-
-def test_commands_keep_page_order_and_their_own_output(tmp_path: Path) -> None:
-    got = list(_iter_commands("```console\n$ one\nout 1\n\n$ two\n```\ntext\n```console\n$ three\n```\n", tmp_path))
-    assert [(c.line, c.expected) for c in got] == [("one", ("out 1",)), ("two", ()), ("three", ())]
-    assert [c.lineno for c in got] == [2, 5, 9]
