@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
 import sys
@@ -92,6 +93,9 @@ SANDBOX_OPS_PORT = 8080
 """The sandbox's ops port: ``serve``'s default, so the commands of docs/deploy.md work unchanged."""
 
 
+_PORT_ERRORS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
+
+
 class SandboxPortError(Exception):
     """A port the sandbox was asked to listen on is taken (or not allowed)."""
 
@@ -137,6 +141,8 @@ async def _sandbox(args: argparse.Namespace) -> int:
         await sim.start()
     except OSError as exc:
         await sim.stop()
+        if exc.errno not in _PORT_ERRORS:
+            raise
         raise SandboxPortError(
             f"cannot listen on 127.0.0.1 (API server --port {args.port}, ops --ops-port {args.ops_port}): {exc}; "
             "pass another port, or 0 for any free one"
