@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import queue
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -161,6 +162,7 @@ def test_the_page_starts_the_sandbox_first_and_has_a_console_transcript(page: li
 
 
 @needs_kubectl
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not found (the page's /diagnose commands use it)")
 def test_every_command_of_the_quickstart_runs_and_shows_what_the_page_shows(shell: Shell, page: list[Command]) -> None:
     timings: list[tuple[float, Command]] = []
     sandbox = Stream(shell.popen(page[0].line))
