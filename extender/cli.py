@@ -35,7 +35,9 @@ def _load(module: str) -> _Command:
     return cast(_Command, importlib.import_module(module))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, the arguments of that subcommand alone (the others
+    keep their one-line help), so a command does not import every other command's modules."""
     parser = argparse.ArgumentParser(
         prog="sky-scheduler",
         description="Topology- and quota-aware scheduling for AI training on Kubernetes.",
@@ -43,15 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        cmd = _load(module)
-        cmd.add_arguments(p)
+        if only is None or name == only:
+            _load(module).add_arguments(p)
         p.set_defaults(_module=module)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((w for w in words if not w.startswith("-")), None)
+    parser = build_parser(only=chosen if chosen in COMMANDS else None)
+    args = parser.parse_args(words)
     if not getattr(args, "_module", None):
         parser.print_help()
         return 2

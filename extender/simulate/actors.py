@@ -144,10 +144,39 @@ class Kubelet:
         return started
 
     def set_phase(self, pod: Obj, phase: str) -> Obj:
+        """Set the pod's phase and what a kubelet reports with it: a Running pod's containers are
+        running and ready (``kubectl get pods`` shows ``1/1 Running``), a finished pod's are
+        terminated and no longer ready."""
         status = dict(pod.get("status") or {})
         status["phase"] = phase
+        now = format_time(_now())
         if phase == "Running":
-            status.setdefault("startTime", format_time(_now()))
+            status.setdefault("startTime", now)
+        running = phase == "Running"
+        state: Obj = (
+            {"running": {"startedAt": status["startTime"]}}
+            if running
+            else {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now}}
+        )
+        if phase in ("Running", "Succeeded"):
+            status["containerStatuses"] = [
+                {
+                    "name": c.get("name", ""),
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "ready": running,
+                    "started": running,
+                    "restartCount": 0,
+                    "state": state,
+                }
+                for c in (pod.get("spec") or {}).get("containers") or []
+            ]
+            kinds = ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+            others = [c for c in status.get("conditions") or [] if c.get("type") not in kinds]
+            status["conditions"] = others + [
+                {"type": t, "status": "True" if running or t in kinds[:2] else "False", "lastTransitionTime": now}
+                for t in kinds
+            ]
         meta = pod["metadata"]
         return self.emulator.patch(
             "v1", "pods", meta["name"], {"status": status}, namespace=meta["namespace"], subresource="status"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
 import sys
@@ -88,9 +89,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 # --- sandbox -------------------------------------------------------------------------------------
+SANDBOX_OPS_PORT = 8080
+"""The sandbox's ops port: ``serve``'s default, so the commands of docs/deploy.md work unchanged."""
+
+
+_PORT_ERRORS = (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL)
+
+
+class SandboxPortError(Exception):
+    """A port the sandbox was asked to listen on is taken (or not allowed)."""
+
+
 def add_sandbox_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", nargs="?", default=DEFAULT_SCENARIO, help="scenario to load (default: the seed's)")
     parser.add_argument("--port", type=int, default=0, help="emulator (API server) port (default: any free port)")
+    parser.add_argument(
+        "--ops-port",
+        type=int,
+        default=SANDBOX_OPS_PORT,
+        help=f"port of /diagnose and /metrics on 127.0.0.1 (default: {SANDBOX_OPS_PORT}, serve's, so the curl commands "
+        "are those used after a port-forward on a cluster; 0: any free port)",
+    )
     parser.add_argument(
         "--kubeconfig-out",
         default="sky-sandbox.kubeconfig",
@@ -117,10 +136,19 @@ async def _sandbox(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    sim = Simulation(scenario, emulator_port=args.port, real_time=True)
-    await sim.start()
+    sim = Simulation(scenario, emulator_port=args.port, ops_port=args.ops_port, real_time=True)
     try:
-        kubeconfig = sim.emulator.write_kubeconfig(args.kubeconfig_out)
+        await sim.start()
+    except OSError as exc:
+        await sim.stop()
+        if exc.errno not in _PORT_ERRORS:
+            raise
+        raise SandboxPortError(
+            f"cannot listen on 127.0.0.1 (API server --port {args.port}, ops --ops-port {args.ops_port}): {exc}; "
+            "pass another port, or 0 for any free one"
+        ) from exc
+    try:
+        kubeconfig = sim.emulator.write_kubeconfig(_absolute(args.kubeconfig_out))
         ca = _copy_file(sim.tls.ca_file, Path(args.webhook_ca_out))
         rt = sim.cluster.rt
         print(f"sandbox of scenario {scenario.name} is running (Ctrl-C stops it)")
@@ -132,10 +160,11 @@ async def _sandbox(args: argparse.Namespace) -> int:
         print(f"  webhook registration   mutatingwebhookconfiguration/{CONFIGURATION_NAME} (service {SERVICE_DNS})")
         ops = rt.servers["ops"].url
         print()
-        print("try:")
-        print(f"  kubectl --kubeconfig {kubeconfig} get quota -w")
-        print(f"  kubectl --kubeconfig {kubeconfig} get pods -o wide")
-        print(f"  curl {ops}/diagnose/job/default/{_first_job(scenario)}")
+        print("try: (in another terminal; a walk-through from here to your own job placed: docs/quickstart.md)")
+        print(f"  export KUBECONFIG={kubeconfig}")
+        print("  kubectl get quota -w")
+        print("  kubectl get pods -A -o wide")
+        print(f"  curl {ops}/diagnose/job/{_first_job(scenario)}")
         print(f"  curl {ops}/metrics")
         if "webhook" in rt.servers:
             print(f"  curl --cacert {ca} {rt.servers['webhook'].url}/mutate/pods -d @review.json")
@@ -151,6 +180,11 @@ async def _sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _absolute(path: str) -> Path:
+    """``path`` made absolute: the banner's commands then work from any directory."""
+    return Path(path).absolute()
+
+
 def _copy_file(source: Path, target: Path) -> Path:
     """Copy ``source`` to ``target`` (a stable path the user can find) and return it absolute."""
     target = target.absolute()
@@ -163,7 +197,10 @@ def quota_banner(scenario: Any, kubeconfig: str) -> list[str]:
     """Where the sandbox's quotas come from, and how to add some (every pod needs one)."""
     specs = list(getattr(scenario, "quotas", []) or [])
     total = sum(q.count for q in specs)
-    lines = [f"quotas: {total} from scenario {scenario.name}'s `quotas:` list (every pod of a job claims one):"]
+    if total:
+        lines = [f"quotas: {total} from scenario {scenario.name}'s `quotas:` list (every pod of a job claims one):"]
+    else:
+        lines = [f"quotas: none in scenario {scenario.name} (every pod of a job claims one; without, it waits)"]
     for q in specs:
         request = ",".join(f"{k}={v}" for k, v in q.request.items())
         lines.append(
@@ -179,10 +216,11 @@ def quota_banner(scenario: Any, kubeconfig: str) -> list[str]:
 
 
 def _first_job(scenario: object) -> str:
+    """``namespace/name`` of the scenario's first job, or a placeholder when it submits none."""
     for step in getattr(scenario, "steps", []):
         for job in step.jobs:
-            return str(job.name)
-    return "train"
+            return f"{job.namespace}/{job.name}"
+    return "<namespace>/<job>"
 
 
 def run_sandbox(args: argparse.Namespace) -> int:
@@ -192,3 +230,6 @@ def run_sandbox(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(f"sky-scheduler sandbox: {exc}", file=sys.stderr)
         return 2
+    except SandboxPortError as exc:
+        print(f"sky-scheduler sandbox: {exc}", file=sys.stderr)
+        return 1

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from extender import wellknown
+from extender.model.topology import generated_zone_key, sorted_switches
 
 __all__ = ["CLIQUE_LABEL", "TOPOGRAPH_LABELS", "Core", "Spine", "check_tree", "topology_object"]
 
@@ -57,14 +58,21 @@ def check_tree(kind: str, field: str, parents: list[tuple[str, list[str]]], know
 def topology_object(
     node: str, switches: list[str], fabric: str = "roce", *, tiers: dict[int, str] | None = None
 ) -> dict[str, Any]:
-    """A NodeTopology as the agents write it; ``tiers`` (level → name) become ``spec.tiers``
-    when they go above the leaf."""
+    """A NodeTopology as the agents write it: the NICs' switches, ``spec.zone`` (the generated
+    zone key) and ``spec.tiers`` — level 1 the zone's leaves, then ``tiers`` above the leaf
+    (level → name) — so ``kubectl get nodetopologies`` shows ZONE, LEAF and SPINE as on a cluster."""
     if fabric == "ib":
         nics: list[dict[str, Any]] = [{"name": f"mlx5_{i}", "port": 1, "switchName": s} for i, s in enumerate(switches)]
     else:
         nics = [{"name": f"eth{i}", "switchName": s, "rdmaDevice": f"mlx5_{i}"} for i, s in enumerate(switches)]
     spec: dict[str, Any] = {"net": {fabric: nics}}
-    if tiers and max(tiers) > 1:
+    zone = generated_zone_key(fabric, switches)
+    if zone is not None:
+        spec["zone"] = zone
+        upper = sorted((level, name) for level, name in (tiers or {}).items() if level > 1)
+        leaves = [(1, ",".join(sorted_switches(switches)))]
+        spec["tiers"] = [{"level": level, "name": name} for level, name in leaves + upper]
+    elif tiers and max(tiers) > 1:
         spec["tiers"] = [{"level": level, "name": name} for level, name in sorted(tiers.items())]
     return {
         "apiVersion": wellknown.API_VERSION,

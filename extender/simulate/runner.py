@@ -179,9 +179,11 @@ class Simulation:
         *,
         progress: Progress | None = None,
         emulator_port: int = 0,
+        ops_port: int = 0,
         real_time: bool = False,
     ) -> None:
-        """``real_time``: the wall clock instead of simulated time (the sandbox)."""
+        """``real_time``: the wall clock instead of simulated time (the sandbox); ``ops_port``: where
+        ``/diagnose`` and ``/metrics`` listen on 127.0.0.1 (0: any free port)."""
         self.scenario = scenario
         self.clock: SimClock | None = None if real_time else SimClock()
         self.progress = progress
@@ -194,7 +196,7 @@ class Simulation:
 
             policy = load_policy_text(yaml.safe_dump(scenario.policy), f"scenario {scenario.name}: policy")
         self.gpu_resource = scenario.defaults.gpu_resource
-        settings = local_settings(tls, gpu_resources=self.gpu_resource)
+        settings = local_settings(tls, gpu_resources=self.gpu_resource, ops_port=ops_port)
         self.settings = settings
         self.cluster = LocalCluster(
             settings=settings, policy=policy, serve=True, clock=self.clock, emulator_port=emulator_port

@@ -450,8 +450,17 @@ def _node(
             "capacity": dict(alloc),
             "allocatable": alloc,
             "conditions": [node_ready_condition(o.ready)],
+            # the kubelet stand-in's version: kubectl get nodes shows it in VERSION, as a kubelet's
+            "nodeInfo": {"kubeletVersion": _kubelet_version(), "operatingSystem": "linux"},
         },
     }
+
+
+def _kubelet_version() -> str:
+    """The emulator's version (imported here: the CLI loads this module for every command)."""
+    from extender.emulator.discovery import VERSION_INFO  # noqa: PLC0415
+
+    return str(VERSION_INFO["gitVersion"])
 
 
 def node_ready_condition(ready: bool) -> dict[str, Any]:

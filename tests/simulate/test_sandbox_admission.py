@@ -69,7 +69,7 @@ def sandbox(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     scenario.write_text(yaml.safe_dump(SCENARIO))
     kubeconfig = tmp_path / "kc"
     args = [sys.executable, "-m", "extender.cli", "sandbox", str(scenario), "--kubeconfig-out", str(kubeconfig)]
-    args += ["--webhook-ca-out", str(tmp_path / "ca.crt"), "--period", "0.2"]
+    args += ["--webhook-ca-out", str(tmp_path / "ca.crt"), "--period", "0.2", "--ops-port", "0"]
     proc = subprocess.Popen(
         args,
         stdout=subprocess.PIPE,

@@ -117,6 +117,8 @@ async def test_sandbox_answers_a_filter_call_and_a_kubernetes_asyncio_list(tmp_p
             str(tmp_path / "ca.crt"),
             "--period",
             "0.2",
+            "--ops-port",
+            "0",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -95,7 +95,12 @@ def test_topograph_scenarios_have_no_nodetopology_only_labels() -> None:
 
 def test_scenarios_without_spines_make_the_objects_they_always_made() -> None:
     sc = load_scenario("gang-spans-leaves")
-    assert all("tiers" not in o["spec"] for o in sc.cluster_objects() if o["kind"] == wellknown.KIND_NODETOPOLOGY)
+    topologies = [o for o in sc.cluster_objects() if o["kind"] == wellknown.KIND_NODETOPOLOGY]
+    # nothing above the leaf; the zone and the leaf (tier 1) as the agents write them on every node
+    assert topologies and all(
+        o["spec"]["tiers"] == [{"level": 1, "name": o["spec"]["net"]["roce"][0]["switchName"]}] for o in topologies
+    )
+    assert all(o["spec"]["zone"] == "roce#" + o["spec"]["net"]["roce"][0]["switchName"] for o in topologies)
     assert not sc.has_upper_tiers
 
 
@@ -158,3 +163,15 @@ def test_the_svg_puts_each_spine_over_its_own_leaves(tmp_path: Path) -> None:
     assert xs["spine sp1"] == pytest.approx((xs["leaf s1"] + xs["leaf s2"]) / 2)
     assert xs["spine sp2"] == pytest.approx((xs["leaf s3"] + xs["leaf s4"]) / 2)
     assert xs["leaf s2"] - xs["leaf s1"] < xs["leaf s3"] - xs["leaf s2"]  # spine groups stand apart
+
+
+def test_a_scenario_nodetopology_has_the_zone_and_tiers_the_roce_agent_writes() -> None:
+    from discovery.common.model import RoceNic, merge_spec
+    from extender.simulate.fabric import topology_object
+
+    for switches, upper in ((["s1"], {}), (["s2", "s1"], {2: "sp1"})):
+        agent, _ = merge_spec(
+            None, roce=[RoceNic(f"eth{i}", s) for i, s in enumerate(switches)], upper_tiers=upper.items()
+        )
+        ours = topology_object("n0", switches, tiers={1: switches[0], **upper})["spec"]
+        assert (ours["zone"], ours["tiers"]) == (agent["zone"], agent["tiers"])
