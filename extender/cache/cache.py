@@ -460,6 +460,7 @@ class ClusterCache:
                     deleted is not None
                     and task.status is not TaskStatus.SUCCEEDED
                     and not finished
+                    and not job.podgroup_missing  # its PodGroup was deleted: the job is gone
                     and not self._has_successor(job, task)
                 ):
                     self._reserve(task.quota, task, deleted, _disruption_reason(deleted))

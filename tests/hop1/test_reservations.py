@@ -260,6 +260,20 @@ async def test_deleting_the_podgroup_drops_the_jobs_reservations() -> None:
         assert status["phase"] == "QuotaEmpty"
 
 
+async def test_pods_deleted_after_their_podgroup_reserve_nothing() -> None:
+    """``kubectl delete -f job.yaml`` deletes the PodGroup before the pods: the job is gone, so
+    its pods' deletions keep no places for a restart that will not come."""
+    async with hop1_cluster(objs=cluster_objs()) as h:
+        placed = await place_job(h)
+        h.emulator.delete("scheduling.infini-ai.com/v1alpha1", "podgroups", "train", "default")
+        for i in range(4):
+            h.emulator.delete("v1", "pods", f"train-worker-{i}", "default")
+        await h.cycles_until_quiet()
+        for q in placed.values():
+            assert reserved(h, q) == [], q
+            assert h.quota(q)["status"]["phase"] == "QuotaEmpty"
+
+
 @pytest.mark.parametrize("kept_by", ["another-claim", "static-bind"])
 async def test_expired_reservation_leaves_the_status_of_a_quota_that_stays_bound(kept_by: str) -> None:
     """Expired reservations are dropped every cycle, also from a quota that is not released (it
