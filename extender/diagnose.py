@@ -288,6 +288,9 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
         )
     ladder.append(_rung(FitStage.BIND, bind_status, pending=waiting[:20]))
     stop = next((r for r in ladder if not r["passed"]), None)
+    if stop is not None:  # the rungs after the stop were not reached: they neither passed nor failed
+        at = ladder.index(stop)
+        ladder[at + 1 :] = [{"stage": r["stage"], "passed": None, "reached": False} for r in ladder[at + 1 :]]
 
     placed = all(t.node for t in tasks) and bool(tasks)
     doc: dict[str, Any] = {

@@ -104,6 +104,10 @@ async def test_each_rung_of_the_ladder(stuck: Harness) -> None:
         stop = names.index(stage)
         assert all(r["passed"] for r in ladder[:stop]), (job, ladder)
         assert ladder[stop] == {**ladder[stop], "passed": False, "reason": reason.value, "message": d["message"]}
+        # the rungs after the stop were not reached, and say so (not "passed")
+        assert ladder[stop + 1 :] == [
+            {"stage": r["stage"], "passed": None, "reached": False} for r in ladder[stop + 1 :]
+        ]
 
 
 async def test_the_ladder_details(stuck: Harness) -> None:
