@@ -364,9 +364,13 @@ class Runtime:
             self._tasks.append(asyncio.create_task(watch_tls(hook, self._stop), name="tls reload"))
 
     async def stop(self) -> None:
+        """Stop the servers together (each drains its requests in flight: one grace period, not one
+        per server), then the loops, the elector and the informers."""
         self._stop.set()
-        for srv in self.servers.values():
-            await srv.stop()
+        stopped = await asyncio.gather(*(srv.stop() for srv in self.servers.values()), return_exceptions=True)
+        for failure in stopped:
+            if isinstance(failure, BaseException):
+                raise failure
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.wait_for(t, 5)

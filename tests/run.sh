@@ -33,4 +33,7 @@ fi
 export PATH="$PWD/.tools/bin:$PATH:/usr/sbin:/sbin"
 export SKY_TOOLS_BIN="$PWD/.tools/bin"
 
-python3 -m pytest -q -p no:cacheprovider "$@"
+# One worker per logical CPU (pytest-xdist; PYTEST_XDIST_AUTO_NUM_WORKERS=N sets another number,
+# `-n 0` runs in this process), each test file whole on one worker: a file's module-scoped
+# fixtures (emulators, fork servers) start once and its tests run in their written order.
+python3 -m pytest -q -p no:cacheprovider -n logical --dist loadfile "$@"

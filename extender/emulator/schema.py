@@ -18,6 +18,7 @@ Not supported: CEL rules (``x-kubernetes-validations``), ``x-kubernetes-list-typ
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -89,7 +90,24 @@ def _translate(node: Mapping[str, Any], *, root: bool = False) -> dict[str, Any]
 
 
 def check_schema(schema: Mapping[str, Any]) -> list[str]:
-    """Problems with a CRD's ``openAPIV3Schema`` (empty when it can be used)."""
+    """Problems with a CRD's ``openAPIV3Schema`` (empty when it can be used).
+
+    The answer depends on the schema's content only, so it is remembered by that content: every
+    emulator of a process (each simulation, each test's cluster) registers the same CRDs, and the
+    meta-schema check is most of what registering one costs."""
+    try:
+        content = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # not plain JSON (keys that are not strings): checked as it is
+        return _check_schema(schema)
+    return list(_check_schema_json(content))
+
+
+@functools.lru_cache(maxsize=256)
+def _check_schema_json(content: bytes) -> tuple[str, ...]:
+    return tuple(_check_schema(orjson.loads(content)))
+
+
+def _check_schema(schema: Mapping[str, Any]) -> list[str]:
     try:
         Draft4Validator.check_schema(_translate(schema, root=True))
     except SchemaError as exc:

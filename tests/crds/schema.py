@@ -78,8 +78,9 @@ _OBJECT_META_FIELDS = frozenset(
 def load_crds(directory: Path) -> dict[str, Schema]:
     """Every CustomResourceDefinition in ``directory/*.yaml``, by kind."""
     out: dict[str, Schema] = {}
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when PyYAML has it: ten times faster
     for path in sorted(directory.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader):
             if doc and doc.get("kind") == "CustomResourceDefinition":
                 out[doc["spec"]["names"]["kind"]] = doc
     return out

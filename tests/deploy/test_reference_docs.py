@@ -5,8 +5,6 @@ key of values.yaml; ``serve --help`` shows the defaults."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +12,7 @@ import yaml
 
 from extender import docgen
 from extender.settings import ServeSettings
+from tests.cli_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,14 +43,8 @@ def test_configuration_lists_every_serve_setting_with_default_and_env() -> None:
 def test_configuration_lists_every_discover_flag() -> None:
     text = (ROOT / "docs" / "configuration.md").read_text()
     for kind in ("roce", "ib"):
-        r = subprocess.run(
-            [sys.executable, "-m", "extender.cli", "discover", kind, "--help"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=ROOT,
-            check=True,
-        )
+        r = run_cli("discover", kind, "--help", timeout=60, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
         flags = set(re.findall(r"^\s+(--[a-z-]+)", r.stdout, re.M)) - {"--help"}
         section = text.split(f"## `sky-scheduler discover {kind}`", 1)[1].split("\n## ", 1)[0]
         documented = set(re.findall(r"^\| `(--[a-z-]+)`", section, re.M))

@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 
 from extender import cli
+from tests.cli_process import run_cli
 
 PY = sys.executable
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    if env is None:  # this process's environment: a child of the CLI fork server (no import cost)
+        return run_cli("discover", *args, timeout=120)
     return subprocess.run(
         [PY, "-m", "extender.cli", "discover", *args],
         capture_output=True,

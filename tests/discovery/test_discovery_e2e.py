@@ -26,16 +26,11 @@ from extender import wellknown
 from extender.emulator import Emulator
 from extender.kube import client as kube_client
 from extender.model import topology
+from tests.cli_process import run_cli
 
 
 def _discover(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "extender.cli", "discover", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli("discover", *args, timeout=120)  # a child of the CLI fork server (no import cost)
 
 
 def test_ib_dry_run_against_a_cluster_lists_unknown_hosts_and_writes_nothing(

@@ -201,3 +201,18 @@ def test_table_negotiation() -> None:
     assert wants_table("application/json;as=Table;v=v1beta1;g=meta.k8s.io") == "v1beta1"
     assert wants_table("application/json") is None
     assert wants_table("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json") is None
+
+
+def test_a_remembered_schema_check_gives_the_same_answer_every_time() -> None:
+    """check_schema remembers its answer by the schema's content: a bad schema stays bad, a
+    caller that edits the returned list does not change the next answer, and two schemas that
+    differ in one keyword are two answers."""
+    from extender.emulator.schema import check_schema
+
+    bad = {"type": "object", "properties": {"n": {"type": "integer", "minimum": "zero"}}}
+    first = check_schema(bad)
+    assert first and "zero" in first[0]
+    first.clear()
+    assert check_schema(bad) and check_schema(dict(bad)) == check_schema(bad)
+    assert check_schema({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}) == []
+    assert check_schema({1: {"type": "object"}, "type": "object"}) == []  # not plain JSON: checked uncached

@@ -15,20 +15,14 @@ import httpx
 import pytest
 
 from extender.simulate.scenario import ScenarioError, load_scenario
+from tests.cli_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = sorted((ROOT / "examples" / "scenarios").glob("*.yaml"))
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "extender.cli", *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+    return run_cli(*args, timeout=timeout, cwd=ROOT)
 
 
 def test_default_scenario_json() -> None:

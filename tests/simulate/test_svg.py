@@ -8,14 +8,14 @@ from ``0.8 × font-size`` above the baseline to ``0.2 ×`` below, placed by ``te
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from itertools import combinations
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.cli_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "{http://www.w3.org/2000/svg}"
@@ -46,14 +46,7 @@ LONG_NAMES = {
 
 def _svg(tmp_path: Path, scenario: str, *extra: str) -> ET.Element:
     out = tmp_path / "p.svg"
-    r = subprocess.run(
-        [sys.executable, "-m", "extender.cli", "simulate", scenario, "--quiet", "--svg", str(out), *extra],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-        check=False,
-    )
+    r = run_cli("simulate", scenario, "--quiet", "--svg", str(out), *extra, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     return ET.fromstring(out.read_text())
 
@@ -129,24 +122,7 @@ def test_ranks_on_cells_and_one_step_with_svg_step(tmp_path: Path) -> None:
 
 
 def test_svg_step_out_of_range_is_a_clear_error(tmp_path: Path) -> None:
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "extender.cli",
-            "simulate",
-            "--quiet",
-            "--svg",
-            str(tmp_path / "x.svg"),
-            "--svg-step",
-            "9",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=False,
-    )
+    r = run_cli("simulate", "--quiet", "--svg", str(tmp_path / "x.svg"), "--svg-step", "9", timeout=60, cwd=ROOT)
     assert r.returncode == 2 and "--svg-step 9" in r.stderr and "steps 1 to 3" in r.stderr
     assert not (tmp_path / "x.svg").exists()
 
@@ -155,14 +131,7 @@ def test_the_readme_picture_is_step_one_of_the_embedded_default_and_up_to_date(t
     """docs/img/seed-8-node.svg = ``sky-scheduler simulate --svg … --svg-step 1`` (the step after
     the first job: before the drift, so the picture matches the README's text)."""
     out = tmp_path / "now.svg"
-    r = subprocess.run(
-        [sys.executable, "-m", "extender.cli", "simulate", "--quiet", "--svg", str(out), "--svg-step", "1"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-        check=False,
-    )
+    r = run_cli("simulate", "--quiet", "--svg", str(out), "--svg-step", "1", cwd=ROOT)
     assert r.returncode == 0, r.stderr
     committed = (ROOT / "docs" / "img" / "seed-8-node.svg").read_text()
     assert committed == out.read_text(), (

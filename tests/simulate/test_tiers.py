@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import yaml
 from extender import wellknown
 from extender.cache.cache import ClusterCache
 from extender.simulate.scenario import Scenario, ScenarioError, load_scenario
+from tests.cli_process import run_cli
 from tests.simulate.test_svg import NS, _overlaps
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -125,14 +125,7 @@ def test_bad_fabrics_are_clear_errors(tmp_path: Path, changes: dict[str, Any], s
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "extender.cli", "simulate", *args, "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=ROOT,
-        check=False,
-    )
+    return run_cli("simulate", *args, "--quiet", cwd=ROOT)
 
 
 def test_topograph_labels_alone_place_the_gang_in_one_leaf_and_the_table_says_so() -> None:
