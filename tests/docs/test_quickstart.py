@@ -17,6 +17,7 @@ import queue
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -161,8 +162,18 @@ def test_the_page_starts_the_sandbox_first_and_has_a_console_transcript(page: li
     assert readme.find("](docs/quickstart.md)") == first_link != -1, "the README links the quickstart first"
 
 
+def _port_taken(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 @needs_kubectl
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl not found (the page's /diagnose commands use it)")
+@pytest.mark.skipif(_port_taken(8080), reason="port 8080 is in use: the page's sandbox serves /diagnose there")
 def test_every_command_of_the_quickstart_runs_and_shows_what_the_page_shows(shell: Shell, page: list[Command]) -> None:
     timings: list[tuple[float, Command]] = []
     sandbox = Stream(shell.popen(page[0].line))
