@@ -131,6 +131,7 @@ def _decide(state: WebhookState, req: AdmissionRequest, exclude: frozenset[str],
         synced=state.synced(),
         exclude=exclude,
         no_quota=no_quota,
+        candidates=state.index,
     )
 
 
