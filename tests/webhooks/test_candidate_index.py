@@ -315,3 +315,30 @@ def test_a_touched_set_left_empty_is_caught(monkeypatch: pytest.MonkeyPatch) -> 
     with pytest.raises(AssertionError):
         for op in ORDERED:
             world.apply(op)
+
+
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(QUOTAS), st.one_of(st.none(), st.sampled_from([0.5, 10.0, 10.5, 100.0, 150.0]))),
+        max_size=200,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_the_heap_walk_yields_live_entries_best_first(steps: list[tuple[str, float | None]]) -> None:
+    """``_Order.ordered`` (a frontier over the heap, stale entries skipped) is the sorted live set,
+    whatever the sequence of re-scorings and drops (and the compactions they trigger)."""
+    from extender.model.quota import QuotaInfo
+    from extender.model.resources import Resource
+    from extender.model.task import TaskInfo
+
+    order = cand._Order("research", TaskInfo(uid="", namespace="", name="", job="", request=Resource({})))
+    live: dict[str, float] = {}
+    for name, value in steps:
+        if value is None:
+            order.drop(name)
+            live.pop(name, None)
+        else:
+            q = QuotaInfo(name=name, queue="research", request=Resource({wellknown.RESOURCE_GPU: 1000}))
+            order.put(q, lambda _t, _q, v=value: v)
+            live[name] = -value
+    assert list(order.ordered()) == sorted((v, k) for k, v in live.items())
