@@ -331,6 +331,7 @@ async def measure_size(size: int, args: argparse.Namespace, tls: Any) -> Obj:
     counter = itertools.count(1_000_000)
     try:
         for side in sides.values():  # warm-up: connections, caches, the index's first build
+            await asyncio.sleep(BLOCK_PAUSE)
             for _ in range(args.warmup):
                 await side.client.post(URL, admission_doc(next(counter)))
         per_block = max(1, args.admissions // args.blocks)

@@ -245,7 +245,7 @@ def with_informer(app: Any, informer: Informer) -> Any:
 def floor_app(writer: Any, objs: list[Obj]) -> tuple[Any, Obj]:
     """Parse, take the queue's next free quota from a ring, claim it through the same client with
     the same rule, answer the same patch. Returns the app and its counters."""
-    from extender.cache.claims import ADMISSION_PREFIX, ClaimEntry, record_claim
+    from extender.cache.claims import ADMISSION_PREFIX, ClaimEntry, NoRoom, record_claim
     from extender.model.resources import Resource
     from webhooks.review import build_response
 
@@ -254,7 +254,7 @@ def floor_app(writer: Any, objs: list[Obj]) -> tuple[Any, Obj]:
     for o in claimable(objs):
         rings.setdefault(o["spec"]["queueName"], deque()).append(o["metadata"]["name"])
     request = Resource({wellknown.RESOURCE_GPU: 1000, wellknown.RESOURCE_RDMA_HCA: 1000})
-    counters: Obj = {"admissions": 0, "assigned": 0, "reply_bytes": 0, "informer_cpu": 0.0}
+    counters: Obj = {"admissions": 0, "assigned": 0, "reply_bytes": 0, "informer_cpu": 0.0, "refused": 0}
     index_label = "training.kubeflow.org/replica-index"
     quota_key = wellknown.ANNO_QUOTA_NAME.replace("/", "~1")
     index_key = wellknown.ANNO_TASK_INDEX.replace("/", "~1")
@@ -277,8 +277,6 @@ def floor_app(writer: Any, objs: list[Obj]) -> tuple[Any, Obj]:
         group = annotations.get(wellknown.ANNO_GROUP_NAME)
         queue = queue_of_group[group] if group else annotations[wellknown.ANNO_QUEUE_NAME]
         ring = rings[queue]
-        quota = ring[0]
-        ring.rotate(-1)
         index = int(labels[index_label]) if index_label in labels else None
         entry = ClaimEntry(
             uid=ADMISSION_PREFIX + req["uid"],
@@ -290,7 +288,14 @@ def floor_app(writer: Any, objs: list[Obj]) -> tuple[Any, Obj]:
             expires_at=time.time() + CLAIM_TTL,
         )
         mutate = functools.partial(record_claim, entry=entry, now=time.time())
-        await writer.update_quota_status(quota, mutate)
+        for _ in range(4):  # as the webhook: a quota claimed first by someone else, the next one
+            quota = ring[0]
+            ring.rotate(-1)
+            try:
+                await writer.update_quota_status(quota, mutate)
+                break
+            except NoRoom:
+                counters["refused"] += 1
         ops: list[Obj] = [{"op": "add", "path": f"/metadata/annotations/{quota_key}", "value": quota}]
         if index is not None:
             ops.append({"op": "add", "path": f"/metadata/annotations/{index_key}", "value": str(index)})
