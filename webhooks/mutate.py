@@ -24,11 +24,14 @@ the pod name) and ``quota-name``, chosen by the seed's four tiers:
 Tiers 2–4 are the real TQ pipeline (``place(ssn.tq, …)``: queue, room incl. reservations and
 in-flight claims, pod→quota affinity, spec, node readiness; quotaaffinity's tier scores) over a
 :class:`~extender.framework.session.Session` opened on the cache snapshot overlaid with the
-admitted task and the in-flight entries (:func:`overlay_snapshot`). Two things keep it fast with
-thousands of quotas per queue without changing its answer: a pre-filter drops quotas that cannot
-hold the request (no room at all, or less room than asked, before reservations), and
-:func:`search` ranks by the policy's ``tq.node_order`` first and runs the predicates in that
-order until the first feasible quota. No quota (or a job a JobQueue holds back): the pod is
+admitted task and the in-flight entries (:func:`overlay_snapshot`). The candidates are the queue's
+quotas that pass a pre-filter (no room at all, or less room than asked, before reservations:
+:func:`webhooks.candidates.room_class`), taken in the order of the policy's ``tq.node_order``
+(ties: by name), the predicates run in that order until the first feasible quota
+(:func:`search`). With a :class:`~webhooks.candidates.CandidateIndex` that order is read from
+heaps kept current by the cache's quota events — O(log n) per admission instead of scoring the
+whole queue, with the same answer (the full scan remains for policies the index does not serve,
+and for the reason when nothing fits). No quota (or a job a JobQueue holds back): the pod is
 admitted without one, annotated with ``scheduling-reason``, and the binder loop takes over.
 """
 
@@ -54,6 +57,7 @@ from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo, ReservedTask
 from extender.model.resources import QuantityError, Resource
 from extender.model.task import TaskInfo, TaskStatus
+from webhooks.candidates import CANDIDATE, TOO_SMALL, CandidateIndex, room_class
 from webhooks.inflight import InFlight, InFlightRegistry
 from webhooks.namespaces import NamespaceLabels
 from webhooks.patch import Patch
@@ -120,9 +124,11 @@ def decide(
     synced: bool,
     exclude: frozenset[str] = frozenset(),
     no_quota: str = "",
+    candidates: CandidateIndex | None = None,
 ) -> Decision:
     """``exclude``: quotas a claim was just refused on (another replica was faster): not offered.
-    ``no_quota``: choose none, for this reason (no claim could be recorded)."""
+    ``no_quota``: choose none, for this reason (no claim could be recorded). ``candidates``: the
+    candidate index over ``cache`` (None: the full scan)."""
     if not req.is_pod_create or req.object is None:
         return Decision(Outcome.IGNORED, note=f"{req.operation} of {req.kind.kind or req.resource}: not a pod CREATE")
     obj = req.object
@@ -190,7 +196,7 @@ def decide(
     elif required:
         d = _choose_required(ssn, task, required) if required not in exclude else _required_full(required, "")
     else:
-        d = _choose(ssn, task, job, now, exclude)
+        d = _choose(ssn, task, job, now=now, exclude=exclude, index=candidates)
     d.snapshot = snap
     d.inherit_from = task.inherit_from
     # a re-invocation sees this webhook's own earlier answer in quota-name: not the creator's choice
@@ -272,11 +278,21 @@ def _required_full(required: str, why: str) -> Decision:
     return Decision(Outcome.NO_QUOTA, reason=Status.unschedulable(Reason.WAITING_FOR_NAMED_QUOTA, detail).message())
 
 
-def _choose(ssn: Session, task: TaskInfo, job: JobInfo, now: float, exclude: frozenset[str]) -> Decision:
+def _choose(
+    ssn: Session, task: TaskInfo, job: JobInfo, *, now: float, exclude: frozenset[str], index: CandidateIndex | None
+) -> Decision:
     status = ssn.stages.enqueueable(job)
     if not status.ok:
         return Decision(Outcome.NO_QUOTA, reason=status.message())
     queue = job.queue or "(none)"
+    ordered = _indexed(ssn, task, job, exclude, index) if index is not None else None
+    result: Placement[QuotaInfo] | None = None
+    if ordered is not None:
+        # the index's stream is the scan's order: the first feasible quota is the scan's answer
+        result = place(ssn.tq, task, ordered, stop_after=1)
+        if result.choice is not None:
+            return Decision(Outcome.ASSIGNED, quota=result.choice.name, tier=_tier(result.choice, task, now))
+        # nothing fits: the reason counts the quotas the pre-filter found too small (a scan)
     # the session has changed nothing: its view of the queue's quotas is the (overlaid) snapshot's
     quotas = _queue_quotas(ssn.snap, job.queue)
     if exclude:
@@ -285,11 +301,23 @@ def _choose(ssn: Session, task: TaskInfo, job: JobInfo, now: float, exclude: fro
     if not candidates and not too_small:
         status = Status.unschedulable(Reason.NO_QUOTA, f"queue {queue} has no quota with room left")
         return Decision(Outcome.NO_QUOTA, reason=status.message())
-    result = search(ssn, task, candidates) if candidates else None
+    if ordered is None:
+        result = search(ssn, task, candidates) if candidates else None
     if result is None or result.choice is None:
         failures = result.failures if result is not None else {}
         return Decision(Outcome.NO_QUOTA, reason=_no_fit(queue, failures, too_small))
     return Decision(Outcome.ASSIGNED, quota=result.choice.name, tier=_tier(result.choice, task, now))
+
+
+def _indexed(
+    ssn: Session, task: TaskInfo, job: JobInfo, exclude: frozenset[str], index: CandidateIndex
+) -> Iterator[QuotaInfo] | None:
+    quotas = ssn.snap.quotas
+    base: Mapping[str, QuotaInfo] = quotas
+    overlaid: Iterable[str] = ()
+    if isinstance(quotas, _Overlay):
+        base, overlaid = quotas.base, quotas.extra.keys()
+    return index.candidates(ssn, task, job, base=base, overlaid=overlaid, exclude=exclude)
 
 
 def _queue_quotas(snap: Snapshot, queue: str) -> Iterator[QuotaInfo]:
@@ -309,34 +337,17 @@ def _queue_quotas(snap: Snapshot, queue: str) -> Iterator[QuotaInfo]:
 
 
 def _prefilter(quotas: Iterable[QuotaInfo], request: Resource) -> tuple[list[QuotaInfo], int]:
-    """Cheap necessary conditions before the pipeline, without allocating (this loop runs over
-    every quota of the queue): the quota has room at all (``allocate_job.has_room``, what the
-    loop checks), and the task's request on the quota's names fits ``request + shadow −
-    allocated`` (live reservations and the TQ filters only take more away: the predicate
-    decides). Returns the candidates and how many quotas had room, but too little."""
+    """:func:`~webhooks.candidates.room_class` over the queue: the candidates, and how many
+    quotas had room, but too little."""
     want = request.q
     out: list[QuotaInfo] = []
     too_small = 0
     for q in quotas:
-        used = q.allocated.q
-        shadow = q.shadow.q
-        room = small = False
-        if shadow:
-            cap = q.capacity.q
-        else:
-            cap = q.request.q
-        for name, c in cap.items():
-            free = c - used.get(name, 0)
-            if free > 0:
-                room = True
-            if want.get(name, 0) > free:
-                small = True
-        if not room:
-            continue
-        if small:
-            too_small += 1
-        else:
+        c = room_class(q, want)
+        if c == CANDIDATE:
             out.append(q)
+        elif c == TOO_SMALL:
+            too_small += 1
     return out, too_small
 
 

@@ -13,6 +13,7 @@ from extender.framework.policy import Policy
 from extender.framework.session import Snapshot
 from extender.metrics import Metrics
 from extender.settings import ServeSettings
+from webhooks.candidates import CandidateIndex
 from webhooks.inflight import InFlightRegistry
 from webhooks.namespaces import NamespaceLabels
 
@@ -82,3 +83,15 @@ class WebhookState:
     """Given the Quota as the claim's write returned it (the service applies it to its cache)."""
     claim_attempts: int = 4
     """Quotas tried per admission when other replicas claim first (then: no quota, the binder assigns)."""
+    index: CandidateIndex | None = None
+    """The candidate quotas in TQ order, kept current by the cache's quota events
+    (``webhooks.candidates``). Made and attached to the cache at construction when the cache
+    publishes its quota changes (``ClusterCache.quota_listeners``) and ``indexed`` is set; else
+    every decision scans its queue."""
+    indexed: bool = True
+
+    def __post_init__(self) -> None:
+        listeners = getattr(self.cache, "quota_listeners", None)
+        if self.index is None and self.indexed and isinstance(listeners, list):
+            self.index = CandidateIndex()
+            listeners.append(self.index.changed)

@@ -184,13 +184,21 @@ class ClusterCache:
         self._zones: dict[tuple[str, str], list[str]] | None = None
         self._by_queue: dict[str, list[str]] | None = None
         self._total: Resource | None = None
+        # called with a quota's name whenever anything of it changes — claims, status, node,
+        # reservations, spec — or it is deleted (the webhook's candidate index listens)
+        self.quota_listeners: list[Callable[[str], None]] = []
         # off-loop readers (binder cycles, very large requests) and the writers that wait for them
         self.gate = ReadGate()
 
     # --- bookkeeping -------------------------------------------------------------------------
+    def _notify(self, quota: str) -> None:
+        for listener in self.quota_listeners:
+            listener(quota)
+
     def _touch(self, quota: str) -> None:
         """A quota's claims, status or node changed: re-index it."""
         self.quota_touched[quota] = self.generation + 1
+        self._notify(quota)
         q = self.quotas.get(quota)
         if (
             q is not None
@@ -423,6 +431,7 @@ class ClusterCache:
         quota.reserved = tuple(r for r in quota.reserved if r is not taken)
         self.pending_reservations.get(quota.name, {}).pop(taken.pod_uid, None)
         self.dirty_quotas.add(quota.name)
+        self._notify(quota.name)
 
     def _remove_task(self, uid: str, *, deleted: Obj | None) -> None:
         other = self.others.pop(uid, None)
@@ -544,6 +553,7 @@ class ClusterCache:
         self.pending_reservations[quota_name][task.uid] = r
         self.dirty_quotas.add(quota_name)
         quota.reserved = (*tuple(x for x in quota.reserved if x.pod_uid != task.uid), r)
+        self._notify(quota_name)
 
     # --- assumed pods (extender) -------------------------------------------------------------
     def assume(self, uid: str, node_name: str) -> None:
@@ -662,6 +672,7 @@ class ClusterCache:
         self.pending_reservations.pop(name, None)
         self._reservation_expiry.pop(name, None)
         self._arrived.difference_update(self._inflight.pop(name, {}))
+        self._notify(name)
         if q is None:
             return
         if q.node_name:
@@ -727,6 +738,7 @@ class ClusterCache:
             if any(r.job == key for r in q.reserved):
                 q.reserved = tuple(r for r in q.reserved if r.job != key)
                 self.dirty_quotas.add(q.name)
+                self._notify(q.name)
         self._bump()
 
     def _new_job(self, key: str, namespace: str) -> JobInfo:
@@ -964,6 +976,7 @@ class ClusterCache:
             q = self.quotas.get(name)
             if q is not None:
                 q.reserved = tuple(r for r in q.reserved if r.pod_uid not in gone)
+                self._notify(name)
             self.dirty_quotas.add(name)
 
     def check(self) -> None:

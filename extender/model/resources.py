@@ -14,12 +14,13 @@ unit is rounded up.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = [
     "QuantityError",
@@ -100,11 +101,23 @@ def is_byte_resource(name: str) -> bool:
     return name in _BYTE_RESOURCES or name.startswith("hugepages-")
 
 
-def to_units(name: str, value: str | int | float) -> int:
-    """Parse ``value`` and express it in the integer unit of resource ``name`` (rounding up)."""
+def to_units(name: str, value: object) -> int:
+    """Parse ``value`` and express it in the integer unit of resource ``name`` (rounding up).
+    Memoised for strings and numbers (a pure function; a cluster spells few distinct
+    quantities, and exact rational parsing costs ~10 µs each — 4 to 8 per pod); errors are
+    raised every time, never cached, and any other value is refused by :func:`parse_quantity`."""
+    if isinstance(value, (str, int, float)):
+        return _cached_units(name, value)
+    return _units(name, value)
+
+
+def _units(name: str, value: Any) -> int:
     q = parse_quantity(value)
     scaled = q if is_byte_resource(name) else q * 1000
     return math.ceil(scaled)
+
+
+_cached_units = functools.lru_cache(maxsize=4096, typed=True)(_units)
 
 
 def format_quantity(name: str, units: int) -> str:

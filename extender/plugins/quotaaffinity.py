@@ -13,6 +13,11 @@
   Within a tier: a quota a sibling already claims scores +2 for an ordinary job (its claims stay
   together) and −5 for a topology job (one quota — one node — per rank); then best fit (the
   quota the task fills most tightly, < 1).
+
+  So a task's score on a quota depends on the task only through its request on the quota's
+  resource names, except on quotas its job touches (reserved for it, claimed by its job, on its
+  siblings' nodes): ``TQ_ORDER_BY_SHAPE``, what the webhook's candidate index relies on
+  (``webhooks.candidates``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class Plugin:
     NAME: Final = NAME
     Args = Args
     STAGES: Final = frozenset({"tq.predicate", "tq.node_order", "qn.pre_predicate", "qn.predicate", "events"})
+    TQ_ORDER_BY_SHAPE: Final = True  # see the module docstring
 
     def __init__(self, args: NoArgs) -> None:
         self.args = args
