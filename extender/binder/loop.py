@@ -50,7 +50,11 @@ class Writer(Protocol):
     """What the loop needs of ``extender.kube.writer.KubeWriter``."""
 
     async def update_quota_status(
-        self, name: str, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
+        self,
+        name: str,
+        mutate: Callable[[dict[str, Any]], dict[str, Any] | None],
+        *,
+        current: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None: ...
 
     async def patch_pod_annotations(
@@ -200,10 +204,12 @@ class BinderLoop:
         failed: set[str] = set()
 
         async def one(w: QuotaStatusWrite) -> None:
-            expected = ((self.cache.quota_object(w.name) or {}).get("status") or {}).get("nodeName") or ""
+            seen = self.cache.quota_object(w.name)
+            expected = ((seen or {}).get("status") or {}).get("nodeName") or ""
             skipped: list[str] = []
 
             def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+                skipped.clear()  # what the last call (the one the writer acted on) found
                 status = dict(obj.get("status") or {})
                 if (status.get("nodeName") or "") != expected:
                     skipped.append("moved")
@@ -226,7 +232,9 @@ class BinderLoop:
                 return status
 
             try:
-                obj = await self.writer.update_quota_status(w.name, mutate)
+                # written from the cache's copy (one request, not a read and a write): its
+                # resourceVersion makes the API refuse it if the copy is not the stored object
+                obj = await self.writer.update_quota_status(w.name, mutate, current=dict(seen) if seen else None)
             except Exception as exc:
                 await self.cache.gate.writable()
                 failed.add(w.name)
