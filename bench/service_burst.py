@@ -350,8 +350,17 @@ async def client_main(args: argparse.Namespace) -> dict[str, Any]:
     out["target"] = {"burst_p99_ratio_max": TARGET_RATIO}
     out["target_met"] = all(r <= TARGET_RATIO for r in out["burst_p99_ratio"].values())
     out["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    out["cpu_pressure"] = _cpu_pressure()
     out["seconds"] = round(time.perf_counter() - t_start, 1)
     return out
+
+
+def _cpu_pressure() -> str | None:
+    """Linux PSI: the share of the time some runnable task waited for a CPU (``some avg10=…``)."""
+    try:
+        return Path("/proc/pressure/cpu").read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
 
 
 async def _get(port: int, path: str) -> tuple[int, bytes]:
