@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sky-scheduler serve: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.log_level, settings.log_format)
+    setup_logging(settings.log_level, settings.log_format, background=True)
     try:
         return asyncio.run(serve(settings))
     except PolicyError as exc:

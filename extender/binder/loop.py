@@ -22,12 +22,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from extender import heap, wellknown
 from extender.actions import fix_quota_binding, release_quota
+from extender.binder.pacing import LoopShare
 from extender.binder.placements import placements_by_tier
 from extender.binder.plan import OWNED_STATUS_FIELDS, PodPatch, QuotaStatusWrite, WritePlan, merge_inflight, plan_writes
 from extender.binder.reconcile import StatusReconciler
@@ -50,7 +51,11 @@ class Writer(Protocol):
     """What the loop needs of ``extender.kube.writer.KubeWriter``."""
 
     async def update_quota_status(
-        self, name: str, mutate: Callable[[dict[str, Any]], dict[str, Any] | None]
+        self,
+        name: str,
+        mutate: Callable[[dict[str, Any]], dict[str, Any] | None],
+        *,
+        current: dict[str, Any] | None = None,
     ) -> dict[str, Any] | None: ...
 
     async def patch_pod_annotations(
@@ -103,9 +108,12 @@ class BinderLoop:
         concurrency: int = 16,
         on_cycle: Callable[[CycleReport], Awaitable[None] | None] | None = None,
         event_repeat: float = 30.0,
+        loop_share: float = 0.25,
     ) -> None:
         """``event_repeat``: while a job stays stopped for the same reason, its Event is posted
-        again (the writer bumps its ``count``) at most this often, in session seconds."""
+        again (the writer bumps its ``count``) at most this often, in session seconds.
+        ``loop_share``: the most of the event loop's time the cycle's writes may take
+        (``extender/binder/pacing.py``); the verbs always get the rest."""
         self.cache = cache
         self.scheduler = scheduler
         self.writer = writer
@@ -120,6 +128,7 @@ class BinderLoop:
         self._posted: dict[str, tuple[str, float]] = {}  # job → (message, when) of the last event posted
         self._warned_scattered: set[str] = set()
         self._sem = asyncio.Semaphore(concurrency)
+        self.pace = LoopShare(loop_share)
         self.statuses = StatusReconciler(cache, writer, guard=self._guarded, count=self._count)
         self._zone_generation = -1  # cache generation the zone labels were last in step with
 
@@ -180,19 +189,23 @@ class BinderLoop:
         return report
 
     # --- writes ----------------------------------------------------------------------------------
-    async def _guarded(self, coro: Awaitable[Any]) -> Any:
+    async def _guarded(self, work: Awaitable[Any]) -> Any:
+        """``work`` with at most ``concurrency`` others in flight, paced to the loop share."""
         async with self._sem:
-            return await coro
+            if isinstance(work, Coroutine):
+                return await self.pace.run(work)
+            return await work
 
-    async def _each(self, items: list[T], one: Callable[[T], Awaitable[None]]) -> None:
+    async def _each(self, items: list[T], one: Callable[[T], Coroutine[Any, Any, None]]) -> None:
         """``one(item)`` for every item, ``concurrency`` at a time, by that many workers taking
         the next item in turn: at most ``concurrency`` tasks, so that 16,000 writes do not put
-        16,000 task steps into one turn of the event loop (a stall of the other requests)."""
+        16,000 task steps into one turn of the event loop (a stall of the other requests), and
+        every step paced to the loop share."""
         items_left = iter(items)
 
         async def worker() -> None:
             for item in items_left:
-                await one(item)
+                await self.pace.run(one(item))
 
         await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(items)))))
 
@@ -200,10 +213,12 @@ class BinderLoop:
         failed: set[str] = set()
 
         async def one(w: QuotaStatusWrite) -> None:
-            expected = ((self.cache.quota_object(w.name) or {}).get("status") or {}).get("nodeName") or ""
+            seen = self.cache.quota_object(w.name)
+            expected = ((seen or {}).get("status") or {}).get("nodeName") or ""
             skipped: list[str] = []
 
             def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+                skipped.clear()  # what the last call (the one the writer acted on) found
                 status = dict(obj.get("status") or {})
                 if (status.get("nodeName") or "") != expected:
                     skipped.append("moved")
@@ -226,7 +241,9 @@ class BinderLoop:
                 return status
 
             try:
-                obj = await self.writer.update_quota_status(w.name, mutate)
+                # written from the cache's copy (one request, not a read and a write): its
+                # resourceVersion makes the API refuse it if the copy is not the stored object
+                obj = await self.writer.update_quota_status(w.name, mutate, current=dict(seen) if seen else None)
             except Exception as exc:
                 await self.cache.gate.writable()
                 failed.add(w.name)

@@ -58,7 +58,9 @@ class Writer:
         self.quota_statuses: dict[str, Obj] = {}
         self.pod_patches: dict[str, dict[str, str | None]] = {}
 
-    async def update_quota_status(self, name: str, mutate: Callable[[Obj], Obj | None]) -> Obj | None:
+    async def update_quota_status(
+        self, name: str, mutate: Callable[[Obj], Obj | None], *, current: Obj | None = None
+    ) -> Obj | None:
         current = copy.deepcopy(self.cache.quota_object(name) or {})
         status = mutate(copy.deepcopy(current))
         if status is None:

@@ -46,7 +46,9 @@ class RecordingWriter:
         self.bindings.append((namespace, name, uid, node, dict(annotations)))
         return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
-    async def update_quota_status(self, name: str, mutate: Callable[[Obj], Obj | None]) -> Obj | None:
+    async def update_quota_status(
+        self, name: str, mutate: Callable[[Obj], Obj | None], *, current: Obj | None = None
+    ) -> Obj | None:
         current = copy.deepcopy(dict(self.cache.quota_object(name) or {}))
         status = mutate(copy.deepcopy(current))
         if status is None:

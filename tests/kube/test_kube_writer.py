@@ -85,6 +85,53 @@ async def test_quota_status_read_modify_write(emu: Emulator, api: Any) -> None:
     assert same["status"] == none["status"] == out["status"]
 
 
+def _quota_calls(emu: Emulator, name: str) -> list[tuple[str, int]]:
+    return [(r.verb, r.code) for r in emu.journal.records() if r.resource == "quotas" and r.name == name]
+
+
+async def test_quota_status_from_an_up_to_date_copy_is_one_request(emu: Emulator, api: Any) -> None:
+    name = quota(emu, {"phase": "QuotaEmpty"})
+    seen = emu.get(wellknown.API_VERSION, "quotas", name)
+    emu.journal.clear()
+    out = await writer(api).update_quota_status(name, lambda q: {"phase": "QuotaBound", "nodeName": "n1"}, current=seen)
+    assert _quota_calls(emu, name) == [("update", 200)]  # no read first
+    assert out == emu.get(wellknown.API_VERSION, "quotas", name)
+    assert out["status"] == {"phase": "QuotaBound", "nodeName": "n1"}
+    assert seen["status"] == {"phase": "QuotaEmpty"}, "the caller's copy is not changed"
+
+
+async def test_quota_status_from_a_stale_copy_is_refused_then_re_read(emu: Emulator, api: Any) -> None:
+    name = quota(emu, {"tasks": ["default/a"]})
+    stale = emu.get(wellknown.API_VERSION, "quotas", name)
+    other = writer(api)
+    await other.update_quota_status(name, lambda q: {"tasks": [*q["status"]["tasks"], "default/b"]})
+    emu.journal.clear()
+
+    def claim(q: dict[str, Any]) -> dict[str, Any]:
+        return {"tasks": sorted({*q["status"]["tasks"], "default/c"})}
+
+    # retries=1: the copy's round does not count against the fresh reads
+    out = await writer(api, retries=1).update_quota_status(name, claim, current=stale)
+    assert _quota_calls(emu, name) == [("update", 409), ("get", 200), ("update", 200)]
+    assert out["status"] == {"tasks": ["default/a", "default/b", "default/c"]}, "the other write is kept"
+    assert out == emu.get(wellknown.API_VERSION, "quotas", name)
+
+
+async def test_nothing_to_write_is_decided_on_a_fresh_read_not_on_the_copy(emu: Emulator, api: Any) -> None:
+    name = quota(emu, {"phase": "QuotaEmpty"})
+    stale = emu.get(wellknown.API_VERSION, "quotas", name)
+    await writer(api).update_quota_status(name, lambda q: {"phase": "QuotaBound", "nodeName": "n9"})
+    emu.journal.clear()
+    # by the copy the status is already what is wanted; the stored object says otherwise
+    out = await writer(api).update_quota_status(name, lambda q: {"phase": "QuotaEmpty"}, current=stale)
+    assert _quota_calls(emu, name) == [("get", 200), ("update", 200)]
+    assert emu.get(wellknown.API_VERSION, "quotas", name)["status"] == out["status"] == {"phase": "QuotaEmpty"}
+    emu.journal.clear()
+    fresh = emu.get(wellknown.API_VERSION, "quotas", name)
+    same = await writer(api).update_quota_status(name, lambda q: {"phase": "QuotaEmpty"}, current=fresh)
+    assert _quota_calls(emu, name) == [("get", 200)] and same == fresh  # read, found equal, nothing written
+
+
 async def test_quota_status_conflicts_are_re_read_and_re_applied(emu: Emulator, api: Any) -> None:
     name = quota(emu, {"n": 0})
     emu.faults.add("update", QUOTA_STATUS_PATH, code=409, count=2)

@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 _CHILD = """
 import logging
 from extender.logs import setup_logging
-setup_logging("{level}", "{fmt}")
+setup_logging("{level}", "{fmt}", background={background})
 log = logging.getLogger("extender.binder.loop")
 log.debug("hidden")
 log.info("quota %s bound to %s", "q-7", "n3", extra={{"quota": "q-7", "job": "ml/llama", "node": "n3"}})
@@ -30,9 +30,9 @@ except RuntimeError:
 """
 
 
-def _child(level: str, fmt: str) -> list[str]:
+def _child(level: str, fmt: str, background: bool = False) -> list[str]:
     out = subprocess.run(
-        [sys.executable, "-c", _CHILD.format(level=level, fmt=fmt)],
+        [sys.executable, "-c", _CHILD.format(level=level, fmt=fmt, background=background)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -42,8 +42,9 @@ def _child(level: str, fmt: str) -> list[str]:
     return out.stderr.splitlines()
 
 
-def test_json_lines_carry_the_extra_fields() -> None:
-    lines = _child("INFO", "json")
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_json_lines_carry_the_extra_fields(background: bool) -> None:
+    lines = _child("INFO", "json", background)
     docs = [json.loads(line) for line in lines if line.startswith("{")]
     assert len(docs) == 2, lines  # debug is below INFO
     first, second = docs
@@ -55,10 +56,30 @@ def test_json_lines_carry_the_extra_fields() -> None:
     assert "RuntimeError: boom" in second["exc_info"]
 
 
-def test_text_stays_the_default_shape() -> None:
-    lines = _child("debug", "text")
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_text_stays_the_default_shape(background: bool) -> None:
+    lines = _child("debug", "text", background)
     assert any(line.endswith("INFO extender.binder.loop: quota q-7 bound to n3") for line in lines), lines
     assert any("DEBUG extender.binder.loop: hidden" in line for line in lines)
+    assert any(line.endswith("ERROR extender.binder.loop: cycle failed") for line in lines), lines
+    assert lines[-1] == "RuntimeError: boom"  # the traceback follows the line
+
+
+_MUTATED = """
+import logging
+from extender.logs import setup_logging
+setup_logging("info", "text", background=True)
+items = ["before"]
+logging.getLogger("x").info("items %s", items)
+items[0] = "after"  # changed after the call: the line says what it was at the call
+"""
+
+
+def test_background_lines_say_what_was_logged_at_the_call() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _MUTATED], cwd=REPO, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stderr.rstrip().endswith("INFO x: items ['before']"), out.stderr
 
 
 @pytest.mark.parametrize("given", ["info", "INFO", "Info", " warning "])
