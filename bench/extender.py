@@ -68,6 +68,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
+from bench.child import body_of, pct, pin, settle_heap, until_eof  # noqa: E402
 from bench.rawhttp import RawClient  # noqa: E402
 from extender.cache.cache import ClusterCache  # noqa: E402
 from extender.conf import default_policy  # noqa: E402
@@ -137,15 +138,6 @@ def floor_app(writer: Any, node_of_uid: dict[str, str]) -> Any:
     the same client with the same annotations."""
     from extender import wellknown
 
-    async def body_of(receive: Any) -> bytes:
-        chunks = []
-        more = True
-        while more:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        return b"".join(chunks)
-
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return
@@ -174,25 +166,6 @@ def floor_app(writer: Any, node_of_uid: dict[str, str]) -> Any:
 
 
 # --- the servers (child processes) -------------------------------------------------------------
-async def _until_eof(report: Callable[[], Obj]) -> None:
-    """Serve until the parent closes stdin; a ``cpu`` line is answered with this process's CPU time."""
-    loop = asyncio.get_running_loop()
-    while True:
-        line = await loop.run_in_executor(None, sys.stdin.readline)
-        if not line:
-            return
-        if line.strip() == "cpu":
-            print(json.dumps({"cpu": time.process_time(), **report()}), flush=True)
-
-
-def settle_heap(args: argparse.Namespace) -> None:
-    """The build is over: collect (and with ``--gc-freeze`` freeze) what it made, collect again from now on."""
-    if args.gc_freeze:
-        gc.collect()
-        gc.freeze()
-    gc.enable()
-
-
 async def serve_main(args: argparse.Namespace) -> None:
     gc.disable()  # building the cluster makes ~10⁵ long-lived objects: no collections meanwhile
     from extender.api.extender import create_app
@@ -221,7 +194,7 @@ async def serve_main(args: argparse.Namespace) -> None:
             n = sum(1 for r in emulator.journal.records() if r.subresource == "binding" and r.code == 201)
             return {"bindings_created": n}
 
-        await _until_eof(bindings)
+        await until_eof(bindings)
         print(json.dumps(bindings()), flush=True)
         await emulator.stop_async()
         return
@@ -247,7 +220,7 @@ async def serve_main(args: argparse.Namespace) -> None:
     prof = cProfile.Profile() if args.server_profile and state is not None else None
     if prof is not None:
         prof.enable()
-    await _until_eof(dict)
+    await until_eof(dict)
     if prof is not None:
         prof.disable()
         text = io.StringIO()
@@ -311,20 +284,15 @@ class Child:
 Post = Callable[[str, bytes], Awaitable[bytes]]
 
 
-def _pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))]
-
-
 def summary(pairs: list[float], filters: list[float], binds: list[float]) -> dict[str, Any]:
     ms = 1000.0
     return {
         "pairs": len(pairs),
-        "p50_ms": round(_pct(pairs, 0.50) * ms, 3),
-        "p99_ms": round(_pct(pairs, 0.99) * ms, 3),
+        "p50_ms": round(pct(pairs, 0.50) * ms, 3),
+        "p99_ms": round(pct(pairs, 0.99) * ms, 3),
         "mean_ms": round(statistics.fmean(pairs) * ms, 3),
-        "filter_p50_ms": round(_pct(filters, 0.50) * ms, 3),
-        "bind_p50_ms": round(_pct(binds, 0.50) * ms, 3),
+        "filter_p50_ms": round(pct(filters, 0.50) * ms, 3),
+        "bind_p50_ms": round(pct(binds, 0.50) * ms, 3),
     }
 
 
@@ -419,14 +387,6 @@ async def measure_size(nodes: int, args: argparse.Namespace) -> dict[str, Any]:
 
 def _gc_flag(args: argparse.Namespace) -> list[str]:
     return ["--gc-freeze"] if args.gc_freeze else ["--no-gc-freeze"]
-
-
-def pin(cpu: int, *pids: int) -> list[int]:
-    """Pin these processes (0: this one) to one CPU (``cpu`` −1: leave them as they are)."""
-    if cpu >= 0 and hasattr(os, "sched_setaffinity"):
-        for pid in pids:
-            os.sched_setaffinity(pid, {cpu})
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
 
 async def client_main(args: argparse.Namespace) -> dict[str, Any]:

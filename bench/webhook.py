@@ -75,6 +75,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
+from bench.child import pct, pin, settle_heap, until_eof  # noqa: E402
 from bench.rawhttp import RawClient  # noqa: E402
 from bench.webhook_parts import (  # noqa: E402
     CLAIM_TTL,
@@ -98,24 +99,6 @@ Obj = dict[str, Any]
 
 
 # --- the servers (child processes) ----------------------------------------------------------------
-async def _until_eof(report: Callable[[], Obj]) -> None:
-    """Serve until the parent closes stdin; a ``cpu`` line is answered with this process's CPU time."""
-    loop = asyncio.get_running_loop()
-    while True:
-        line = await loop.run_in_executor(None, sys.stdin.readline)
-        if not line:
-            return
-        if line.strip() == "cpu":
-            print(json.dumps({"cpu": time.process_time(), **report()}), flush=True)
-
-
-def settle_heap(args: argparse.Namespace) -> None:
-    if args.gc_freeze:
-        gc.collect()
-        gc.freeze()
-    gc.enable()
-
-
 async def serve_main(args: argparse.Namespace) -> None:
     gc.disable()  # building the cluster makes ~10⁵ long-lived objects: no collections meanwhile
     from extender.emulator import Emulator
@@ -148,7 +131,7 @@ async def serve_main(args: argparse.Namespace) -> None:
                 "conflicts": sum(1 for r in records if r.verb == "update" and r.code == 409),
             }
 
-        await _until_eof(calls)
+        await until_eof(calls)
         print(json.dumps(calls()), flush=True)
         await emulator.stop_async()
         return
@@ -186,7 +169,7 @@ async def serve_main(args: argparse.Namespace) -> None:
     prof = cProfile.Profile() if args.server_profile and state is not None else None
     if prof is not None:
         prof.enable()
-    await _until_eof(report)
+    await until_eof(report)
     if prof is not None:
         prof.disable()
         text = io.StringIO()
@@ -254,18 +237,6 @@ class Child:
 
 
 # --- measuring ------------------------------------------------------------------------------------
-def pin(cpu: int, *pids: int) -> None:
-    """Pin these processes (0: this one) to one CPU (``cpu`` −1: leave them as they are)."""
-    if cpu >= 0 and hasattr(os, "sched_setaffinity"):
-        for pid in pids:
-            os.sched_setaffinity(pid, {cpu})
-
-
-def _pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))]
-
-
 class Side:
     """One server's share of the run: CPU seconds and counters over its blocks, client latencies."""
 
@@ -304,8 +275,8 @@ class Side:
             "assigned_share": round(assigned / n, 4),
             "api_calls_per_admission": {k: round(v / n, 3) for k, v in self.api.items()},
             "reply_bytes_mean": round(replies / n, 1),
-            "p50_ms": round(_pct(self.latencies, 0.5) * 1000, 3),
-            "p99_ms": round(_pct(self.latencies, 0.99) * 1000, 3),
+            "p50_ms": round(pct(self.latencies, 0.5) * 1000, 3),
+            "p99_ms": round(pct(self.latencies, 0.99) * 1000, 3),
             "mean_ms": round(statistics.fmean(self.latencies) * 1000, 3),
         }
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from bench.child import body_of
 from extender import wellknown
 from extender.cache.cache import ClusterCache
 from tests import builders as b
@@ -258,15 +259,6 @@ def floor_app(writer: Any, objs: list[Obj]) -> tuple[Any, Obj]:
     index_label = "training.kubeflow.org/replica-index"
     quota_key = wellknown.ANNO_QUOTA_NAME.replace("/", "~1")
     index_key = wellknown.ANNO_TASK_INDEX.replace("/", "~1")
-
-    async def body_of(receive: Any) -> bytes:
-        chunks = []
-        more = True
-        while more:
-            message = await receive()
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        return b"".join(chunks)
 
     async def app(scope: Obj, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

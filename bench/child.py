@@ -1,0 +1,62 @@
+"""What the HTTP benchmarks' server processes share (``bench/webhook.py``, ``bench/extender.py``):
+serving until the parent closes stdin while answering CPU-time queries, settling the heap after
+the build, reading an ASGI body, pinning processes to a CPU, and percentiles."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["body_of", "pct", "pin", "settle_heap", "until_eof"]
+
+
+async def until_eof(report: Callable[[], dict[str, Any]]) -> None:
+    """Serve until the parent closes stdin; a ``cpu`` line is answered with this process's CPU time."""
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            return
+        if line.strip() == "cpu":
+            print(json.dumps({"cpu": time.process_time(), **report()}), flush=True)
+
+
+def settle_heap(args: argparse.Namespace) -> None:
+    """The build is over: collect (and with ``--gc-freeze`` freeze) what it made, collect again from now on."""
+    if args.gc_freeze:
+        gc.collect()
+        gc.freeze()
+    gc.enable()
+
+
+async def body_of(receive: Any) -> bytes:
+    """The whole body of an ASGI request."""
+    chunks = []
+    more = True
+    while more:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+def pin(cpu: int, *pids: int) -> list[int]:
+    """Pin these processes (0: this one) to one CPU (``cpu`` −1: leave them as they are); the CPUs
+    this process may run on afterwards."""
+    if cpu >= 0 and hasattr(os, "sched_setaffinity"):
+        for pid in pids:
+            os.sched_setaffinity(pid, {cpu})
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def pct(xs: list[float], q: float) -> float:
+    """The ``q`` quantile of ``xs`` (nearest rank)."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
