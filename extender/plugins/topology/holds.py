@@ -55,6 +55,11 @@ class HoldBook:
         self.expired = frozenset(holds) - frozenset(self._holds)  # their gangs wait anew before holding
         self._holder = {n: job for job, h in self._holds.items() for n in h.nodes}
 
+    @classmethod
+    def none(cls) -> HoldBook:
+        """A book that holds nothing."""
+        return cls({}, 0.0, 1.0)
+
     def any(self) -> bool:
         return bool(self._holds)
 

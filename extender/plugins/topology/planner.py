@@ -91,7 +91,21 @@ class GangPlanner:
         self.ssn, self.memo = ssn, memo
         self.pack, self.continuity = pack, continuity
         self.affinity, self.holds = affinity, holds
-        self._mind_holds = True  # False: plan as if nothing were held (what a hold costs a gang)
+        self._unheld: GangPlanner | None = None
+
+    def without_holds(self) -> GangPlanner:
+        """A planner of the same session that sees no holds: what a gang would get were nothing
+        held (it shares the memo, which knows nothing of holds)."""
+        if self._unheld is None:
+            self._unheld = GangPlanner(
+                self.ssn,
+                self.memo,
+                pack=self.pack,
+                continuity=self.continuity,
+                affinity=self.affinity,
+                holds=HoldBook.none(),
+            )
+        return self._unheld
 
     def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo]) -> GangPlan | Status:
         """Nodes for the job's unbound ``quotas`` (all its quotas, rank order, bound ones included)."""
@@ -128,7 +142,7 @@ class GangPlanner:
         best = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
         if self.holds.any():
             # a hold may make a gang wait, never make it span more zones than it would without
-            free = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones, mind_holds=False)
+            free = self.without_holds()._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
             if free is not None and (best is None or free.key[:2] < best.key[:2]):
                 holders = sorted({self.holds.holder(n) for z in free.zones for n in memo.zone_nodes[z.id]} - {""})
                 what = describe_gang(unbound, self.ssn.gpu_resources)
@@ -191,19 +205,13 @@ class GangPlanner:
         *,
         need: int,
         bound_zones: list[ZoneId],
-        mind_holds: bool = True,
     ) -> _SpecPlan | None:
-        saved = self._mind_holds
-        self._mind_holds = mind_holds
-        try:
-            best: _SpecPlan | None = None
-            for spec in specs:
-                plan = self._plan_spec(job, head, sid, spec, need=need, bound_zones=bound_zones)
-                if plan is not None and (best is None or plan.key < best.key):
-                    best = plan
-            return best
-        finally:
-            self._mind_holds = saved
+        best: _SpecPlan | None = None
+        for spec in specs:
+            plan = self._plan_spec(job, head, sid, spec, need=need, bound_zones=bound_zones)
+            if plan is not None and (best is None or plan.key < best.key):
+                best = plan
+        return best
 
     # --- one GPU spec ------------------------------------------------------------------------
     def _offer(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer:
@@ -360,7 +368,7 @@ class GangPlanner:
         return self.memo.levels + 1
 
     def _holding(self) -> bool:
-        return self._mind_holds and self.holds.any()
+        return self.holds.any()
 
     # --- ranks and failures ------------------------------------------------------------------
     def _ranges(self, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> list[tuple[int | None, int | None]]:
