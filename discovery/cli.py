@@ -208,17 +208,16 @@ def _stop_event() -> asyncio.Event:
 
 @contextlib.asynccontextmanager
 async def _sink(args: argparse.Namespace, *, collect: bool) -> AsyncIterator[TopologySink]:
-    """The RoCE agent writes only its node's NodeTopology (``label_nodes=False``): the binder
-    leader copies its ``zone`` label onto the Node. The IB collector labels the nodes it maps."""
-    label_nodes = args.discover_kind != "roce"
+    """The agents write NodeTopology objects only (with their ``zone`` label): the binder leader
+    copies the label onto the Node, so neither the RoCE agent nor the IB collector may write Nodes."""
     if args.dry_run:
         if args.kubeconfig:
-            async with kube.open_reader(args.kubeconfig, label_nodes=label_nodes) as reader:
+            async with kube.open_reader(args.kubeconfig) as reader:
                 yield kube.DryRunKubeSink(reader, collect=collect)
         else:
             yield DryRunSink(collect=collect)
         return
-    async with kube.open_sink(args.kubeconfig, label_nodes=label_nodes) as sink:
+    async with kube.open_sink(args.kubeconfig) as sink:
         yield sink
 
 

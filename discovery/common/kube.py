@@ -60,13 +60,13 @@ def _ntopo_path(node: str) -> str:
 
 
 class KubeReader:
-    """``label_nodes=False`` (the RoCE agent): the ``zone`` label is read from the NodeTopology
-    itself, never from the Node — the agent may not read or write Nodes; the binder leader copies
-    the label onto the Node (``extender.binder.loop``)."""
+    """What a discovery agent reads: NodeTopology objects and, for the IB collector, the list of
+    Nodes (hostname → node). The ``zone`` label is read from the NodeTopology itself: no agent
+    reads or writes a Node's labels — the binder leader copies the label onto the Node
+    (``extender.binder.loop``)."""
 
-    def __init__(self, api: Any, *, label_nodes: bool = True) -> None:
+    def __init__(self, api: Any) -> None:
         self.api = api
-        self.label_nodes = label_nodes
 
     async def _get(self, path: str, what: str) -> dict[str, Any] | None:
         resp = await client.request(self.api, "GET", path)
@@ -79,21 +79,11 @@ class KubeReader:
     async def get_node_topology(self, node: str) -> dict[str, Any] | None:
         return await self._get(_ntopo_path(node), f"get NodeTopology {node}")
 
-    async def node_labels(self, node: str) -> dict[str, str] | None:
-        obj = await self._get(f"/api/v1/nodes/{node}", f"get node {node}")
-        if obj is None:
-            return None
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        return {str(k): str(v) for k, v in labels.items()}
-
     async def read(self, node: str) -> Published:
         obj = await self.get_node_topology(node)
         spec = spec_from_json(obj.get("spec")) if obj is not None else None
-        if not self.label_nodes:
-            own = ((obj or {}).get("metadata") or {}).get("labels") or {}
-            return Published(spec, own.get(wellknown.LABEL_ZONE))
-        labels = await self.node_labels(node)
-        return Published(spec, (labels or {}).get(wellknown.LABEL_ZONE))
+        own = ((obj or {}).get("metadata") or {}).get("labels") or {}
+        return Published(spec, own.get(wellknown.LABEL_ZONE))
 
     async def list_nodes(self) -> Sequence[NodeRef]:
         out: list[NodeRef] = []
@@ -115,9 +105,9 @@ class KubeReader:
 
 
 @contextlib.asynccontextmanager
-async def open_reader(kubeconfig: str | None, *, label_nodes: bool = True) -> AsyncIterator[KubeReader]:
+async def open_reader(kubeconfig: str | None) -> AsyncIterator[KubeReader]:
     async with open_api(kubeconfig) as api:
-        yield KubeReader(api, label_nodes=label_nodes)
+        yield KubeReader(api)
 
 
 class DryRunKubeSink(DryRunSink):
@@ -135,25 +125,18 @@ class DryRunKubeSink(DryRunSink):
 
 
 class KubeSink(KubeReader):
-    """The real sink: NodeTopology and labels written with :class:`~extender.kube.writer.KubeWriter`."""
+    """The real sink: the NodeTopology (spec and its own ``zone`` label) written with
+    :class:`~extender.kube.writer.KubeWriter`; never a Node."""
 
     dry_run = False
 
-    def __init__(self, api: Any, writer: KubeWriter, *, label_nodes: bool = True) -> None:
-        super().__init__(api, label_nodes=label_nodes)
+    def __init__(self, api: Any, writer: KubeWriter) -> None:
+        super().__init__(api)
         self.writer = writer
 
     async def publish(self, node: str, spec: NodeTopologySpec, zone_label: str | None) -> bool:
         # None removes the label: a node that lost every switch must not keep its old zone
         _, changed = await self.writer.apply_node_topology(node, spec, {wellknown.LABEL_ZONE: zone_label})
-        if not self.label_nodes:
-            return changed  # the NodeTopology's own zone label: the binder leader copies it to the Node
-        node_labels = await self.node_labels(node)
-        if node_labels is None:
-            log.warning("node %s does not exist: NodeTopology written, no zone label set", node)
-        elif node_labels.get(wellknown.LABEL_ZONE) != zone_label:
-            await self.writer.patch_node_labels(node, {wellknown.LABEL_ZONE: zone_label})
-            changed = True
         return changed
 
     async def heartbeat(self, node: str, observed_at: str, agent: str) -> bool:
@@ -163,9 +146,9 @@ class KubeSink(KubeReader):
 
 
 @contextlib.asynccontextmanager
-async def open_sink(kubeconfig: str | None, *, label_nodes: bool = True) -> AsyncIterator[KubeSink]:
+async def open_sink(kubeconfig: str | None) -> AsyncIterator[KubeSink]:
     async with open_api(kubeconfig) as api:
-        yield KubeSink(api, KubeWriter(api), label_nodes=label_nodes)
+        yield KubeSink(api, KubeWriter(api))
 
 
 @contextlib.asynccontextmanager

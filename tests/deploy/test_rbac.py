@@ -48,19 +48,15 @@ def _call(verb: str, group: str, resource: str, subresource: str = "") -> Any:
 
 # Which component makes which KubeWriter call.
 def _roce_writer_calls() -> set[Any]:
-    # KubeWriter.apply_node_topology (get, create, update), .update_node_topology_status (get,
-    # update status: the heartbeat): its own NodeTopology only, never a Node
+    # both discovery agents: KubeWriter.apply_node_topology (get, create, update) and
+    # .update_node_topology_status (update status: the heartbeat) — the RoCE agent for its own
+    # node, the IB collector for every node it maps; never a Node
     return {
         _call("get", GROUP, "nodetopologies"),
         _call("create", GROUP, "nodetopologies"),
         _call("update", GROUP, "nodetopologies"),
         _call("update", GROUP, "nodetopologies", "status"),
     }
-
-
-def _discovery_writer_calls() -> set[Any]:
-    # the IB collector: the RoCE agent's calls and .patch_node_labels of the nodes it maps
-    return _roce_writer_calls() | {_call("patch", "", "nodes")}
 
 
 def _lease_calls() -> set[Any]:
@@ -166,7 +162,7 @@ def _lease_role(lease: str) -> set[Grant]:
 
 def test_the_writer_calls_are_all_assigned_to_a_component() -> None:
     calls = set(_writer_calls())
-    assigned = _serve_writer_calls() | _discovery_writer_calls() | _lease_calls()
+    assigned = _serve_writer_calls() | _roce_writer_calls() | _lease_calls()
     assert assigned == calls, (
         f"KubeWriter.API_CALLS changed: unassigned {sorted(calls - assigned)}, gone {sorted(assigned - calls)}; "
         "assign each call to its component here and grant it in the chart"
@@ -263,7 +259,6 @@ def _recorded_reads(run: Any) -> set[Grant]:
 
 def _roce_expected() -> set[Grant]:
     async def run(reader: Any) -> None:
-        reader.label_nodes = False  # as `discover roce` runs it
         await reader.read("n0")  # its NodeTopology (with the zone label it wrote)
 
     return _recorded_reads(run) | {_as_grant(c) for c in _roce_writer_calls()}
@@ -274,7 +269,7 @@ def _ib_expected() -> set[Grant]:
         await reader.list_nodes()  # hostname → node
         await reader.read("n0")
 
-    return _recorded_reads(run) | {_as_grant(c) for c in _discovery_writer_calls()}
+    return _recorded_reads(run) | {_as_grant(c) for c in _roce_writer_calls()}
 
 
 def test_roce_agent_role_is_exactly_what_it_calls() -> None:
@@ -301,8 +296,8 @@ def test_ib_collector_roles_are_exactly_what_it_calls() -> None:
 def test_recorded_reads_are_what_the_reader_does() -> None:
     """The recorder itself: a GET by name is `get`, a collection GET is `list`."""
     assert not {g for g in _roce_expected() if g[1] == "nodes"}  # the RoCE agent never touches a Node
-    assert ("", "nodes", "get", "") in _ib_expected()
-    assert ("", "nodes", "list", "") in _ib_expected()
+    # the IB collector only lists the Nodes (hostname → node); it neither reads nor writes one
+    assert {g for g in _ib_expected() if g[1] == "nodes"} == {("", "nodes", "list", "")}
     assert (GROUP, "nodetopologies", "get", "") in _roce_expected()
 
 

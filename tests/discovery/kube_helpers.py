@@ -42,6 +42,16 @@ def spec_writes(emu: Emulator) -> list[tuple[str, str, str]]:
     return [w for w in writes(emu) if w[:2] != HEARTBEAT]
 
 
+def as_the_binder_leaves_it(node: dict[str, Any], topo: dict[str, Any] | None) -> dict[str, Any]:
+    """The Node with its NodeTopology's ``zone`` label copied on, as the binder leader writes it
+    (``extender.binder.loop``; tested in tests/binder/test_loop_emulator.py): no agent writes a Node."""
+    zone = ((topo or {}).get("metadata") or {}).get("labels", {}).get(wellknown.LABEL_ZONE)
+    labels = {k: v for k, v in ((node.get("metadata") or {}).get("labels") or {}).items() if k != wellknown.LABEL_ZONE}
+    if zone:
+        labels[wellknown.LABEL_ZONE] = zone
+    return {**node, "metadata": {**(node.get("metadata") or {}), "labels": labels}}
+
+
 def heartbeat_writes(emu: Emulator) -> list[str]:
     """The node of each heartbeat write, in order."""
     return [name for *call, name in writes(emu) if tuple(call) == HEARTBEAT]

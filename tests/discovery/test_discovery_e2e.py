@@ -140,8 +140,10 @@ async def test_roce_agents_write_node_topologies_and_the_scheduler_zones_follow_
             },
             "tiers": [{"level": 1, "name": "leaf-a,leaf-b"}],
         }
-        assert labels[wellknown.LABEL_ZONE] == topology.zone_label_value(["leaf-a", "leaf-b"])
-        assert obj["metadata"]["labels"][wellknown.LABEL_ZONE] == labels[wellknown.LABEL_ZONE]
+        # the zone label goes on the NodeTopology; no agent writes a Node (the binder leader copies
+        # the label: tests/binder/test_loop_emulator.py)
+        assert obj["metadata"]["labels"][wellknown.LABEL_ZONE] == topology.zone_label_value(["leaf-a", "leaf-b"])
+        assert wellknown.LABEL_ZONE not in labels
         assert groups(zone_keys(state)) == [["n1", "n2"], ["n3"]]
 
         # a second round with nothing changed writes nothing
@@ -158,7 +160,8 @@ async def test_roce_agents_write_node_topologies_and_the_scheduler_zones_follow_
         state = await read_back(kubeconfig, list(wiring))
         obj2, labels2 = state["n2"]
         assert obj2 is not None and obj2["spec"]["zone"] == "roce#leaf-a,leaf-c"
-        assert labels2[wellknown.LABEL_ZONE] == topology.zone_label_value(["leaf-a", "leaf-c"])
+        assert wellknown.LABEL_ZONE not in labels2
+        assert obj2["metadata"]["labels"][wellknown.LABEL_ZONE] == topology.zone_label_value(["leaf-a", "leaf-c"])
         assert groups(zone_keys(state)) == [["n1"], ["n2"], ["n3"]]
 
         # n1 is re-cabled like n2: they share a zone again
@@ -209,11 +212,10 @@ async def test_roce_heartbeat_is_a_status_write_of_its_own_throttled_and_skipped
             assert result.error is None
             return writes(emu)[start:]
 
-        # the first round: the object (POST), the node label, then the heartbeat through the
-        # status subresource — three calls
+        # the first round: the object (POST, with its zone label), then the heartbeat through the
+        # status subresource — two calls, none to the Node
         assert await round_writes() == [
             ("create", "nodetopologies", ""),  # POST to the collection
-            ("patch", "nodes", "gpu-n01"),
             ("update", "nodetopologies/status", "gpu-n01"),
         ]
         ((obj, _),) = (await read_back(kubeconfig, ["gpu-n01"])).values()
@@ -242,12 +244,11 @@ async def test_roce_heartbeat_is_a_status_write_of_its_own_throttled_and_skipped
         second = emu.get(*ntopo)["status"]["observedAt"]
         assert _parse_time(second) - _parse_time(first) >= 299
 
-        # a moved cable: the spec (PUT of the object), the label, and the heartbeat at once
+        # a moved cable: the spec and its zone label (PUT of the object), and the heartbeat at once
         table.write_text(_table(fixtures, {"ens1f0": ("leaf-a", "a-1"), "ens1f1": ("leaf-c", "c-1")}))
         skew[0] += 10
         assert await round_writes() == [
             ("update", "nodetopologies", "gpu-n01"),
-            ("patch", "nodes", "gpu-n01"),
             ("update", "nodetopologies/status", "gpu-n01"),
         ]
         assert emu.get(*ntopo)["spec"]["zone"] == "roce#leaf-a,leaf-c"
@@ -297,9 +298,11 @@ def test_ib_collector_writes_every_node_and_follows_a_moved_cable(
         ("mlx5_0", 1, "MF0;leaf-01:MQM8700/U1"),
         ("mlx5_1", 1, "MF0;leaf-02:MQM8700/U1"),
     ]
-    assert labels[wellknown.LABEL_ZONE] == topology.zone_label_value(
+    assert obj["metadata"]["labels"][wellknown.LABEL_ZONE] == topology.zone_label_value(
         ["MF0;leaf-01:MQM8700/U1", "MF0;leaf-02:MQM8700/U1"]
     )
+    assert wellknown.LABEL_ZONE not in labels  # the collector never writes a Node
+    assert not [r for r in emu.journal.records() if r.resource == "nodes" and r.verb in ("patch", "update")]
     ib_nodes = [n for n in nodes if n != "cpu-01"]
     assert groups({n: k for n, k in zone_keys(state).items() if n in ib_nodes}) == [
         ["gpu-n01"], ["gpu-n02", "node-3"], ["gpu-n04"], ["gpu-n05"],

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kube_helpers import groups, node_obj, read_back, zone_keys
+from kube_helpers import as_the_binder_leaves_it, groups, node_obj, read_back, zone_keys
 from lldp_lab import LldpLab
 
 from discovery.common import kube
@@ -285,7 +285,8 @@ async def test_real_lldp_to_the_api_zones_follow_a_moved_cable(
         assert obj is not None and obj["spec"]["net"]["roce"] == [
             {"name": "eth1", "switchName": "leaf-b", "switchPort": "lb-n3", "rdmaDevice": "", "master": ""}
         ]
-        assert labels[wellknown.LABEL_ZONE] == topology.zone_label_value(["leaf-b"])
+        assert obj["metadata"]["labels"][wellknown.LABEL_ZONE] == topology.zone_label_value(["leaf-b"])
+        assert wellknown.LABEL_ZONE not in labels  # no agent writes a Node
 
         lab.move_port("la-n2", "la", "lb")  # n2's cable now ends on leaf-b
         await converge({"n1": "leaf-a", "n2": "leaf-b", "n3": "leaf-b"})
@@ -345,7 +346,8 @@ async def test_real_lldp_with_a_fabric_map_gives_the_scheduler_spine_and_core_ti
             out = {}
             for node in wiring:
                 topo = emu.get(wellknown.API_VERSION, wellknown.NODETOPOLOGIES, node)
-                info = convert.node_from_api(emu.get("v1", "nodes", node), topo, convert.ConvertOptions())
+                seen = as_the_binder_leaves_it(emu.get("v1", "nodes", node), topo)
+                info = convert.node_from_api(seen, topo, convert.ConvertOptions())
                 out[node] = info.tiers
             return out
 
