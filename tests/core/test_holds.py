@@ -130,3 +130,14 @@ def test_a_hold_ends_after_hold_seconds_and_is_not_taken_again_at_once() -> None
     assert c.holds() == {}  # failed 1 cycle since: not yet
     c.cycle()
     assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}  # 2 cycles: it holds again
+
+
+def test_a_statically_bound_quota_is_pinned_on_a_held_node() -> None:
+    """``spec.staticBindNode`` is the operator's choice of node: a hold does not overrule it."""
+    c = Cluster(reserve_after_cycles=1)
+    c.cycle()
+    c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    b.feed(c.cache, [b.quota("q-pinned", gpu=2, hca=None, static_bind_node="n2")])
+    c.cycle()
+    assert c.node_of("q-pinned") == "n2"

@@ -229,6 +229,8 @@ class _Topology:
         by their planner, which knows the job when it judges a shape)."""
         if not self.holds.any():
             return SKIP
+        if quota.static_bind_node:  # the operator named its node: a hold does not overrule that
+            return SKIP
         job = _job_of_quota(self.ssn, quota)  # None: not claimed yet (a pod the extender places inline)
         if job is not None and job.topology:
             return SKIP
