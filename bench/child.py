@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
+import io
 import json
 import os
+import pstats
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["body_of", "pct", "pin", "settle_heap", "until_eof"]
+__all__ = ["body_of", "pct", "pin", "settle_heap", "until_eof", "until_eof_profiled"]
 
 
 async def until_eof(report: Callable[[], dict[str, Any]]) -> None:
@@ -26,6 +29,22 @@ async def until_eof(report: Callable[[], dict[str, Any]]) -> None:
             return
         if line.strip() == "cpu":
             print(json.dumps({"cpu": time.process_time(), **report()}), flush=True)
+
+
+async def until_eof_profiled(report: Callable[[], dict[str, Any]], *, profile: bool, cumulative: int) -> None:
+    """:func:`until_eof`, under cProfile when ``profile``: the top 30 by own time and the top
+    ``cumulative`` by cumulative time go to stderr at the end."""
+    prof = cProfile.Profile() if profile else None
+    if prof is not None:
+        prof.enable()
+    await until_eof(report)
+    if prof is not None:
+        prof.disable()
+        text = io.StringIO()
+        stats = pstats.Stats(prof, stream=text)
+        stats.sort_stats("tottime").print_stats(30)
+        stats.sort_stats("cumulative").print_stats(cumulative)
+        print(text.getvalue(), file=sys.stderr)
 
 
 def settle_heap(args: argparse.Namespace) -> None:

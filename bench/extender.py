@@ -68,7 +68,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
-from bench.child import body_of, pct, pin, settle_heap, until_eof  # noqa: E402
+from bench.child import body_of, pct, pin, settle_heap, until_eof, until_eof_profiled  # noqa: E402
 from bench.rawhttp import RawClient  # noqa: E402
 from extender.cache.cache import ClusterCache  # noqa: E402
 from extender.conf import default_policy  # noqa: E402
@@ -217,17 +217,7 @@ async def serve_main(args: argparse.Namespace) -> None:
     server = AppServer(app, name=args.serve)
     await server.start()
     print(json.dumps({"port": server.port, "build_seconds": round(time.perf_counter() - t0, 2)}), flush=True)
-    prof = cProfile.Profile() if args.server_profile and state is not None else None
-    if prof is not None:
-        prof.enable()
-    await until_eof(dict)
-    if prof is not None:
-        prof.disable()
-        text = io.StringIO()
-        stats = pstats.Stats(prof, stream=text)
-        stats.sort_stats("tottime").print_stats(30)
-        stats.sort_stats("cumulative").print_stats(40)
-        print(text.getvalue(), file=sys.stderr)
+    await until_eof_profiled(dict, profile=bool(args.server_profile and state is not None), cumulative=40)
     await server.stop()
     await kube_client.close(api)
     print(json.dumps({"assumed": len(state.cache.assumed) if state is not None else 0}), flush=True)

@@ -75,7 +75,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
-from bench.child import pct, pin, settle_heap, until_eof  # noqa: E402
+from bench.child import pct, pin, settle_heap, until_eof, until_eof_profiled  # noqa: E402
 from bench.rawhttp import RawClient  # noqa: E402
 from bench.webhook_parts import (  # noqa: E402
     CLAIM_TTL,
@@ -166,17 +166,7 @@ async def serve_main(args: argparse.Namespace) -> None:
     server = WebhookServer(app, certfile=args.cert, keyfile=args.key, host="127.0.0.1", port=0)
     port = await server.start()
     print(json.dumps({"port": port, "build_seconds": round(time.perf_counter() - t0, 2)}), flush=True)
-    prof = cProfile.Profile() if args.server_profile and state is not None else None
-    if prof is not None:
-        prof.enable()
-    await until_eof(report)
-    if prof is not None:
-        prof.disable()
-        text = io.StringIO()
-        stats = pstats.Stats(prof, stream=text)
-        stats.sort_stats("tottime").print_stats(30)
-        stats.sort_stats("cumulative").print_stats(60)
-        print(text.getvalue(), file=sys.stderr)
+    await until_eof_profiled(report, profile=bool(args.server_profile and state is not None), cumulative=60)
     if feeder is not None:
         feeder.cancel()
         with contextlib.suppress(asyncio.CancelledError):
