@@ -1,6 +1,6 @@
-"""What the HTTP benchmarks' server processes share (``bench/webhook.py``, ``bench/extender.py``):
-serving until the parent closes stdin while answering CPU-time queries, settling the heap after
-the build, reading an ASGI body, pinning processes to a CPU, and percentiles."""
+"""What the HTTP benchmarks share (``bench/webhook.py``, ``bench/extender.py``): starting a server
+child process, serving until the parent closes stdin while answering CPU-time queries, settling the
+heap after the build, reading an ASGI body, pinning processes to a CPU, and percentiles."""
 
 from __future__ import annotations
 
@@ -15,9 +15,46 @@ import pstats
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["body_of", "pct", "pin", "settle_heap", "until_eof", "until_eof_profiled"]
+__all__ = [
+    "ALL_CPUS",
+    "add_cpu_argument",
+    "body_of",
+    "pct",
+    "pin",
+    "settle_heap",
+    "spawn",
+    "until_eof",
+    "until_eof_profiled",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+ALL_CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+async def spawn(script: str, *extra: str) -> asyncio.subprocess.Process:
+    """``script`` run again as a server child (stdin and stdout piped, this checkout importable;
+    stdout lines up to 1 GiB: a child may print large JSON documents)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        script,
+        *extra,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        limit=1 << 30,
+    )
+
+
+def add_cpu_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cpu",
+        type=int,
+        default=ALL_CPUS[-1] if ALL_CPUS else -1,
+        help="the one CPU every process of the run is pinned to (default: the last one; -1: no pinning)",
+    )
 
 
 async def until_eof(report: Callable[[], dict[str, Any]]) -> None:

@@ -68,7 +68,17 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
-from bench.child import body_of, pct, pin, settle_heap, until_eof, until_eof_profiled  # noqa: E402
+from bench.child import (  # noqa: E402
+    ALL_CPUS,
+    add_cpu_argument,
+    body_of,
+    pct,
+    pin,
+    settle_heap,
+    spawn,
+    until_eof,
+    until_eof_profiled,
+)
 from bench.rawhttp import RawClient  # noqa: E402
 from extender.cache.cache import ClusterCache  # noqa: E402
 from extender.conf import default_policy  # noqa: E402
@@ -76,7 +86,6 @@ from tests import builders as b  # noqa: E402
 
 TARGET_NODES = 5000
 TARGET_RATIO = 1.5
-ALL_CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 Obj = dict[str, Any]
 
 
@@ -231,15 +240,7 @@ class Child:
 
     @staticmethod
     async def start(*extra: str) -> Child:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            __file__,
-            *extra,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            limit=1 << 30,
-        )
+        proc = await spawn(__file__, *extra)
         assert proc.stdout is not None
         line = await proc.stdout.readline()
         if not line:
@@ -435,12 +436,7 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=6, help="alternating blocks the pairs are measured in")
     p.add_argument("--warmup", type=int, default=40)
     p.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument(
-        "--cpu",
-        type=int,
-        default=ALL_CPUS[-1] if ALL_CPUS else -1,
-        help="the one CPU every process of the run is pinned to (default: the last one; -1: no pinning)",
-    )
+    add_cpu_argument(p)
     p.add_argument("--profile", action="store_true", help="cProfile the filter path in process instead")
     p.add_argument("--server-profile", action="store_true", help="cProfile the extender server (its stderr)")
     p.add_argument("--serve", choices=("extender", "floor", "emulator"), help=argparse.SUPPRESS)

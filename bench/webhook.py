@@ -75,7 +75,7 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
-from bench.child import pct, pin, settle_heap, until_eof, until_eof_profiled  # noqa: E402
+from bench.child import add_cpu_argument, pct, pin, settle_heap, spawn, until_eof, until_eof_profiled  # noqa: E402
 from bench.rawhttp import RawClient  # noqa: E402
 from bench.webhook_parts import (  # noqa: E402
     CLAIM_TTL,
@@ -93,7 +93,6 @@ from extender.conf import default_policy  # noqa: E402
 BLOCK_PAUSE = 0.7  # between blocks: the other server's entries on the shared quotas expire
 TARGET_RATIO = 2.0
 TARGET_FLAT = 1.3
-ALL_CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 URL = "/mutate/pods?timeout=10s"
 Obj = dict[str, Any]
 
@@ -186,14 +185,7 @@ class Child:
 
     @staticmethod
     async def spawn(*extra: str) -> Child:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            __file__,
-            *extra,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
+        proc = await spawn(__file__, *extra)
         return Child(proc)
 
     async def send(self, doc: Obj) -> None:
@@ -396,12 +388,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--no-index", action="store_true", help="the webhook without its candidate index (full scan)")
     p.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument(
-        "--cpu",
-        type=int,
-        default=ALL_CPUS[-1] if ALL_CPUS else -1,
-        help="the one CPU every process of the run is pinned to (default: the last one; -1: no pinning)",
-    )
+    add_cpu_argument(p)
     p.add_argument("--profile", action="store_true", help="cProfile dry-run decisions in process instead")
     p.add_argument("--server-profile", action="store_true", help="cProfile the webhook server (its stderr)")
     p.add_argument("--serve", choices=("webhook", "floor", "emulator"), help=argparse.SUPPRESS)
