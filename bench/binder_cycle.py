@@ -79,7 +79,14 @@ SCALE_KEYS = ("nodes", "quotas", "pods", "build_seconds", "peak_rss_mib", "secon
 
 def build(nodes: int, leaves: int, jobs: int, workers: int, system_pods: int = 0) -> ClusterCache:
     cache = ClusterCache(clock=lambda: 1_000_000.0)
-    per_leaf = nodes // leaves
+    b.feed(cache, cluster_objects(nodes, leaves, jobs, workers, system_pods))
+    return cache
+
+
+def cluster_objects(nodes: int, leaves: int, jobs: int, workers: int, system_pods: int = 0) -> list[dict[str, Any]]:
+    """The benchmark's cluster as API objects: nodes in leaves of two GPU models (alternating), and
+    RDMA gangs of ``workers`` whose pods claim their quotas (as the webhook leaves them)."""
+    per_leaf = max(1, nodes // leaves)
     objs: list[dict[str, Any]] = []
     for leaf in range(leaves):
         model = "A100" if leaf % 2 == 0 else "H100"
@@ -104,8 +111,7 @@ def build(nodes: int, leaves: int, jobs: int, workers: int, system_pods: int = 0
     for j in range(jobs):
         gpu = (1, 2, 2, 1)[j % 4]
         objs += b.training_job(f"job{j}", workers, gpu=gpu, hca=1)
-    b.feed(cache, objs)
-    return cache
+    return objs
 
 
 def timed_cycle(cache: ClusterCache) -> tuple[float, float, CycleResult, Any]:

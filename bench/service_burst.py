@@ -60,28 +60,13 @@ sys.path.insert(0, str(ROOT))
 
 import orjson  # noqa: E402
 
+from bench.binder_cycle import cluster_objects  # noqa: E402
 from bench.rawhttp import RawClient  # noqa: E402
-from tests import builders as b  # noqa: E402
 
 TARGET_RATIO = 2.0
 EMULATOR_ARGS = ("nodes", "leaves", "jobs", "workers", "emulator_nice")
 NAMESPACE = "sky-system"
 Obj = dict[str, Any]
-
-
-def cluster(nodes: int, leaves: int, jobs: int, workers: int) -> list[Obj]:
-    """bench/binder_cycle.py's cluster: nodes in leaves of two GPU models, RDMA gangs claiming quotas."""
-    objs: list[Obj] = []
-    per_leaf = max(1, nodes // leaves)
-    for leaf in range(leaves):
-        model = "A100" if leaf % 2 == 0 else "H100"
-        for i in range(per_leaf):
-            name = f"n{leaf * per_leaf + i}"
-            objs.append(b.node(name, gpu_model=model))
-            objs.append(b.topology(name, [f"leaf-{leaf}"]))
-    for j in range(jobs):
-        objs += b.training_job(f"job{j}", workers, gpu=(1, 2, 2, 1)[j % 4], hca=1)
-    return objs
 
 
 # --- the emulator (child process) ----------------------------------------------------------------
@@ -97,7 +82,7 @@ async def emulator_main(args: argparse.Namespace) -> None:
     await emu.start_async()
     emu.load_yaml(crd_directory())
     emu.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-    emu.load([strip_server_fields(o) for o in cluster(args.nodes, args.leaves, args.jobs, args.workers)])
+    emu.load([strip_server_fields(o) for o in cluster_objects(args.nodes, args.leaves, args.jobs, args.workers)])
     now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
     lease = {
         "apiVersion": "coordination.k8s.io/v1",
@@ -272,7 +257,7 @@ async def client_main(args: argparse.Namespace) -> dict[str, Any]:
             tasks = [asyncio.create_task(_lines(service.stderr, log))]
             t_ready = await _until_ready(ops_port, deadline, service)
             out["service_ready_seconds"] = round(t_ready, 1)
-            pod = next(o for o in cluster(args.nodes, args.leaves, 1, args.workers) if o["kind"] == "Pod")
+            pod = next(o for o in cluster_objects(args.nodes, args.leaves, 1, args.workers) if o["kind"] == "Pod")
             stored = await _stored_pod(ops_port, pod)
             names = [f"n{i}" for i in range(min(args.candidates, args.nodes))]
             body = orjson.dumps({"Pod": stored, "Nodes": None, "NodeNames": names})
