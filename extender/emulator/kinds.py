@@ -1,7 +1,9 @@
 """Per-kind semantics the apiserver's registry strategies implement (the subset the emulator keeps).
 
 ``prepare_create`` / ``prepare_update`` mirror ``PrepareForCreate`` / ``PrepareForUpdate`` (what
-the server resets or defaults), ``validate`` mirrors ``Validate`` / ``ValidateUpdate``.
+the server resets or defaults), ``validate`` mirrors ``Validate`` / ``ValidateUpdate``. The
+CustomResourceDefinition strategy is :mod:`extender.emulator.crd`, the MutatingWebhookConfiguration
+one :mod:`extender.emulator.webhookconfig`.
 """
 
 from __future__ import annotations
@@ -10,13 +12,12 @@ import base64
 from typing import Any
 
 from extender.emulator import webhookconfig
+from extender.emulator.crd import crd_status, validate_crd
 from extender.emulator.errors import Cause
-from extender.emulator.jsonpath import JSONPath, JSONPathError
-from extender.emulator.meta import validate_dns_label, validate_dns_subdomain
+from extender.emulator.meta import validate_dns_label
 from extender.emulator.resources import ResourceType
-from extender.emulator.schema import CompiledSchema, check_schema
 
-__all__ = ["crd_status", "prepare_create", "prepare_update", "spec_part", "validate"]
+__all__ = ["prepare_create", "prepare_update", "spec_part", "validate"]
 
 Obj = dict[str, Any]
 
@@ -129,7 +130,7 @@ def validate(rt: ResourceType, obj: Obj, old: Obj | None) -> list[Cause]:
     if rt.key == "pods":
         return _validate_pod(obj, old)
     if rt.key == "customresourcedefinitions.apiextensions.k8s.io":
-        return _validate_crd(obj, old)
+        return validate_crd(obj, old)
     if rt.key == webhookconfig.KEY:
         return webhookconfig.validate_configuration(obj)
     if rt.key == "events":
@@ -196,237 +197,3 @@ def _validate_pod(pod: Obj, old: Obj | None) -> list[Cause]:
                 )
             )
     return causes
-
-
-_STR: Obj = {"type": "string"}
-_STRS: Obj = {"type": "array", "items": _STR}
-_CRD_SHAPE = CompiledSchema(
-    {
-        "type": "object",
-        "required": ["spec"],
-        "properties": {
-            "spec": {
-                "type": "object",
-                "required": ["group", "names", "scope", "versions"],
-                "properties": {
-                    "group": _STR,
-                    "scope": _STR,
-                    "names": {
-                        "type": "object",
-                        "required": ["plural", "kind"],
-                        "properties": {
-                            "plural": _STR,
-                            "singular": _STR,
-                            "kind": _STR,
-                            "listKind": _STR,
-                            "shortNames": _STRS,
-                            "categories": _STRS,
-                        },
-                    },
-                    "versions": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["name", "served", "storage"],
-                            "properties": {
-                                "name": _STR,
-                                "served": {"type": "boolean"},
-                                "storage": {"type": "boolean"},
-                                "deprecated": {"type": "boolean"},
-                                "schema": {"type": "object"},
-                                "subresources": {"type": "object"},
-                                "additionalPrinterColumns": {
-                                    "type": "array",
-                                    "items": {
-                                        "type": "object",
-                                        "required": ["name", "type", "jsonPath"],
-                                        "properties": {
-                                            "name": _STR,
-                                            "type": _STR,
-                                            "jsonPath": _STR,
-                                            "format": _STR,
-                                            "description": _STR,
-                                            "priority": {"type": "integer"},
-                                        },
-                                    },
-                                },
-                                "selectableFields": {
-                                    "type": "array",
-                                    "items": {
-                                        "type": "object",
-                                        "required": ["jsonPath"],
-                                        "properties": {"jsonPath": _STR},
-                                    },
-                                },
-                            },
-                        },
-                    },
-                },
-            }
-        },
-    }
-)
-"""The shape of a CRD (types of the fields the emulator reads), checked before its semantics."""
-
-
-def _validate_crd(crd: Obj, old: Obj | None) -> list[Cause]:
-    shape = _CRD_SHAPE.validate(crd)
-    if shape:
-        return shape
-    causes: list[Cause] = []
-    spec = crd["spec"]
-    group = spec.get("group")
-    raw_names = spec.get("names")
-    names: Obj = raw_names if isinstance(raw_names, dict) else {}
-    plural = names.get("plural")
-    kind = names.get("kind")
-    if not isinstance(group, str) or not group:
-        causes.append(Cause("spec.group", "FieldValueRequired", "Required value"))
-    elif "." not in group:
-        causes.append(
-            Cause(
-                "spec.group", "FieldValueInvalid", f'Invalid value: "{group}": should be a domain with at least one dot'
-            )
-        )
-    if not isinstance(plural, str) or not plural:
-        causes.append(Cause("spec.names.plural", "FieldValueRequired", "Required value"))
-    else:
-        causes += validate_dns_label(plural, "spec.names.plural")
-    if not isinstance(kind, str) or not kind:
-        causes.append(Cause("spec.names.kind", "FieldValueRequired", "Required value"))
-    for i, short in enumerate(names.get("shortNames") or []):
-        causes += validate_dns_label(str(short), f"spec.names.shortNames[{i}]")
-    if spec.get("scope") not in ("Namespaced", "Cluster"):
-        causes.append(
-            Cause(
-                "spec.scope",
-                "FieldValueNotSupported",
-                f'Unsupported value: "{spec.get("scope")}": supported values: "Cluster", "Namespaced"',
-            )
-        )
-    if isinstance(group, str) and isinstance(plural, str) and crd["metadata"]["name"] != f"{plural}.{group}":
-        causes.append(
-            Cause(
-                "metadata.name",
-                "FieldValueInvalid",
-                f'Invalid value: "{crd["metadata"]["name"]}": must be spec.names.plural+"."+spec.group',
-            )
-        )
-    if isinstance(group, str):
-        causes += validate_dns_subdomain(group, "spec.group")
-    versions = spec.get("versions")
-    if not isinstance(versions, list) or not versions:
-        causes.append(
-            Cause(
-                "spec.versions",
-                "FieldValueInvalid",
-                "Invalid value: must have exactly one version marked as storage version",
-            )
-        )
-        return causes
-    storage = 0
-    for i, v in enumerate(versions):
-        where = f"spec.versions[{i}]"
-        if not isinstance(v, dict) or not v.get("name"):
-            causes.append(Cause(f"{where}.name", "FieldValueRequired", "Required value"))
-            continue
-        storage += 1 if v.get("storage") else 0
-        schema = (v.get("schema") or {}).get("openAPIV3Schema")
-        if not isinstance(schema, dict):
-            causes.append(
-                Cause(f"{where}.schema.openAPIV3Schema", "FieldValueRequired", "Required value: schemas are required")
-            )
-        else:
-            causes += [
-                Cause(f"{where}.schema.openAPIV3Schema", "FieldValueInvalid", f"Invalid value: {p}")
-                for p in check_schema(schema)
-            ]
-            if schema.get("type") != "object":
-                causes.append(
-                    Cause(
-                        f"{where}.schema.openAPIV3Schema.type",
-                        "FieldValueRequired",
-                        'Required value: must be "object" at the root',
-                    )
-                )
-        for j, col in enumerate(v.get("additionalPrinterColumns") or []):
-            cw = f"{where}.additionalPrinterColumns[{j}]"
-            if not isinstance(col, dict) or not col.get("name"):
-                causes.append(Cause(f"{cw}.name", "FieldValueRequired", "Required value"))
-                continue
-            if col.get("type") not in ("integer", "number", "string", "boolean", "date"):
-                causes.append(
-                    Cause(
-                        f"{cw}.type",
-                        "FieldValueNotSupported",
-                        f'Unsupported value: "{col.get("type")}": supported values: '
-                        '"boolean", "date", "integer", "number", "string"',
-                    )
-                )
-            try:
-                JSONPath.parse(str(col.get("jsonPath", "")))
-            except JSONPathError as exc:
-                causes.append(Cause(f"{cw}.jsonPath", "FieldValueInvalid", f"Invalid value: {exc}"))
-        for j, sel in enumerate(v.get("selectableFields") or []):
-            try:
-                if JSONPath.parse(str((sel or {}).get("jsonPath", ""))).filtered:
-                    raise JSONPathError("a selectable field is a simple path: no filter")
-            except JSONPathError as exc:
-                causes.append(
-                    Cause(f"{where}.selectableFields[{j}].jsonPath", "FieldValueInvalid", f"Invalid value: {exc}")
-                )
-    if storage != 1:
-        causes.append(
-            Cause(
-                "spec.versions",
-                "FieldValueInvalid",
-                "Invalid value: must have exactly one version marked as storage version",
-            )
-        )
-    if old is not None:
-        old_spec = old.get("spec") or {}
-        if old_spec.get("group") != group:
-            causes.append(Cause("spec.group", "FieldValueInvalid", "Invalid value: field is immutable"))
-        if old_spec.get("scope") != spec.get("scope"):
-            causes.append(Cause("spec.scope", "FieldValueInvalid", "Invalid value: field is immutable"))
-        if (old_spec.get("names") or {}).get("plural") != plural:
-            causes.append(Cause("spec.names.plural", "FieldValueInvalid", "Invalid value: field is immutable"))
-    return causes
-
-
-def crd_status(crd: Obj) -> Obj:
-    """The status a healthy apiserver reports for an accepted CRD."""
-    raw_spec = crd.get("spec")
-    spec: Obj = raw_spec if isinstance(raw_spec, dict) else {}
-    raw_names = spec.get("names")
-    names: Obj = dict(raw_names) if isinstance(raw_names, dict) else {}
-    names.setdefault("singular", str(names.get("kind", "")).lower())
-    names.setdefault("listKind", f"{names.get('kind', '')}List")
-    now = crd["metadata"].get("creationTimestamp")
-    raw_versions = spec.get("versions")
-    versions: list[Any] = raw_versions if isinstance(raw_versions, list) else []
-    conditions = [
-        {
-            "type": "NamesAccepted",
-            "status": "True",
-            "reason": "NoConflicts",
-            "message": "no conflicts found",
-            "lastTransitionTime": now,
-        },
-        {
-            "type": "Established",
-            "status": "True",
-            "reason": "InitialNamesAccepted",
-            "message": "the initial names have been accepted",
-            "lastTransitionTime": now,
-        },
-    ]
-    return {
-        "acceptedNames": names,
-        "conditions": conditions,
-        "storedVersions": [
-            v.get("name")
-            for v in versions
-            if isinstance(v, dict) and v.get("storage") and isinstance(v.get("name"), str)
-        ],
-    }
