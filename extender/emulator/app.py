@@ -27,8 +27,10 @@ from extender.emulator.errors import ApiError
 from extender.emulator.faults import Faults, Journal, RequestRecord
 from extender.emulator.resources import ResourceType
 from extender.emulator.selection import Selection
-from extender.emulator.store import Store, WatchItem
+from extender.emulator.storage import served_as
+from extender.emulator.store import Store
 from extender.emulator.tables import TableConverter, wants_table
+from extender.emulator.watch import WatchItem
 
 __all__ = ["EmulatorApp", "WatchDropped"]
 
@@ -590,7 +592,7 @@ class EmulatorApp:
                 chunks.append(orjson.dumps({"type": "BOOKMARK", "object": obj}) + b"\n")
                 continue
             assert item.obj is not None
-            out = Store._versioned(rt, item.obj)
+            out = served_as(rt, item.obj)
             if converter is not None and table_version is not None:
                 out = {
                     "kind": "Table",

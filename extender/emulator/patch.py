@@ -29,6 +29,7 @@ __all__ = [
     "PatchError",
     "apply_json_patch",
     "apply_merge_patch",
+    "apply_patch",
     "apply_strategic_merge_patch",
 ]
 
@@ -50,6 +51,21 @@ class PatchError(Exception):
         if self.code == 422:
             return errors.ApiError(422, "Invalid", self.args[0])
         return errors.bad_request(self.args[0])
+
+
+def apply_patch(patch_type: str, target: Any, patch: Any) -> Any:
+    """Return ``target`` patched by ``patch`` of media type ``patch_type`` (one of
+    :data:`PATCH_TYPES`); a patch that cannot be applied raises the ``ApiError`` to answer."""
+    try:
+        if patch_type == MERGE_PATCH:
+            if not isinstance(patch, dict):
+                raise PatchError(400, "merge patch: the body must be a JSON object")
+            return apply_merge_patch(target, patch)
+        if patch_type == JSON_PATCH:
+            return apply_json_patch(target, patch)
+        return apply_strategic_merge_patch(target, patch)
+    except PatchError as exc:
+        raise exc.to_api_error() from None
 
 
 # ----------------------------------------------------------------------------------------------
