@@ -27,12 +27,13 @@ import yaml
 
 from extender.emulator import errors, patch
 from extender.emulator.admission import ADMIN_USER, AdmissionResult, CallRecord, Request, ServiceMap
-from extender.emulator.app import EmulatorApp, install_log_filter
+from extender.emulator.app import EmulatorApp
 from extender.emulator.faults import Faults, Journal
 from extender.emulator.meta import deep_copy
 from extender.emulator.resources import ResourceType
 from extender.emulator.selection import Selection
 from extender.emulator.store import Store
+from extender.emulator.watchstream import install_log_filter
 from extender.servers import AppServer
 
 __all__ = ["Emulator"]
