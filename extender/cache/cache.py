@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from extender import wellknown
 from extender.cache import inflight, jobs, node_events, pod_events, quota_events, reservations
 from extender.cache.claims import ClaimEntry
-from extender.cache.convert import ConvertOptions, PodGroupSpec
+from extender.cache.convert import ConvertOptions
+from extender.cache.convert_crds import PodGroupSpec
 from extender.cache.gate import ReadGate
 from extender.cache.meta import Obj, uid_of
 from extender.cache.snapshot import snapshot_of

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from extender import wellknown
-from extender.cache import convert, reservations
+from extender.cache import convert_crds, reservations
 from extender.cache.convert import ConversionError
 from extender.cache.meta import Obj, name_of
 from extender.cache.tierlimit import TierLimit, job_tier_limit, pod_tier_limit
@@ -40,7 +40,7 @@ __all__ = [
 def on_podgroup_add(cache: ClusterCache, obj: Obj) -> None:
     what = f"PodGroup/{(obj.get('metadata') or {}).get('namespace')}/{name_of(obj)}"
     try:
-        pg = convert.podgroup_from_api(obj, cache.opts)
+        pg = convert_crds.podgroup_from_api(obj, cache.opts)
     except (ConversionError, ValueError) as exc:
         cache._error(what, exc)
         return
@@ -161,7 +161,7 @@ def refresh_job(cache: ClusterCache, job: JobInfo) -> None:
 
 def on_queue_add(cache: ClusterCache, obj: Obj) -> None:
     try:
-        q = convert.queue_from_api(obj, cache.opts)
+        q = convert_crds.queue_from_api(obj, cache.opts)
     except (ConversionError, ValueError) as exc:
         cache._error(f"Queue/{name_of(obj)}", exc)
         return
@@ -178,7 +178,7 @@ def on_queue_delete(cache: ClusterCache, obj: Obj) -> None:
 
 def on_jobqueue_add(cache: ClusterCache, obj: Obj) -> None:
     try:
-        q = convert.jobqueue_from_api(obj, cache.opts)
+        q = convert_crds.jobqueue_from_api(obj, cache.opts)
     except (ConversionError, ValueError) as exc:
         cache._error(f"JobQueue/{name_of(obj)}", exc)
         return

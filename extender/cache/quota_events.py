@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from extender.cache import convert, inflight, pod_events, reservations
+from extender.cache import convert_crds, inflight, pod_events, reservations
 from extender.cache.convert import ConversionError
 from extender.cache.meta import Obj, name_of, older, resource_version
 from extender.model.task import ON_NODE, TaskStatus
@@ -42,7 +42,7 @@ def on_quota_add(cache: ClusterCache, obj: Obj) -> None:
         # costs the event loop ~1 ms a quota, 16,000 times after a burst)
         return
     try:
-        new = convert.quota_from_api(obj, cache.opts)
+        new = convert_crds.quota_from_api(obj, cache.opts)
     except (ConversionError, ValueError) as exc:
         cache._error(f"Quota/{name}", exc)
         return
