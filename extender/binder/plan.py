@@ -17,7 +17,8 @@ from extender import wellknown
 from extender.binder.status import quota_reason
 from extender.cache.cache import ClusterCache
 from extender.cache.claims import entries_of
-from extender.cache.convert import format_time, reserved_to_api
+from extender.cache.convert import format_time
+from extender.cache.convert_crds import reserved_to_api
 from extender.framework.intents import ClaimQuota, ReleaseClaim
 from extender.framework.session import JobVerdict
 from extender.model.quota import QuotaInfo, QuotaPhase, claimant_order

@@ -163,7 +163,35 @@ def record_claim(
     shadow = Resource.from_list(status.get("shadowResource"))
     names = request.q.keys() | shadow.q.keys()
     me = Claimant(entry.namespace, entry.name, entry.job, entry.index, inherit_from)
+    if _recorded(status, entry.uid):
+        return None  # recorded already (a retry whose first write landed)
+    kept, used, counted = _live_entries(status, me, known, now)
+    used.iadd(_known_claims(known, me, counted))
+    used.iadd(_unexpired_reservations(status, known, me, now))
+    need = Resource({k: v for k, v in entry.request.q.items() if k in names})
+    free = request + shadow
+    free.isub(used)
+    short = need.shortfalls(free)
+    if short:
+        raise NoRoom(", ".join(map(str, short)))
+    kept.append(entry.to_api())
+    status["tasks"] = kept
+    total = used + need
+    status["allocated"] = _resource_list(total)
+    return status
 
+
+def _recorded(status: Mapping[str, Any], uid: str) -> bool:
+    """``status.tasks`` lists an entry of ``uid``."""
+    return any(isinstance(raw, Mapping) and str(raw.get("uid") or "") == uid for raw in status.get("tasks") or ())
+
+
+def _live_entries(
+    status: Mapping[str, Any], me: Claimant, known: QuotaInfo | None, now: float
+) -> tuple[list[Any], Resource, set[str]]:
+    """The ``status.tasks`` entries that stay (expired in-flight ones go), what those of them
+    count (not the ones ``me`` replaces, nor in-flight ones whose pod is among ``known``'s
+    claims: counted with those), and the uids of all that stay."""
     kept: list[Any] = []
     used = Resource.empty()
     counted: set[str] = set()
@@ -174,8 +202,6 @@ def record_claim(
         if not isinstance(raw, Mapping):
             continue
         uid = str(raw.get("uid") or "")
-        if uid == entry.uid:
-            return None  # recorded already (a retry whose first write landed)
         e = _entry(raw)
         if e is not None and e.expired(now):
             continue  # the pod never came: the entry goes
@@ -190,6 +216,13 @@ def record_claim(
         if replaces(me, who) or (e is not None and (e.namespace, e.name) in arrived):
             continue  # replaced by this pod, or its pod is among the cache's claims (counted below)
         used.iadd(_request_of(raw))
+    return kept, used, counted
+
+
+def _known_claims(known: QuotaInfo | None, me: Claimant, counted: set[str]) -> Resource:
+    """What the pods' claims the cache knows (``known``) count that the object does not list
+    (the object is the truth for in-flight entries), but for those of a pod ``me`` replaces."""
+    used = Resource.empty()
     if known is not None:
         for c in known.claims.values():
             if c.uid in counted or c.uid.startswith(ADMISSION_PREFIX):
@@ -197,6 +230,13 @@ def record_claim(
             if replaces(me, Claimant(c.namespace, c.name, c.job, c.index)):
                 continue
             used.iadd(c.request)
+    return used
+
+
+def _unexpired_reservations(status: Mapping[str, Any], known: QuotaInfo | None, me: Claimant, now: float) -> Resource:
+    """What the reservations count: those ``status.reservedTasks`` lists and those the cache
+    keeps but has not written yet (``known``), if unexpired and not kept for a pod ``me``
+    replaces."""
     reserved: dict[str, tuple[Claimant, Resource, float]] = {}
     for raw in status.get("reservedTasks") or ():
         if isinstance(raw, Mapping) and raw.get("podUID"):
@@ -210,20 +250,11 @@ def record_claim(
             reserved[str(raw["podUID"])] = (who, _request_of(raw), parse_time(raw.get("expiresAt")))
     for r in known.reserved if known is not None else ():
         reserved.setdefault(r.pod_uid, (Claimant(r.namespace, r.pod_name, r.job, r.index), r.request, r.expires_at))
+    used = Resource.empty()
     for who, req, expires in reserved.values():
         if now < expires and not replaces(me, who):
             used.iadd(req)
-    need = Resource({k: v for k, v in entry.request.q.items() if k in names})
-    free = request + shadow
-    free.isub(used)
-    short = need.shortfalls(free)
-    if short:
-        raise NoRoom(", ".join(map(str, short)))
-    kept.append(entry.to_api())
-    status["tasks"] = kept
-    total = used + need
-    status["allocated"] = _resource_list(total)
-    return status
+    return used
 
 
 def live_entries(entries: Iterable[ClaimEntry], now: float) -> list[ClaimEntry]:

@@ -1,4 +1,5 @@
 """Pure domain model: resources, nodes with their two ledgers, quotas, tasks, jobs, queues.
 
-No I/O, no Kubernetes client; ``extender.cache.convert`` is the only translation from API JSON.
+No I/O, no Kubernetes client; ``extender.cache.convert`` (custom resources: ``convert_crds``) is the only
+translation from API JSON.
 """
