@@ -111,4 +111,9 @@ def eviction_preconditions(name: str, eviction: Any) -> Any:
     if isinstance(meta, dict) and meta.get("name") and meta["name"] != name:
         raise errors.bad_request(f"name in URL does not match name in Eviction object ({meta['name']} != {name})")
     options = eviction.get("deleteOptions") or {}
-    return options.get("preconditions")
+    if not isinstance(options, dict):
+        raise errors.bad_request(f"deleteOptions of the Eviction must be an object, not {type(options).__name__}")
+    preconditions = options.get("preconditions")
+    if preconditions is not None and not isinstance(preconditions, dict):
+        raise errors.bad_request(f"deleteOptions.preconditions must be an object, not {type(preconditions).__name__}")
+    return preconditions

@@ -91,3 +91,16 @@ async def test_eviction_deletes_the_pod(emu: Emulator, api: Any, ns: str) -> Non
     assert emu.try_get("v1", "pods", "p", ns) is None
     resp = await request(api, "POST", f"/api/v1/namespaces/{ns}/pods/p/eviction", body=eviction)
     assert resp.status == 404
+
+
+@pytest.mark.parametrize("options", ["now", [1], {"preconditions": "uid"}])
+async def test_an_eviction_with_malformed_delete_options_is_a_400_and_the_pod_stays(
+    emu: Emulator, api: Any, ns: str, options: Any
+) -> None:
+    emu.create(pod("p", ns))
+    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}, "deleteOptions": options}
+    resp = await request(api, "POST", f"/api/v1/namespaces/{ns}/pods/p/eviction", body=eviction)
+    assert resp.status == 400
+    assert resp.json()["reason"] == "BadRequest"
+    assert "must be an object" in resp.json()["message"]
+    assert emu.try_get("v1", "pods", "p", ns) is not None
