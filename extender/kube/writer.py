@@ -12,9 +12,9 @@ answers it synthesises (:mod:`extender.kube.bodies`), which answers it retries a
 waits (:mod:`extender.kube.retry`), and its memory of the Events it posted
 (:mod:`extender.kube.events`).
 
-Every API call the writer makes is declared in :data:`extender.kube.calls.API_CALLS`; a call outside the list raises
-at once, and a test drives every method against the emulator and compares the emulator's request
-journal with the list — which is what the Helm chart's RBAC must grant.
+Every API call the writer makes is declared in :data:`extender.kube.calls.API_CALLS`; a call
+outside the list raises at once, and a test drives every method against the emulator and compares
+the emulator's request journal with the list — which is what the Helm chart's RBAC must grant.
 """
 
 from __future__ import annotations
