@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from extender.actions.placement import larger_than_any_node, place_quota
@@ -225,11 +226,47 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
     )
     gang = gang_members if not gang_members.ok else ssn.stages.tq_ready(job)
 
+    unbound = _unbound_quotas(ssn, quota_tasks)
+    placing = _placing(ssn, job, quota_tasks, unbound)
+    if gang.ok and not placing.gate.ok:
+        gang = placing.gate
+
+    ladder: list[dict[str, Any]] = [
+        _rung(FitStage.JOB_QUEUE, admission),
+        _rung(FitStage.QUOTA_ASSIGNMENT, assign, tasksWithoutQuota=missing[:20]),
+        _rung(FitStage.GANG, gang),
+        *_placement_rungs(placing, unbound),
+    ]
+    ladder.append(_bind_rung(ladder, quota_tasks, unbound))
+    return _document(ssn, job, tasks, ladder, verdict)
+
+
+@dataclass(slots=True)
+class _Placing:
+    """What placing the job's quotas found (see :func:`_place_unbound`): the zone status (None:
+    not a topology job), the node-predicate status, the per-node failures and the name of the
+    quota that could not be placed ("" when none), and the hop-② gang gate."""
+
+    zone: Status | None
+    node: Status
+    per_node: dict[str, Status]
+    blocked: str
+    gate: Status
+
+
+def _unbound_quotas(ssn: Session, quota_tasks: list[TaskInfo]) -> list[QuotaInfo]:
+    """The quotas the tasks hold that are bound to no node yet, each once, in task order."""
     unbound: list[QuotaInfo] = []
     for name in dict.fromkeys(t.quota for t in quota_tasks if t.quota):
         q = ssn.quota(name)
         if q is not None and not q.node_name:
             unbound.append(q)
+    return unbound
+
+
+def _placing(ssn: Session, job: JobInfo, quota_tasks: list[TaskInfo], unbound: list[QuotaInfo]) -> _Placing:
+    """The unbound quotas placed together; a quota no node could ever hold said so; then (when
+    they all fit) each task not yet on a node checked against its bound quota's node (TN)."""
     zone_status, node_status, per_node, blocked_quota, gate = _place_unbound(ssn, job, unbound)
     too_big = _larger_than_any_node(ssn, unbound) if blocked_quota else None
     if too_big is not None:
@@ -239,8 +276,6 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
             zone_status = status
         else:
             node_status = status
-    if gang.ok and not gate.ok:
-        gang = gate
     if not blocked_quota:
         for t in quota_tasks:
             q = ssn.quota(t.quota) if t.quota else None
@@ -257,26 +292,34 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
                 node_status = s
                 blocked_quota = q.name
                 break
+    return _Placing(zone_status, node_status, per_node, blocked_quota, gate)
 
-    ladder: list[dict[str, Any]] = [
-        _rung(FitStage.JOB_QUEUE, admission),
-        _rung(FitStage.QUOTA_ASSIGNMENT, assign, tasksWithoutQuota=missing[:20]),
-        _rung(FitStage.GANG, gang),
-    ]
+
+def _placement_rungs(placing: _Placing, unbound: list[QuotaInfo]) -> list[dict[str, Any]]:
+    """``ZoneSelection`` (topology jobs with quotas to place, or a zone failure) and
+    ``NodePredicates``."""
+    rungs: list[dict[str, Any]] = []
+    zone_status, node_status = placing.zone, placing.node
     if zone_status is not None and (unbound or not zone_status.ok):
-        ladder.append(_rung(FitStage.ZONE_SELECTION, zone_status, quota=blocked_quota if not zone_status.ok else None))
-    ladder.append(
+        rungs.append(_rung(FitStage.ZONE_SELECTION, zone_status, quota=placing.blocked if not zone_status.ok else None))
+    rungs.append(
         _rung(
             FitStage.NODE_PREDICATES,
             node_status,
-            quota=(blocked_quota or None) if not node_status.ok else None,
-            nodes=summarize(per_node) if per_node else None,
+            quota=(placing.blocked or None) if not node_status.ok else None,
+            nodes=summarize(placing.per_node) if placing.per_node else None,
         )
     )
+    return rungs
+
+
+def _bind_rung(ladder: list[dict[str, Any]], quota_tasks: list[TaskInfo], unbound: list[QuotaInfo]) -> dict[str, Any]:
+    """``Bind``: passed when an earlier rung stops the job or every pod is on a node; else
+    waiting for the binder (quotas to bind) or for kube-scheduler (pods to bind)."""
     stopped = any(not r["passed"] for r in ladder)
     waiting = [t.name for t in quota_tasks if not t.node]
     if stopped or not waiting:
-        bind_status = ok
+        bind_status = Status.merge([])
     elif unbound:
         bind_status = Status.unschedulable(
             Reason.QUOTA_NOT_BOUND,
@@ -286,12 +329,30 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
         bind_status = Status.unschedulable(
             Reason.WAITING_FOR_BIND, f"{len(waiting)} pod(s) not bound yet by kube-scheduler"
         )
-    ladder.append(_rung(FitStage.BIND, bind_status, pending=waiting[:20]))
+    return _rung(FitStage.BIND, bind_status, pending=waiting[:20])
+
+
+def _stop(ladder: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first rung that failed; the rungs after it are marked not reached (they neither passed
+    nor failed)."""
     stop = next((r for r in ladder if not r["passed"]), None)
-    if stop is not None:  # the rungs after the stop were not reached: they neither passed nor failed
+    if stop is not None:
         at = ladder.index(stop)
         ladder[at + 1 :] = [{"stage": r["stage"], "passed": None, "reached": False} for r in ladder[at + 1 :]]
+    return stop
 
+
+def _document(
+    ssn: Session,
+    job: JobInfo,
+    tasks: list[TaskInfo],
+    ladder: list[dict[str, Any]],
+    verdict: JobVerdict | None,
+) -> dict[str, Any]:
+    """The diagnosis as served: the job, its stage (the ladder's first failed rung; ``Placed``
+    when every task is on a node), the ladder, the tasks, what would unblock it, its back-off and
+    the binder's last verdict; None fields left out."""
+    stop = _stop(ladder)
     placed = all(t.node for t in tasks) and bool(tasks)
     doc: dict[str, Any] = {
         "job": job.key,
@@ -311,24 +372,36 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
     }
     if stop is not None and not placed:
         doc["unblock"] = unblock(str(stop.get("reason") or ""))
+    doc["backoff"] = _backoff(ssn, job)
+    doc["lastCycle"] = _last_cycle(verdict)
+    return {k: v for k, v in doc.items() if v is not None}
+
+
+def _backoff(ssn: Session, job: JobInfo) -> dict[str, Any] | None:
+    """The job's back-off while it lasts: until when, the seconds left, its releases so far."""
     until = ssn.snap.backoff.get(job.key)
     if until is not None and until > ssn.now:
         # the time left is here, not in the message (a message that counts down makes a new
         # Event every second instead of one whose count grows)
-        doc["backoff"] = {
+        return {
             "until": format_time(until),
             "remainingSeconds": math.ceil(until - ssn.now),
             "releases": ssn.snap.release_count.get(job.key, 0),
         }
-    if verdict is not None:
-        doc["lastCycle"] = {
-            "stage": verdict.stage.label,
-            "reason": verdict.status.reason.value if verdict.status.reason else None,
-            "message": verdict.status.message(),
-            "quota": verdict.quota or None,
-            "nodes": summarize(verdict.per_node) if verdict.per_node else None,
-        }
-    return {k: v for k, v in doc.items() if v is not None}
+    return None
+
+
+def _last_cycle(verdict: JobVerdict | None) -> dict[str, Any] | None:
+    """The binder's last verdict for the job, if it has one."""
+    if verdict is None:
+        return None
+    return {
+        "stage": verdict.stage.label,
+        "reason": verdict.status.reason.value if verdict.status.reason else None,
+        "message": verdict.status.message(),
+        "quota": verdict.quota or None,
+        "nodes": summarize(verdict.per_node) if verdict.per_node else None,
+    }
 
 
 def diagnose_pod(ssn: Session, task: TaskInfo, verdicts: Mapping[str, JobVerdict]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 The rule. An admission picks, among the quotas of the pod's queue that pass the pre-filter
 (:func:`room_class`: room at all, and at least the request), the first one in the order
 ``(−tq.node_order(task, quota), quota name)`` that the TQ predicates accept
-(``webhooks.mutate.search``). The index produces exactly that order without scoring the queue:
+(``webhooks.search.search``). The index produces exactly that order without scoring the queue:
 
 * the policy's ``tq.node_order`` depends on the task only through its *request shape* (the
   request restricted to the resource names quotas govern) — except on the quotas the task's job

@@ -28,7 +28,7 @@ admitted task and the in-flight entries (:func:`webhooks.overlay.overlay_snapsho
 quotas that pass a pre-filter (no room at all, or less room than asked, before reservations:
 :func:`webhooks.candidates.room_class`), taken in the order of the policy's ``tq.node_order``
 (ties: by name), the predicates run in that order until the first feasible quota
-(:func:`search`). With a :class:`~webhooks.candidates.CandidateIndex` that order is read from
+(:func:`webhooks.search.search`). With a :class:`~webhooks.candidates.CandidateIndex` that order is read from
 heaps kept current by the cache's quota events — O(log n) per admission instead of scoring the
 whole queue, with the same answer (the full scan remains for policies the index does not serve,
 and for the reason when nothing fits). No quota (or a job a JobQueue holds back): the pod is
@@ -38,8 +38,7 @@ admitted without one, annotated with ``scheduling-reason``, and the binder loop 
 from __future__ import annotations
 
 import enum
-from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -47,7 +46,7 @@ from extender import wellknown
 from extender.cache import convert
 from extender.cache.claims import ADMISSION_PREFIX, ClaimEntry
 from extender.cache.convert import ConversionError, ConvertOptions
-from extender.framework.pipeline import Placement, place
+from extender.framework.pipeline import place
 from extender.framework.policy import Policy
 from extender.framework.session import Session, Snapshot
 from extender.framework.status import Reason, Status
@@ -55,15 +54,16 @@ from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.model.resources import QuantityError, Resource
 from extender.model.task import TaskInfo
-from webhooks.candidates import CANDIDATE, TOO_SMALL, CandidateIndex, room_class
+from webhooks.candidates import CandidateIndex
 from webhooks.inflight import InFlight, InFlightRegistry
 from webhooks.namespaces import NamespaceLabels
-from webhooks.overlay import Overlay, overlay_snapshot
+from webhooks.overlay import overlay_snapshot
 from webhooks.patch import Patch
 from webhooks.review import AdmissionRequest
+from webhooks.search import choose_quota
 from webhooks.state import CacheView, WebhookConfig
 
-__all__ = ["Decision", "Outcome", "Tier", "decide", "fingerprint", "search"]
+__all__ = ["Decision", "Outcome", "Tier", "decide", "fingerprint"]
 
 ANNOTATIONS: Final = ("metadata", "annotations")
 SCHEDULER_NAME: Final = ("spec", "schedulerName")
@@ -137,21 +137,9 @@ def decide(
         return Decision(Outcome.IGNORED, note="the pod names its node: nobody schedules it")
     namespace = req.namespace or _str(meta.get("namespace")) or "default"
     opts = cache.opts
-    scheduler = _str(spec.get("schedulerName"))
-    inject = False
-    if scheduler != config.scheduler_name:
-        if scheduler not in config.injectable_schedulers:
-            return Decision(Outcome.IGNORED, note=f"the pod asks for scheduler {scheduler!r}")
-        labels = namespaces.labels(namespace)
-        if labels is None or labels.get(config.inject_label) != config.inject_value:
-            return Decision(Outcome.IGNORED, note=f"scheduler {scheduler!r}, namespace {namespace} not injected")
-        try:
-            request = convert.pod_request(obj)
-        except (ConversionError, QuantityError) as exc:
-            return _bad_object(f"the pod's resource requests cannot be read: {exc}")
-        if not _wants_accelerators(request, config, opts):
-            return Decision(Outcome.IGNORED, note="injected namespace, but the pod requests no GPU or RDMA")
-        inject = True
+    inject = _injects(obj, namespace, namespaces=namespaces, config=config, opts=opts)
+    if isinstance(inject, Decision):
+        return inject
 
     patch = Patch(obj)
     if inject:
@@ -162,13 +150,7 @@ def decide(
     index = convert.task_index(name, labels_, annotations)
 
     if not synced:
-        d = Decision(Outcome.NOT_SYNCED)
-        d.warnings.append(
-            f"{config.scheduler_name}: the scheduler's cache is still syncing; no quota was chosen at "
-            "admission, the binder loop will assign one"
-        )
-        d.audit["outcome"] = str(d.outcome)
-        return _finish(d, patch, index)
+        return _finish(_not_synced(config), patch, index)
 
     try:
         task = _task(obj, req, namespace=namespace, name=name, index=index, opts=opts)
@@ -176,75 +158,207 @@ def decide(
         return _bad_object(f"the pod cannot be read: {exc}")
     if task.spot:
         return _finish(Decision(Outcome.SPOT, note="spot pod: no quota"), patch, index)
+    d = _quota_decision(
+        req,
+        task,
+        patch,
+        annotations=annotations,
+        namespace=namespace,
+        index=index,
+        cache=cache,
+        policy=policy,
+        inflight=inflight,
+        config=config,
+        now=now,
+        exclude=exclude,
+        no_quota=no_quota,
+        candidates=candidates,
+    )
+    return _finish(d, patch, index)
 
+
+def _quota_decision(
+    req: AdmissionRequest,
+    task: TaskInfo,
+    patch: Patch,
+    *,
+    annotations: Mapping[str, str],
+    namespace: str,
+    index: int | None,
+    cache: CacheView,
+    policy: Policy,
+    inflight: InFlightRegistry,
+    config: WebhookConfig,
+    now: float,
+    exclude: frozenset[str],
+    no_quota: str,
+    candidates: CandidateIndex | None,
+) -> Decision:
+    """The quota of a (readable, non-spot) pod of ours, decided on a session over the cache
+    snapshot overlaid with the pod and the in-flight entries; its annotations go into ``patch``,
+    and the claims to record (a quota chosen) into the Decision."""
     required = annotations.get(wellknown.ANNO_REQUIRED_QUOTA) or annotations.get(wellknown.ANNO_QUOTA_NAME, "")
     fp = fingerprint(namespace, task.name, task.job, index)
     snap = cache.snapshot(now)
     live = inflight.live(snap.quotas, now)
-    view = overlay_snapshot(snap, task, live, (required, fp) if required else None, opts)
+    view = overlay_snapshot(snap, task, live, (required, fp) if required else None, cache.opts)
     ssn = Session(view, policy)
     job = ssn.job(task.job)
     assert job is not None  # the overlay put it there
 
-    if no_quota:
-        d = (
-            _required_full(required, no_quota)
-            if required
-            else Decision(Outcome.NO_QUOTA, reason=Status.unschedulable(Reason.NO_QUOTA, no_quota).message())
-        )
-    elif required:
-        d = _choose_required(ssn, task, required) if required not in exclude else _required_full(required, "")
-    else:
-        d = _choose(ssn, task, job, now=now, exclude=exclude, index=candidates)
+    d = _choose_tier(ssn, task, job, required=required, no_quota=no_quota, exclude=exclude, now=now, index=candidates)
     d.snapshot = snap
     d.inherit_from = task.inherit_from
     # a re-invocation sees this webhook's own earlier answer in quota-name: not the creator's choice
-    own = not annotations.get(wellknown.ANNO_REQUIRED_QUOTA) and any(
-        e.quota == required and e.fingerprint == fp for e in live
-    )
+    again = bool(required) and any(e.quota == required and e.fingerprint == fp for e in live)
+    own = again and not annotations.get(wellknown.ANNO_REQUIRED_QUOTA)
     if required and not own:
         # the creator's choice is kept in required-quota; quota-name only while it holds room
         patch.set_entry(ANNOTATIONS, wellknown.ANNO_REQUIRED_QUOTA, required)
         if not d.quota:
             patch.remove_entry(ANNOTATIONS, wellknown.ANNO_QUOTA_NAME)
     if d.quota:
-        patch.set_entry(ANNOTATIONS, wellknown.ANNO_QUOTA_NAME, d.quota)
-        patch.remove_entry(ANNOTATIONS, wellknown.ANNO_SCHEDULING_REASON)
-        d.audit["quota"] = d.quota
-        d.audit["tier"] = str(d.tier)
+        _annotate_quota(d, patch)
         quota = ssn.quota(d.quota)
-        again = required and any(e.quota == required and e.fingerprint == fp for e in live)
         if quota is not None:
-            d.entry = ClaimEntry(
-                uid=ADMISSION_PREFIX + req.uid,
+            d.entry, d.claim = _claims(
+                quota,
+                task,
+                job,
+                uid=req.uid,
                 namespace=namespace,
-                name=task.name,
-                job=task.job,
                 index=index,
-                request=quota.governed(task.request),
-                expires_at=now + inflight.ttl,
-            )
-        if quota is not None and not again:
-            d.claim = inflight.new_entry(
-                quota=snap.quotas.get(quota.name) or quota,
-                namespace=namespace,
-                name=task.name,
-                job=task.job,
-                queue=job.queue,
-                index=index,
-                request=task.request,
                 fingerprint=fp,
+                again=again,
+                snap=snap,
+                inflight=inflight,
                 now=now,
             )
     else:
-        reason = _clip(d.reason, config.max_reason_chars)
-        d.reason = reason
-        patch.set_entry(ANNOTATIONS, wellknown.ANNO_SCHEDULING_REASON, reason)
-        d.audit["scheduling-reason"] = reason
-        what = f"waits for its named quota {required}: " if required else "no quota at admission: "
-        d.warnings.append(f"{config.scheduler_name}: {what}{reason}; the binder loop takes over")
+        _annotate_no_quota(d, patch, config, required)
     d.audit["outcome"] = str(d.outcome)
-    return _finish(d, patch, index)
+    return d
+
+
+def _injects(
+    obj: Mapping[str, Any], namespace: str, *, namespaces: NamespaceLabels, config: WebhookConfig, opts: ConvertOptions
+) -> bool | Decision:
+    """Whether the pod is ours: False when it names our scheduler, True when it is ours once
+    ``schedulerName`` is set (an injected namespace, no scheduler in particular, GPUs or RDMA
+    asked for) — else the Decision that leaves it alone (or says it cannot be read)."""
+    spec: Mapping[str, Any] = obj.get("spec") or {}
+    scheduler = _str(spec.get("schedulerName"))
+    if scheduler == config.scheduler_name:
+        return False
+    if scheduler not in config.injectable_schedulers:
+        return Decision(Outcome.IGNORED, note=f"the pod asks for scheduler {scheduler!r}")
+    labels = namespaces.labels(namespace)
+    if labels is None or labels.get(config.inject_label) != config.inject_value:
+        return Decision(Outcome.IGNORED, note=f"scheduler {scheduler!r}, namespace {namespace} not injected")
+    try:
+        request = convert.pod_request(obj)
+    except (ConversionError, QuantityError) as exc:
+        return _bad_object(f"the pod's resource requests cannot be read: {exc}")
+    if not _wants_accelerators(request, config, opts):
+        return Decision(Outcome.IGNORED, note="injected namespace, but the pod requests no GPU or RDMA")
+    return True
+
+
+def _not_synced(config: WebhookConfig) -> Decision:
+    """The cache is still syncing: admitted without a quota decision, with a warning."""
+    d = Decision(Outcome.NOT_SYNCED)
+    d.warnings.append(
+        f"{config.scheduler_name}: the scheduler's cache is still syncing; no quota was chosen at "
+        "admission, the binder loop will assign one"
+    )
+    d.audit["outcome"] = str(d.outcome)
+    return d
+
+
+def _choose_tier(
+    ssn: Session,
+    task: TaskInfo,
+    job: JobInfo,
+    *,
+    required: str,
+    no_quota: str,
+    exclude: frozenset[str],
+    now: float,
+    index: CandidateIndex | None,
+) -> Decision:
+    """The decision by tier: none when ``no_quota`` says why, the required tier when the pod
+    names its quota (a quota just refused counts as full), else the other tiers."""
+    if no_quota:
+        return (
+            _required_full(required, no_quota)
+            if required
+            else Decision(Outcome.NO_QUOTA, reason=Status.unschedulable(Reason.NO_QUOTA, no_quota).message())
+        )
+    if required:
+        return _choose_required(ssn, task, required) if required not in exclude else _required_full(required, "")
+    return _choose(ssn, task, job, now=now, exclude=exclude, index=index)
+
+
+def _claims(
+    quota: QuotaInfo,
+    task: TaskInfo,
+    job: JobInfo,
+    *,
+    uid: str,
+    namespace: str,
+    index: int | None,
+    fingerprint: str,
+    again: bool,
+    snap: Snapshot,
+    inflight: InFlightRegistry,
+    now: float,
+) -> tuple[ClaimEntry, InFlight | None]:
+    """The two records of the pod's claim on the chosen ``quota``: the entry recorded on the
+    quota (``status.tasks``) and the in-flight entry — none when this pod's entry is already
+    in flight (``again``: a re-invocation)."""
+    entry = ClaimEntry(
+        uid=ADMISSION_PREFIX + uid,
+        namespace=namespace,
+        name=task.name,
+        job=task.job,
+        index=index,
+        request=quota.governed(task.request),
+        expires_at=now + inflight.ttl,
+    )
+    if again:
+        return entry, None
+    claim = inflight.new_entry(
+        quota=snap.quotas.get(quota.name) or quota,
+        namespace=namespace,
+        name=task.name,
+        job=task.job,
+        queue=job.queue,
+        index=index,
+        request=task.request,
+        fingerprint=fingerprint,
+        now=now,
+    )
+    return entry, claim
+
+
+def _annotate_quota(d: Decision, patch: Patch) -> None:
+    """A quota was chosen: it goes into ``quota-name`` (any ``scheduling-reason`` is removed) and
+    the audit annotations."""
+    patch.set_entry(ANNOTATIONS, wellknown.ANNO_QUOTA_NAME, d.quota)
+    patch.remove_entry(ANNOTATIONS, wellknown.ANNO_SCHEDULING_REASON)
+    d.audit["quota"] = d.quota
+    d.audit["tier"] = str(d.tier)
+
+
+def _annotate_no_quota(d: Decision, patch: Patch, config: WebhookConfig, required: str) -> None:
+    """No quota: the (clipped) reason goes into ``scheduling-reason``, the audit annotations and
+    a warning saying the binder loop takes over."""
+    reason = _clip(d.reason, config.max_reason_chars)
+    d.reason = reason
+    patch.set_entry(ANNOTATIONS, wellknown.ANNO_SCHEDULING_REASON, reason)
+    d.audit["scheduling-reason"] = reason
+    what = f"waits for its named quota {required}: " if required else "no quota at admission: "
+    d.warnings.append(f"{config.scheduler_name}: {what}{reason}; the binder loop takes over")
 
 
 def _finish(d: Decision, patch: Patch, index: int | None) -> Decision:
@@ -280,95 +394,11 @@ def _required_full(required: str, why: str) -> Decision:
 def _choose(
     ssn: Session, task: TaskInfo, job: JobInfo, *, now: float, exclude: frozenset[str], index: CandidateIndex | None
 ) -> Decision:
-    status = ssn.stages.enqueueable(job)
-    if not status.ok:
-        return Decision(Outcome.NO_QUOTA, reason=status.message())
-    queue = job.queue or "(none)"
-    ordered = _indexed(ssn, task, job, exclude, index) if index is not None else None
-    result: Placement[QuotaInfo] | None = None
-    if ordered is not None:
-        # the index's stream is the scan's order: the first feasible quota is the scan's answer
-        result = place(ssn.tq, task, ordered, stop_after=1)
-        if result.choice is not None:
-            return Decision(Outcome.ASSIGNED, quota=result.choice.name, tier=_tier(result.choice, task, now))
-        # nothing fits: the reason counts the quotas the pre-filter found too small (a scan)
-    # the session has changed nothing: its view of the queue's quotas is the (overlaid) snapshot's
-    quotas = _queue_quotas(ssn.snap, job.queue)
-    if exclude:
-        quotas = (q for q in quotas if q.name not in exclude)
-    candidates, too_small = _prefilter(quotas, task.request)
-    if not candidates and not too_small:
-        status = Status.unschedulable(Reason.NO_QUOTA, f"queue {queue} has no quota with room left")
-        return Decision(Outcome.NO_QUOTA, reason=status.message())
-    if ordered is None:
-        result = search(ssn, task, candidates) if candidates else None
-    if result is None or result.choice is None:
-        failures = result.failures if result is not None else {}
-        return Decision(Outcome.NO_QUOTA, reason=_no_fit(queue, failures, too_small))
-    return Decision(Outcome.ASSIGNED, quota=result.choice.name, tier=_tier(result.choice, task, now))
-
-
-def _indexed(
-    ssn: Session, task: TaskInfo, job: JobInfo, exclude: frozenset[str], index: CandidateIndex
-) -> Iterator[QuotaInfo] | None:
-    quotas = ssn.snap.quotas
-    base: Mapping[str, QuotaInfo] = quotas
-    overlaid: Iterable[str] = ()
-    if isinstance(quotas, Overlay):
-        base, overlaid = quotas.base, quotas.extra.keys()
-    return index.candidates(ssn, task, job, base=base, overlaid=overlaid, exclude=exclude)
-
-
-def _queue_quotas(snap: Snapshot, queue: str) -> Iterator[QuotaInfo]:
-    quotas = snap.quotas
-    names = snap.quotas_by_queue.get(queue, ())
-    if isinstance(quotas, Overlay):
-        base, extra = quotas.base, quotas.extra
-        for n in names:
-            q = extra.get(n) or base.get(n)
-            if q is not None:
-                yield q
-    else:
-        for n in names:
-            q = quotas.get(n)
-            if q is not None:
-                yield q
-
-
-def _prefilter(quotas: Iterable[QuotaInfo], request: Resource) -> tuple[list[QuotaInfo], int]:
-    """:func:`~webhooks.candidates.room_class` over the queue: the candidates, and how many
-    quotas had room, but too little."""
-    want = request.q
-    out: list[QuotaInfo] = []
-    too_small = 0
-    for q in quotas:
-        c = room_class(q, want)
-        if c == CANDIDATE:
-            out.append(q)
-        elif c == TOO_SMALL:
-            too_small += 1
-    return out, too_small
-
-
-def search(ssn: Session, task: TaskInfo, candidates: list[QuotaInfo]) -> Placement[QuotaInfo]:
-    """``place(ssn.tq, task, candidates)``, found by scoring first.
-
-    Scores do not depend on feasibility, so ranking every candidate by the policy's
-    ``tq.node_order`` first (ties keep candidate order) and then filtering in that order until
-    the first feasible one gives the same answer as filtering all and ranking the survivors —
-    while running the predicates on one or a few quotas instead of hundreds. Used only when the
-    policy's TQ bundle has no ``batch_node_order`` or ``best_n`` participant and is not
-    rank-ordered (then ``place`` decides among all feasible candidates and is called as is).
-    """
-    bundle = ssn.tq
-    stages = ssn.policy.stages
-    if bundle.rank_ordered or stages["tq.batch_node_order"].participants or stages["tq.best_n"].participants:
-        return place(bundle, task, candidates)
-    if bundle.has_scores and len(candidates) > 1:
-        node_order = bundle.node_order
-        scored = sorted(((node_order(task, q), i, q) for i, q in enumerate(candidates)), key=lambda s: (-s[0], s[1]))
-        candidates = [q for _, _, q in scored]
-    return place(bundle, task, candidates, stop_after=1)
+    """Tiers 2–4: the quota of the job's queue the TQ pipeline prefers, or why there is none."""
+    found = choose_quota(ssn, task, job, exclude=exclude, index=index)
+    if isinstance(found, str):
+        return Decision(Outcome.NO_QUOTA, reason=found)
+    return Decision(Outcome.ASSIGNED, quota=found.name, tier=_tier(found, task, now))
 
 
 def _tier(quota: QuotaInfo, task: TaskInfo, now: float) -> Tier:
@@ -380,21 +410,6 @@ def _tier(quota: QuotaInfo, task: TaskInfo, now: float) -> Tier:
     if quota.static_bind_node or quota.static_bind_status is not None:
         return Tier.STATIC
     return Tier.FREE
-
-
-def _no_fit(queue: str, failures: Mapping[str, Status], too_small: int) -> str:
-    """``NoQuota(queue q has no quota that fits: …)`` — one refusal verbatim, several counted by
-    reason (quotas the pre-filter found too small count as ``InsufficientQuota``)."""
-    if len(failures) == 1 and not too_small:
-        detail = next(iter(failures.values())).message()
-    else:
-        counts: Counter[str] = Counter()
-        for s in failures.values():
-            counts[str(s.reason) if s.reason is not None else s.code.name] += 1
-        if too_small:
-            counts[str(Reason.INSUFFICIENT_QUOTA)] += too_small
-        detail = ", ".join(f"{n}× {r}" for r, n in counts.most_common())
-    return Status.unschedulable(Reason.NO_QUOTA, f"queue {queue} has no quota that fits: {detail}").message()
 
 
 # --- the admitted pod as a task --------------------------------------------------------------

@@ -312,98 +312,130 @@ def _joint(parts: Sequence[tuple[Fn, str | None]]) -> Fn:
 
 
 def _combine(kind: Kind, op: str, parts: Sequence[Fn]) -> Fn:
-    if kind is Kind.STATUS:
-        if op == "or":
+    """The stage callable of ``op`` over ``parts`` for a stage of ``kind`` (chosen at bind time:
+    the callable returned calls the parts directly)."""
+    return _COMBINERS[kind](op, parts)
 
-            def or_(*a: Any) -> Status:
-                bad = []
-                for p in parts:
-                    s = p(*a)
-                    if s.code == Code.SUCCESS:
-                        return SUCCESS
-                    if not s.ok:
-                        bad.append(s)
-                return Status.merge(bad) if bad else SUCCESS
 
-            return or_
+def _combine_status(op: str, parts: Sequence[Fn]) -> Fn:
+    """STATUS ``or`` and ``first_not_pass`` (``and`` and ``joint`` are :func:`_and`, :func:`_joint`)."""
+    if op == "or":
 
-        def first_not_pass(*a: Any) -> Status:
+        def or_(*a: Any) -> Status:
+            bad = []
             for p in parts:
-                s: Status = p(*a)
-                if s.code != Code.SKIP:
-                    return s
-            return SUCCESS
+                s = p(*a)
+                if s.code == Code.SUCCESS:
+                    return SUCCESS
+                if not s.ok:
+                    bad.append(s)
+            return Status.merge(bad) if bad else SUCCESS
 
-        return first_not_pass
-    if kind is Kind.SCORE:
+        return or_
+
+    def first_not_pass(*a: Any) -> Status:
+        for p in parts:
+            s: Status = p(*a)
+            if s.code != Code.SKIP:
+                return s
+        return SUCCESS
+
+    return first_not_pass
+
+
+def _combine_score(op: str, parts: Sequence[Fn]) -> Fn:
+    """SCORE ``sum`` and ``min`` (the weights are in the parts)."""
+    if op == "sum":
+        return lambda *a: sum(p(*a) for p in parts)
+    return lambda *a: min(p(*a) for p in parts)
+
+
+def _combine_scores(op: str, parts: Sequence[Fn]) -> Fn:
+    """SCORES ``sum`` and ``min``, per target over every target any part scores (a missing one: 0)."""
+
+    def merge_maps(*a: Any) -> dict[Any, float]:
+        maps = [p(*a) for p in parts]
+        keys: set[Any] = set()
+        for m in maps:
+            keys.update(m)
         if op == "sum":
-            return lambda *a: sum(p(*a) for p in parts)
-        return lambda *a: min(p(*a) for p in parts)
-    if kind is Kind.SCORES:
+            return {k: sum(m.get(k, 0.0) for m in maps) for k in keys}
+        return {k: min(m.get(k, 0.0) for m in maps) for k in keys}
 
-        def merge_maps(*a: Any) -> dict[Any, float]:
-            maps = [p(*a) for p in parts]
-            keys: set[Any] = set()
-            for m in maps:
-                keys.update(m)
-            if op == "sum":
-                return {k: sum(m.get(k, 0.0) for m in maps) for k in keys}
-            return {k: min(m.get(k, 0.0) for m in maps) for k in keys}
+    return merge_maps
 
-        return merge_maps
-    if kind is Kind.CHOICE:
 
-        def choose(*a: Any) -> Any:
-            for p in parts:
-                c = p(*a)
-                if c is not None:
-                    return c
-            return None
+def _combine_choice(op: str, parts: Sequence[Fn]) -> Fn:
+    """CHOICE ``or`` and ``first_not_pass``: the first choice that is not None."""
 
-        return choose
-    if kind is Kind.SET:
-        # Sets may come as ordered sequences (candidate nodes in preferred order): the result
-        # keeps the order of the first participant that answers. A participant may also answer
-        # a failing Status, meaning "none, and here is why": intersect stops there; union
-        # ignores it unless every participant fails.
-        if op == "intersect":
+    def choose(*a: Any) -> Any:
+        for p in parts:
+            c = p(*a)
+            if c is not None:
+                return c
+        return None
 
-            def intersect(*a: Any) -> Any:
-                out: list[Any] | None = None
-                for p in parts:
-                    s = p(*a)
-                    if s is None:
-                        continue
-                    if isinstance(s, Status):
-                        return s
-                    if out is None:
-                        out = list(dict.fromkeys(s))
-                    else:
-                        keep = set(s)
-                        out = [x for x in out if x in keep]
-                return None if out is None else tuple(out)
+    return choose
 
-            return intersect
 
-        def union(*a: Any) -> Any:
-            out: dict[Any, None] | None = None
-            failures: list[Status] = []
+def _combine_set(op: str, parts: Sequence[Fn]) -> Fn:
+    """SET ``intersect`` and ``or`` (union).
+
+    Sets may come as ordered sequences (candidate nodes in preferred order): the result keeps the
+    order of the first participant that answers. A participant may also answer a failing Status,
+    meaning "none, and here is why": intersect stops there; union ignores it unless every
+    participant fails."""
+    if op == "intersect":
+
+        def intersect(*a: Any) -> Any:
+            out: list[Any] | None = None
             for p in parts:
                 s = p(*a)
                 if s is None:
                     continue
                 if isinstance(s, Status):
-                    failures.append(s)
-                    continue
-                out = dict.fromkeys(s) if out is None else {**out, **dict.fromkeys(s)}
-            if out is None and failures:
-                return Status.merge(failures)
+                    return s
+                if out is None:
+                    out = list(dict.fromkeys(s))
+                else:
+                    keep = set(s)
+                    out = [x for x in out if x in keep]
             return None if out is None else tuple(out)
 
-        return union
-    # ORDER: lexicographic key
+        return intersect
+
+    def union(*a: Any) -> Any:
+        out: dict[Any, None] | None = None
+        failures: list[Status] = []
+        for p in parts:
+            s = p(*a)
+            if s is None:
+                continue
+            if isinstance(s, Status):
+                failures.append(s)
+                continue
+            out = dict.fromkeys(s) if out is None else {**out, **dict.fromkeys(s)}
+        if out is None and failures:
+            return Status.merge(failures)
+        return None if out is None else tuple(out)
+
+    return union
+
+
+def _combine_order(op: str, parts: Sequence[Fn]) -> Fn:
+    """ORDER ``first_not_pass``: the lexicographic key of the parts' keys."""
 
     def order(*a: Any) -> tuple[Any, ...]:
         return tuple([p(*a) for p in parts])
 
     return order
+
+
+_COMBINERS: dict[Kind, Callable[[str, Sequence[Fn]], Fn]] = {
+    Kind.STATUS: _combine_status,
+    Kind.SCORE: _combine_score,
+    Kind.SCORES: _combine_scores,
+    Kind.CHOICE: _combine_choice,
+    Kind.SET: _combine_set,
+    Kind.ORDER: _combine_order,
+}

@@ -24,8 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 from extender.aio import cancel_and_wait
+from extender.kube.bodies import micro_time
 from extender.kube.errors import AlreadyExists, Conflict, KubeError
-from extender.kube.writer import KubeWriter, micro_time
+from extender.kube.writer import KubeWriter
 
 __all__ = ["LeaderElector"]
 

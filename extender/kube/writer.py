@@ -7,9 +7,14 @@ connections) are retried with jittered exponential back-off; a create is retried
 cannot duplicate anything (client-chosen names: AlreadyExists then means "done"). Conflicts and
 other answers surface as the typed errors of :mod:`extender.kube.errors`.
 
-Every API call the writer makes is declared in :data:`API_CALLS`; a call outside the list raises
-at once, and a test drives every method against the emulator and compares the emulator's request
-journal with the list — which is what the Helm chart's RBAC must grant.
+What is not a write lives beside it, in modules that make no API call: the bodies it sends and the
+answers it synthesises (:mod:`extender.kube.bodies`), which answers it retries and how long it
+waits (:mod:`extender.kube.retry`), and its memory of the Events it posted
+(:mod:`extender.kube.events`).
+
+Every API call the writer makes is declared in :data:`extender.kube.calls.API_CALLS`; a call
+outside the list raises at once, and a test drives every method against the emulator and compares
+the emulator's request journal with the list — which is what the Helm chart's RBAC must grant.
 """
 
 from __future__ import annotations
@@ -17,19 +22,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import re
 import socket
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, NamedTuple
-
-import orjson
+from typing import Any, Final
 
 from extender import wellknown
+from extender.kube import bodies, retry
 from extender.kube import client as kube_client
+from extender.kube.bodies import COORDINATION, Obj
+from extender.kube.calls import API_CALLS, METHOD_OF_VERB, ApiCall
 from extender.kube.client import RawResponse
 from extender.kube.errors import (
     AlreadyExists,
@@ -42,86 +45,16 @@ from extender.kube.errors import (
     NotFound,
     WriteConflict,
 )
+from extender.kube.events import EventMemory, EventRecord, event_key
 
-__all__ = ["API_CALLS", "ApiCall", "KubeWriter", "StatusMutator"]
+__all__ = ["KubeWriter", "StatusMutator"]
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 StatusMutator = Callable[[Obj], Obj | None]
 """Given a copy of the current object, return its desired ``status`` — or None: nothing to change."""
 
 MERGE_PATCH: Final = "application/merge-patch+json"
-COORDINATION: Final = "coordination.k8s.io"
-_TRANSIENT: Final = frozenset({429, 500, 502, 503, 504})
-_ALREADY_ASSIGNED = re.compile(r'is already assigned to node "([^"]*)"')
-
-
-class ApiCall(NamedTuple):
-    """One kind of API request: what an RBAC rule has to allow."""
-
-    verb: str
-    group: str
-    resource: str
-    subresource: str = ""
-
-
-API_CALLS: Final[frozenset[ApiCall]] = frozenset(
-    {
-        # quota and podgroup status: read-modify-write with optimistic concurrency
-        ApiCall("get", wellknown.GROUP, wellknown.QUOTAS),
-        ApiCall("update", wellknown.GROUP, wellknown.QUOTAS, "status"),
-        ApiCall("get", wellknown.GROUP, wellknown.PODGROUPS),
-        ApiCall("update", wellknown.GROUP, wellknown.PODGROUPS, "status"),
-        # queue and jobqueue status (the counts the binder leader keeps true)
-        ApiCall("get", wellknown.GROUP, wellknown.QUEUES),
-        ApiCall("update", wellknown.GROUP, wellknown.QUEUES, "status"),
-        ApiCall("get", wellknown.GROUP, wellknown.JOBQUEUES),
-        ApiCall("update", wellknown.GROUP, wellknown.JOBQUEUES, "status"),
-        # quota pools (Queue spec.quotaPools) and `sky-scheduler quotas create`
-        ApiCall("create", wellknown.GROUP, wellknown.QUOTAS),
-        ApiCall("update", wellknown.GROUP, wellknown.QUOTAS),
-        ApiCall("delete", wellknown.GROUP, wellknown.QUOTAS),
-        # pods
-        ApiCall("create", "", "pods", "binding"),
-        ApiCall("patch", "", "pods"),
-        ApiCall("create", "", "pods", "eviction"),
-        # events (created with a client-chosen name, then aggregated by patching count)
-        ApiCall("create", "", "events"),
-        ApiCall("patch", "", "events"),
-        # RDMA topology discovery
-        ApiCall("get", wellknown.GROUP, wellknown.NODETOPOLOGIES),
-        ApiCall("create", wellknown.GROUP, wellknown.NODETOPOLOGIES),
-        ApiCall("update", wellknown.GROUP, wellknown.NODETOPOLOGIES),
-        ApiCall("update", wellknown.GROUP, wellknown.NODETOPOLOGIES, "status"),  # the agents' heartbeat
-        ApiCall("patch", "", "nodes"),
-        # leader election
-        ApiCall("get", COORDINATION, "leases"),
-        ApiCall("create", COORDINATION, "leases"),
-        ApiCall("update", COORDINATION, "leases"),
-    }
-)
-"""Every (verb, group, resource, subresource) :class:`KubeWriter` uses — and nothing else."""
-
-_METHOD_OF_VERB: Final = {"get": "GET", "create": "POST", "update": "PUT", "patch": "PATCH", "delete": "DELETE"}
-
-
-def micro_time(dt: datetime | None = None) -> str:
-    """``metav1.MicroTime``: RFC 3339 with microseconds and ``Z``."""
-    return (dt or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _time(dt: datetime) -> str:
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(slots=True)
-class _EventRecord:
-    namespace: str
-    name: str
-    count: int
-    first: str
-    last_seen: float
 
 
 class KubeWriter:
@@ -163,7 +96,7 @@ class KubeWriter:
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._clock = clock
-        self._events: OrderedDict[tuple[str, ...], _EventRecord] = OrderedDict()
+        self._events = EventMemory()
 
     # ------------------------------------------------------------------------------------------
     # plumbing
@@ -189,7 +122,7 @@ class KubeWriter:
         path = kube_client.resource_path(
             group, version, resource, namespace=namespace, name=name, subresource=subresource or None
         )
-        method = _METHOD_OF_VERB[verb]
+        method = METHOD_OF_VERB[verb]
         what = f"{verb} {resource}{'/' + subresource if subresource else ''} {name or ''}".strip()
         delay = self.backoff
         last: BaseException | None = None
@@ -204,18 +137,21 @@ class KubeWriter:
                     raise
                 last = exc
             else:
-                if resp.status not in _TRANSIENT:
+                if resp.status not in retry.TRANSIENT:
                     return resp
                 failure = ApiFailure.from_response(resp.status, resp.json(), what, resp.headers)
-                if resp.status == 429 and resource == "pods" and subresource == "eviction" and _is_pdb(failure):
+                if (
+                    resp.status == 429
+                    and resource == "pods"
+                    and subresource == "eviction"
+                    and retry.is_budget_refusal(failure)
+                ):
                     return resp  # a PodDisruptionBudget says no: not transient
                 last = failure
                 retry_after = failure.retry_after
             if attempt == self.retries:
                 break
-            pause = min(self.backoff_max, delay) * (0.5 + 0.5 * self._rng.random())
-            if retry_after is not None:
-                pause = max(pause, min(retry_after, self.backoff_max))
+            pause = retry.pause(delay, self.backoff_max, retry_after, self._rng)
             log.debug(
                 "writer: %s failed (%s), attempt %d/%d, retrying in %.2fs", what, last, attempt, self.retries, pause
             )
@@ -270,7 +206,7 @@ class KubeWriter:
         it (other labels, annotations and the status are kept). Returns the object and whether
         anything was written. Conflicts are re-read and re-compared."""
         g, v, plural = wellknown.GROUP, wellknown.VERSION, wellknown.QUOTAS
-        want = orjson.loads(orjson.dumps(dict(body)))
+        want = bodies.copy_json(dict(body))
         meta_want = want.get("metadata") or {}
         name = str(meta_want.get("name") or "")
         labels = dict(meta_want.get("labels") or {})
@@ -282,11 +218,9 @@ class KubeWriter:
                     continue  # created meanwhile (or by our own timed-out attempt): compare again
                 return self._ok(created, f"create quota {name}"), True
             current = self._ok(resp, f"get quota {name}")
-            meta = current.get("metadata") or {}
-            have = meta.get("labels") or {}
-            if current.get("spec") == want.get("spec") and all(have.get(k) == x for k, x in labels.items()):
+            new = bodies.quota_update(current, want, labels)
+            if new is None:
                 return current, False
-            new = {**current, "metadata": {**meta, "labels": {**have, **labels}}, "spec": want.get("spec")}
             updated = await self._call("update", g, v, plural, name=name, body=new)
             if updated.status == 409:
                 continue
@@ -297,11 +231,7 @@ class KubeWriter:
         """Delete a Quota only if it is still the object that was judged (``uid`` and
         ``resourceVersion`` preconditions: a claim or a binding written since makes it a
         conflict). Returns False when it changed meanwhile or is already gone."""
-        body = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "preconditions": {"uid": uid, "resourceVersion": resource_version},
-        }
+        body = bodies.delete_if_unchanged(uid, resource_version)
         resp = await self._call("delete", wellknown.GROUP, wellknown.VERSION, wellknown.QUOTAS, name=name, body=body)
         if resp.status in (404, 409):
             return False
@@ -315,7 +245,7 @@ class KubeWriter:
         writing nothing, when the NodeTopology does not exist (the agent publishes it first).
         Persistent conflicts raise :class:`WriteConflict` without a Warning Event (the agents
         may not post Events)."""
-        fields = orjson.loads(orjson.dumps(dict(status)))
+        fields = bodies.copy_json(dict(status))
 
         def mutate(current: Obj) -> Obj:
             return {**(current.get("status") or {}), **fields}
@@ -350,7 +280,7 @@ class KubeWriter:
                 resp = await self._call("get", g, v, plural, namespace=namespace, name=name)
                 current, read = self._ok(resp, f"get {plural} {name}"), True
                 rounds += 1
-            status = mutate(orjson.loads(orjson.dumps(current)))
+            status = mutate(bodies.copy_json(current))
             if status is None or status == current.get("status"):
                 if read:
                     return current
@@ -365,13 +295,7 @@ class KubeWriter:
         message = f"{kind} {name}: status update still conflicting after {self.retries} attempts"
         if not conflict_event:
             raise WriteConflict(message, attempts=self.retries)
-        involved = {
-            "apiVersion": wellknown.API_VERSION,
-            "kind": kind,
-            "name": name,
-            "namespace": namespace or "",
-            "uid": (current.get("metadata") or {}).get("uid", ""),
-        }
+        involved = bodies.involved_object(kind, name, namespace, current)
         try:
             await self.post_event(involved, "Warning", "StatusUpdateConflict", message)
         except Exception as exc:  # the event is a courtesy; the conflict is the error
@@ -389,12 +313,7 @@ class KubeWriter:
         synthesised Success when the pod was already bound to ``node``: idempotent). Raises
         :class:`BindConflict` if it is bound elsewhere, being deleted, or has another UID, and
         :class:`NotFound` if it is gone."""
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": dict(annotations or {})},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
+        body = bodies.binding(namespace, name, uid, node, annotations)
         # Safe to retry: a binding that landed before a timeout answers 409 "already assigned"
         # to the same node on the retry, which is success.
         resp = await self._call(
@@ -403,17 +322,10 @@ class KubeWriter:
         if resp.status == 409:
             status = resp.json() or {}
             message = str(status.get("message", "")) if isinstance(status, dict) else ""
-            m = _ALREADY_ASSIGNED.search(message)
-            if m and m.group(1) == node:
-                return {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "metadata": {},
-                    "status": "Success",
-                    "code": 200,
-                    "details": {"name": name, "kind": "pods"},
-                }
-            raise BindConflict(f"bind {namespace}/{name} to {node}: {message}", node=m.group(1) if m else None)
+            assigned = retry.already_assigned_to(message)
+            if assigned == node:
+                return bodies.success(200, details={"name": name, "kind": "pods"})
+            raise BindConflict(f"bind {namespace}/{name} to {node}: {message}", node=assigned)
         return self._ok(resp, f"bind {namespace}/{name}")
 
     async def patch_pod_annotations(
@@ -436,35 +348,17 @@ class KubeWriter:
         record ``reason`` in an Event on the pod. A pod already gone is success (404); a budget
         that forbids it raises :class:`EvictionBlocked`. ``uid`` guards against evicting a
         re-created pod of the same name."""
-        body: Obj = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-        if uid:
-            body["deleteOptions"] = {"preconditions": {"uid": uid}}
+        body = bodies.eviction(namespace, name, uid)
         resp = await self._call(
             "create", "", "v1", "pods", namespace=namespace, name=name, subresource="eviction", body=body
         )
         if resp.status == 404:
-            return {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "code": 404,
-                "reason": "NotFound",
-                "message": f"pod {namespace}/{name} is already gone",
-            }
+            return bodies.success(404, reason="NotFound", message=f"pod {namespace}/{name} is already gone")
         if resp.status == 429:
             failure = ApiFailure.from_response(resp.status, resp.json(), f"evict {namespace}/{name}", resp.headers)
             raise EvictionBlocked(failure.message, retry_after=failure.retry_after)
         if resp.status == 409 and uid:
-            return {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "code": 409,
-                "reason": "Conflict",
-                "message": f"pod {namespace}/{name} was re-created; not evicted",
-            }
+            return bodies.success(409, reason="Conflict", message=f"pod {namespace}/{name} was re-created; not evicted")
         result = self._ok(resp, f"evict {namespace}/{name}")
         involved = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": uid or ""}
         try:
@@ -485,48 +379,40 @@ class KubeWriter:
             raise ValueError(f"event type must be Normal or Warning, not {type_!r}")
         namespace = str(involved.get("namespace") or "default")
         ref = {k: involved[k] for k in ("apiVersion", "kind", "name", "namespace", "uid") if involved.get(k)}
-        key = (namespace, str(ref.get("kind")), str(ref.get("name")), str(ref.get("uid", "")), type_, reason, message)
+        key = event_key(namespace, ref, type_, reason, message)
         now_dt = datetime.now(UTC)
         now = self._clock()
-        record = self._events.get(key)
-        if record is not None and now - record.last_seen <= self.event_window:
-            patch = {"count": record.count + 1, "lastTimestamp": _time(now_dt)}
+        record = self._events.recent(key, now, self.event_window)
+        if record is not None:
+            patch = {"count": record.count + 1, "lastTimestamp": bodies.kube_time(now_dt)}
             resp = await self._call(
                 "patch", "", "v1", "events", namespace=namespace, name=record.name, body=patch, content_type=MERGE_PATCH
             )
             if resp.status != 404:
                 event = self._ok(resp, f"patch event {record.name}")
-                record.count = int(event.get("count") or record.count + 1)
-                record.last_seen = now
-                self._events.move_to_end(key)
+                self._events.bumped(key, record, int(event.get("count") or record.count + 1), now)
                 return event
-            del self._events[key]  # expired or deleted meanwhile: start a new one
+            self._events.forget(key)  # expired or deleted meanwhile: start a new one
         name = f"{ref.get('name', 'object')}.{time.time_ns():x}"
-        first = _time(now_dt)
-        body: Obj = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": ref,
-            "reason": reason,
-            "message": message[:1024],
-            "type": type_,
-            "source": {"component": self.component},
-            "reportingComponent": self.component,
-            "reportingInstance": self.instance,
-            "firstTimestamp": first,
-            "lastTimestamp": first,
-            "count": 1,
-        }
+        first = bodies.kube_time(now_dt)
+        body = bodies.event(
+            namespace=namespace,
+            name=name,
+            ref=ref,
+            type_=type_,
+            reason=reason,
+            message=message,
+            component=self.component,
+            instance=self.instance,
+            first=first,
+        )
         # the name is ours: a retry after a timeout that landed answers AlreadyExists = done
         resp = await self._call("create", "", "v1", "events", namespace=namespace, body=body)
         if resp.status == 409:
             event = body
         else:
             event = self._ok(resp, f"create event {name}")
-        self._events[key] = _EventRecord(namespace, name, int(event.get("count") or 1), first, now)
-        while len(self._events) > 4096:
-            self._events.popitem(last=False)
+        self._events.remember(key, EventRecord(namespace, name, int(event.get("count") or 1), first, now))
         return event
 
     # ------------------------------------------------------------------------------------------
@@ -539,37 +425,22 @@ class KubeWriter:
         removes that label) only when they differ. Returns the object and whether anything was
         written."""
         g, v, plural = wellknown.GROUP, wellknown.VERSION, wellknown.NODETOPOLOGIES
-        want_spec = orjson.loads(orjson.dumps(dict(spec)))
+        want_spec = bodies.copy_json(dict(spec))
         want_labels = {k: v_ for k, v_ in (labels or {}).items() if v_ is not None}
         gone = {k for k, v_ in (labels or {}).items() if v_ is None}
         for _ in range(self.retries):
             resp = await self._call("get", g, v, plural, name=name)
             if resp.status == 404:
-                body = {
-                    "apiVersion": wellknown.API_VERSION,
-                    "kind": wellknown.KIND_NODETOPOLOGY,
-                    "metadata": {"name": name, **({"labels": want_labels} if want_labels else {})},
-                    "spec": want_spec,
-                }
-                created = await self._call("create", g, v, plural, body=body)
+                created = await self._call(
+                    "create", g, v, plural, body=bodies.node_topology(name, want_spec, want_labels)
+                )
                 if created.status == 409:
                     continue  # created meanwhile (or by our own timed-out attempt): compare again
                 return self._ok(created, f"create nodetopology {name}"), True
             current = self._ok(resp, f"get nodetopology {name}")
-            meta = current.get("metadata") or {}
-            have_labels = meta.get("labels") or {}
-            if (
-                current.get("spec") == want_spec
-                and all(have_labels.get(k) == v_ for k, v_ in want_labels.items())
-                and not gone & set(have_labels)
-            ):
+            body = bodies.node_topology_update(current, want_spec, want_labels, gone)
+            if body is None:
                 return current, False
-            kept = {k: v_ for k, v_ in have_labels.items() if k not in gone}
-            body = {
-                **current,
-                "metadata": {**meta, "labels": {**kept, **want_labels}},
-                "spec": want_spec,
-            }
             updated = await self._call("update", g, v, plural, name=name, body=body)
             if updated.status == 409:
                 continue
@@ -598,12 +469,7 @@ class KubeWriter:
     async def create_lease(self, namespace: str, name: str, spec: Mapping[str, Any]) -> Obj:
         """Create a Lease; raises :class:`AlreadyExists` if someone (maybe our own timed-out
         attempt) created it first — re-read it then."""
-        body = {
-            "apiVersion": f"{COORDINATION}/v1",
-            "kind": "Lease",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": dict(spec),
-        }
+        body = bodies.lease(namespace, name, spec)
         resp = await self._call("create", COORDINATION, "v1", "leases", namespace=namespace, body=body)
         if resp.status == 409:
             raise AlreadyExists(409, "AlreadyExists", f"lease {namespace}/{name} already exists", body=resp.json())
@@ -620,9 +486,3 @@ class KubeWriter:
         if resp.status == 409:
             raise Conflict(409, "Conflict", f"lease {namespace}/{name} was modified meanwhile", body=resp.json())
         return self._ok(resp, f"update lease {namespace}/{name}")
-
-
-def _is_pdb(failure: ApiFailure) -> bool:
-    body = failure.body if isinstance(failure.body, dict) else {}
-    causes = (body.get("details") or {}).get("causes") or []
-    return any(c.get("reason") == "DisruptionBudget" for c in causes) or "disruption budget" in failure.message

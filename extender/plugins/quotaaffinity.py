@@ -46,132 +46,145 @@ class Plugin:
         self.args = args
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        affinity_nodes: dict[str, list[tuple[QuotaAffinityTerm, frozenset[str]]]] = {}
-
-        def bound_nodes_of(term: QuotaAffinityTerm, me: str) -> frozenset[str]:
-            out = set()
-            for q in ssn.quotas():
-                if q.name != me and q.node_name and term.matches(q.name, q.labels):
-                    out.add(q.node_name)
-            return frozenset(out)
-
-        def pre_predicate_qn(quota: QuotaInfo) -> Status:
-            if quota.quota_affinity:
-                affinity_nodes[quota.name] = [(t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity]
-            return SUCCESS
-
-        def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
-            if quota.quota_affinity:
-                terms = affinity_nodes.get(quota.name)
-                if terms is None:
-                    terms = affinity_nodes[quota.name] = [
-                        (t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity
-                    ]
-                for term, nodes in terms:
-                    if nodes and node.name not in nodes:
-                        return Status.unresolvable(
-                            Reason.QUOTA_AFFINITY_NOT_MATCH, f"must share a node with {term.describe()}"
-                        )
-            if quota.quota_anti_affinity:
-                for other_name in node.quota_allocated:
-                    if other_name == quota.name:
-                        continue
-                    other = ssn.quota(other_name)
-                    labels = other.labels if other is not None else {}
-                    for term in quota.quota_anti_affinity:
-                        if term.matches(other_name, labels):
-                            return Status.unresolvable(
-                                Reason.QUOTA_ANTI_AFFINITY, f"{node.name} holds quota {other_name}"
-                            )
-            for holder_name in ssn.anti_affinity_holders():  # the symmetric check
-                if holder_name == quota.name or not node.has_quota(holder_name):
-                    continue
-                holder = ssn.quota(holder_name)
-                if holder is None:
-                    continue
-                for term in holder.quota_anti_affinity:
-                    if term.matches(quota.name, quota.labels):
-                        return Status.unresolvable(
-                            Reason.QUOTA_ANTI_AFFINITY, f"quota {holder_name} on {node.name} repels it"
-                        )
-            return SUCCESS
-
-        def predicate_tq(task: TaskInfo, quota: QuotaInfo) -> Status:
-            if quota.pod_affinity is not None and not quota.pod_affinity.admits(task):
-                return Status.unresolvable(
-                    Reason.POD_QUOTA_AFFINITY_NOT_MATCH, f"quota {quota.name} admits only pods matching its podAffinity"
-                )
-            return SUCCESS
-
-        sibling_nodes: dict[str, frozenset[str]] = {}
-
-        def siblings_on(task: TaskInfo) -> frozenset[str]:
-            nodes = sibling_nodes.get(task.job)
-            if nodes is None:
-                job = ssn.job(task.job)
-                found: set[str] = set()
-                if job is not None:
-                    for t in job.alive_tasks():
-                        if t.uid == task.uid:
-                            continue
-                        if t.node:
-                            found.add(t.node)
-                        elif t.quota:
-                            q = ssn.quota(t.quota)
-                            if q is not None and q.node_name:
-                                found.add(q.node_name)
-                nodes = sibling_nodes[task.job] = frozenset(found)
-            return nodes
-
-        def node_order_tq(task: TaskInfo, quota: QuotaInfo) -> float:
-            if quota.reservation_for(task, ssn.now) is not None:
-                score = 1000.0
-            else:
-                node = (
-                    quota.node_name
-                    or (quota.static_bind_status.node_name if quota.static_bind_status is not None else "")
-                    or quota.static_bind_node
-                )
-                if node:
-                    score = 100.0 + (50.0 if node in siblings_on(task) else 0.0)
-                else:
-                    score = 10.0
-            job = ssn.job(task.job)
-            shared_with_sibling = any(c.job == task.job for c in quota.claims.values())
-            if job is not None and job.topology:
-                # one quota per task: a topology job's tasks go to distinct nodes in rank order
-                if shared_with_sibling:
-                    score -= 5.0
-            elif shared_with_sibling:
-                score += 2.0  # keeps a job's claims together
-            return score + best_fit(task, quota)
-
-        def best_fit(task: TaskInfo, quota: QuotaInfo) -> float:
-            """In [0, 1): the tighter the task fits what is left of the quota, the higher."""
-            request = quota.governed(task.request)
-            total = 0.0
-            n = 0
-            for name, cap in quota.capacity.q.items():
-                if cap <= 0:
-                    continue
-                left = cap - quota.allocated.get(name) - request.get(name)
-                total += max(0.0, left) / cap
-                n += 1
-            return 0.999 * (1.0 - total / n) if n else 0.0
-
-        def on_event(ev: Event) -> None:
-            # where a job's tasks sit changes with claims, quota bindings and placements
-            if ev.task:
-                t = ssn.task(ev.task)
-                if t is not None:
-                    sibling_nodes.pop(t.job, None)
-            elif ev.kind in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
-                sibling_nodes.clear()
-
+        pre_predicate_qn, predicate_qn = _quota_affinity(ssn)
+        node_order_tq, on_event = _task_preference(ssn)
         return {
             "events": on_event,
-            "tq.predicate": predicate_tq,
+            "tq.predicate": _predicate_tq,
             "tq.node_order": node_order_tq,
             "qn.pre_predicate": pre_predicate_qn,
             "qn.predicate": predicate_qn,
         }
+
+
+def _quota_affinity(ssn: Session) -> tuple[Callable[[QuotaInfo], Status], Callable[[QuotaInfo, NodeInfo], Status]]:
+    """``qn.pre_predicate`` and ``qn.predicate``: quota↔quota affinity (the nodes of the bound
+    quotas each term selects, computed once per quota and session) and anti-affinity, both ways."""
+    affinity_nodes: dict[str, list[tuple[QuotaAffinityTerm, frozenset[str]]]] = {}
+
+    def bound_nodes_of(term: QuotaAffinityTerm, me: str) -> frozenset[str]:
+        out = set()
+        for q in ssn.quotas():
+            if q.name != me and q.node_name and term.matches(q.name, q.labels):
+                out.add(q.node_name)
+        return frozenset(out)
+
+    def pre_predicate_qn(quota: QuotaInfo) -> Status:
+        if quota.quota_affinity:
+            affinity_nodes[quota.name] = [(t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity]
+        return SUCCESS
+
+    def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
+        if quota.quota_affinity:
+            terms = affinity_nodes.get(quota.name)
+            if terms is None:
+                terms = affinity_nodes[quota.name] = [(t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity]
+            for term, nodes in terms:
+                if nodes and node.name not in nodes:
+                    return Status.unresolvable(
+                        Reason.QUOTA_AFFINITY_NOT_MATCH, f"must share a node with {term.describe()}"
+                    )
+        if quota.quota_anti_affinity:
+            for other_name in node.quota_allocated:
+                if other_name == quota.name:
+                    continue
+                other = ssn.quota(other_name)
+                labels = other.labels if other is not None else {}
+                for term in quota.quota_anti_affinity:
+                    if term.matches(other_name, labels):
+                        return Status.unresolvable(Reason.QUOTA_ANTI_AFFINITY, f"{node.name} holds quota {other_name}")
+        for holder_name in ssn.anti_affinity_holders():  # the symmetric check
+            if holder_name == quota.name or not node.has_quota(holder_name):
+                continue
+            holder = ssn.quota(holder_name)
+            if holder is None:
+                continue
+            for term in holder.quota_anti_affinity:
+                if term.matches(quota.name, quota.labels):
+                    return Status.unresolvable(
+                        Reason.QUOTA_ANTI_AFFINITY, f"quota {holder_name} on {node.name} repels it"
+                    )
+        return SUCCESS
+
+    return pre_predicate_qn, predicate_qn
+
+
+def _predicate_tq(task: TaskInfo, quota: QuotaInfo) -> Status:
+    """``tq.predicate``: a quota with a ``podAffinity`` admits only the pods it selects."""
+    if quota.pod_affinity is not None and not quota.pod_affinity.admits(task):
+        return Status.unresolvable(
+            Reason.POD_QUOTA_AFFINITY_NOT_MATCH, f"quota {quota.name} admits only pods matching its podAffinity"
+        )
+    return SUCCESS
+
+
+def _task_preference(ssn: Session) -> tuple[Callable[[TaskInfo, QuotaInfo], float], Callable[[Event], None]]:
+    """``tq.node_order`` (the seed's tiers, the sibling bonus or malus, best fit) and the
+    ``events`` hook that forgets where a job's tasks sit when that changes."""
+    sibling_nodes: dict[str, frozenset[str]] = {}
+
+    def siblings_on(task: TaskInfo) -> frozenset[str]:
+        nodes = sibling_nodes.get(task.job)
+        if nodes is None:
+            job = ssn.job(task.job)
+            found: set[str] = set()
+            if job is not None:
+                for t in job.alive_tasks():
+                    if t.uid == task.uid:
+                        continue
+                    if t.node:
+                        found.add(t.node)
+                    elif t.quota:
+                        q = ssn.quota(t.quota)
+                        if q is not None and q.node_name:
+                            found.add(q.node_name)
+            nodes = sibling_nodes[task.job] = frozenset(found)
+        return nodes
+
+    def node_order_tq(task: TaskInfo, quota: QuotaInfo) -> float:
+        if quota.reservation_for(task, ssn.now) is not None:
+            score = 1000.0
+        else:
+            node = (
+                quota.node_name
+                or (quota.static_bind_status.node_name if quota.static_bind_status is not None else "")
+                or quota.static_bind_node
+            )
+            if node:
+                score = 100.0 + (50.0 if node in siblings_on(task) else 0.0)
+            else:
+                score = 10.0
+        job = ssn.job(task.job)
+        shared_with_sibling = any(c.job == task.job for c in quota.claims.values())
+        if job is not None and job.topology:
+            # one quota per task: a topology job's tasks go to distinct nodes in rank order
+            if shared_with_sibling:
+                score -= 5.0
+        elif shared_with_sibling:
+            score += 2.0  # keeps a job's claims together
+        return score + _best_fit(task, quota)
+
+    def on_event(ev: Event) -> None:
+        # where a job's tasks sit changes with claims, quota bindings and placements
+        if ev.task:
+            t = ssn.task(ev.task)
+            if t is not None:
+                sibling_nodes.pop(t.job, None)
+        elif ev.kind in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
+            sibling_nodes.clear()
+
+    return node_order_tq, on_event
+
+
+def _best_fit(task: TaskInfo, quota: QuotaInfo) -> float:
+    """In [0, 1): the tighter the task fits what is left of the quota, the higher."""
+    request = quota.governed(task.request)
+    total = 0.0
+    n = 0
+    for name, cap in quota.capacity.q.items():
+        if cap <= 0:
+            continue
+        left = cap - quota.allocated.get(name) - request.get(name)
+        total += max(0.0, left) / cap
+        n += 1
+    return 0.999 * (1.0 - total / n) if n else 0.0

@@ -2,7 +2,7 @@
 
 Where the sets come from:
 - serve: the informers of ``extender/service.py`` (list + watch each) and the calls of
-  ``extender.kube.writer.API_CALLS`` that serve makes (the writer is the only module that writes);
+  ``extender.kube.calls.API_CALLS`` that serve makes (the writer is the only module that writes);
 - discovery agents: their reads, recorded by running ``discovery.common.kube.KubeReader`` against
   a recording client, plus the writer calls they make;
 - kube-scheduler: the built-in roles the official "my-scheduler" example binds, plus its own Lease.
@@ -30,7 +30,7 @@ Grant = tuple[str, str, str, str]
 
 
 def _writer_calls() -> frozenset[Any]:
-    from extender.kube.writer import API_CALLS
+    from extender.kube.calls import API_CALLS
 
     return API_CALLS
 
@@ -41,7 +41,7 @@ def _as_grant(call: Any, resource_name: str = "") -> Grant:
 
 
 def _call(verb: str, group: str, resource: str, subresource: str = "") -> Any:
-    from extender.kube.writer import ApiCall
+    from extender.kube.calls import ApiCall
 
     return ApiCall(verb, group, resource, subresource)
 

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from extender.api import extender as api
+from extender.api import wire
 from extender.cache.cache import ClusterCache
 from tests import builders as b
 from tests.extender import legacy_reply
@@ -56,7 +57,7 @@ def scheduler_view(reply: bytes, candidates: list[str]) -> tuple[list[str], dict
 
 def _legacy(state: Any, body: bytes) -> bytes:
     verbs = api.Verbs(state)
-    pod, names, node_list = api._extender_args(body)
+    pod, names, node_list = wire.extender_args(body)
     outcome, rest = verbs._decide(pod, names)
     return legacy_reply.filter_reply(outcome, rest, names, node_list)
 

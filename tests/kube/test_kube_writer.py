@@ -12,6 +12,7 @@ import pytest
 from extender import wellknown
 from extender.emulator import Emulator
 from extender.kube import client as kube_client
+from extender.kube.calls import API_CALLS
 from extender.kube.errors import (
     AlreadyExists,
     BindConflict,
@@ -21,7 +22,7 @@ from extender.kube.errors import (
     NotFound,
     WriteConflict,
 )
-from extender.kube.writer import API_CALLS, KubeWriter
+from extender.kube.writer import KubeWriter
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from prometheus_client.samples import Sample
 from extender import wellknown
 from extender.emulator import Emulator
 from extender.kube import client as kube_client
-from extender.kube.writer import micro_time
+from extender.kube.bodies import micro_time
 from extender.service import Runtime
 from extender.simulate.cluster import crd_directory, strip_server_fields
 from tests import builders as b

@@ -14,8 +14,8 @@ from extender.framework.pipeline import place
 from extender.framework.session import Session
 from tests import builders as b
 from tests.webhooks import helpers as h
-from webhooks.mutate import search
 from webhooks.overlay import overlay_snapshot
+from webhooks.search import search
 
 NS = "ml"
 TEAM_A = {"podAffinity": {"podSelector": {"matchLabels": {"team": "a"}}}}
