@@ -52,6 +52,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +196,21 @@ async def _wait_for(predicate: Any, deadline: float, what: str) -> None:
         await asyncio.sleep(0.2)
 
 
+@dataclass(slots=True)
+class BurstRun:
+    """What the client saw: its samples, the service's log lines, and the moments that bound the windows."""
+
+    samples: list[tuple[float, str, float]]
+    log: list[tuple[float, str]]
+    quiet_start: float
+    control_start: float
+    released: float
+    leader: float  # the service logged that it became leader
+    first_write: float  # the emulator received the cycle's first quota status write
+    end: float
+    quota_writes: int
+
+
 async def client_main(args: argparse.Namespace) -> dict[str, Any]:
     t_start = time.perf_counter()
     deadline = time.monotonic() + args.timeout
@@ -209,115 +225,158 @@ async def client_main(args: argparse.Namespace) -> dict[str, Any]:
         "service_root": str(service_root),
     }
     with tempfile.TemporaryDirectory() as tmp:
-        emu = await asyncio.create_subprocess_exec(
-            sys.executable,
-            __file__,
-            "--serve-emulator",
-            "--dump",
-            tmp,
-            *(f"--{k.replace('_', '-')}={getattr(args, k)}" for k in EMULATOR_ARGS),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
+        emu = await _start_emulator(args, tmp)
         service: asyncio.subprocess.Process | None = None
-        log: list[tuple[float, str]] = []
         try:
             assert emu.stdout is not None
             info = json.loads(await emu.stdout.readline())
             out["emulator_build_seconds"] = info["build_seconds"]
             ext_port, ops_port = _free_port(), _free_port()
-            service = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "extender.cli",
-                "serve",
-                "--kubeconfig",
-                info["kubeconfig"],
-                "--leader-elect",
-                "--lease-namespace",
-                NAMESPACE,
-                "--identity",
-                "burst-bench",
-                "--retry-period",
-                "0.5",
-                "--extender-port",
-                str(ext_port),
-                "--ops-port",
-                str(ops_port),
-                "--webhook-port",
-                "0",
-                "--log-level",
-                "info",
-                stderr=asyncio.subprocess.PIPE,
-                env={**os.environ, "PYTHONPATH": str(service_root)},
-                cwd=str(service_root),
-            )
-            assert service.stderr is not None
-            tasks = [asyncio.create_task(_lines(service.stderr, log))]
-            t_ready = await _until_ready(ops_port, deadline, service)
-            out["service_ready_seconds"] = round(t_ready, 1)
-            pod = next(o for o in cluster_objects(args.nodes, args.leaves, 1, args.workers) if o["kind"] == "Pod")
-            stored = await _stored_pod(ops_port, pod)
-            names = [f"n{i}" for i in range(min(args.candidates, args.nodes))]
-            body = orjson.dumps({"Pod": stored, "Nodes": None, "NodeNames": names})
-            probe = Probe(ext_port, ops_port, body, args.gap)
-            running = asyncio.create_task(probe.run())
-            tasks.append(running)
-            t_quiet0 = time.time()
-            await asyncio.sleep(args.quiet_seconds)
-            t_control0 = time.time()
-            await asyncio.sleep(args.control_seconds)
-            t_release = (await _ask(emu, "release"))["released"]
-            await _wait_for(lambda: any("became leader" in line for _, line in log), deadline, "the lease")
-            t_leader = next(t for t, line in log if "became leader" in line)
-            first: float | None = None
-            while first is None:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("gave up waiting for the cycle's first quota write")
-                await asyncio.sleep(0.25)
-                first = (await _ask(emu, "writes"))["first"]
-            await asyncio.sleep(args.tail_seconds)
-            t_end = first + args.tail_seconds
-            probe.stop.set()
-            await running
-            writes = (await _ask(emu, "writes"))["quota_writes"]
+            service = await _start_service(info["kubeconfig"], service_root, ext_port, ops_port)
+            run = await _measure(args, emu, service, ext_port=ext_port, ops_port=ops_port, deadline=deadline, out=out)
         finally:
-            if service is not None and service.returncode is None:
-                service.terminate()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(service.wait(), 30)
-                if service.returncode is None:
-                    service.kill()
-            if emu.stdin is not None:
-                emu.stdin.close()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(emu.wait(), 30)
-            if emu.returncode is None:
-                emu.kill()
+            await _stop(service, emu)
+    _report(args, out, run)
+    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    out["cpu_pressure"] = _cpu_pressure()
+    out["seconds"] = round(time.perf_counter() - t_start, 1)
+    return out
+
+
+async def _start_emulator(args: argparse.Namespace, tmp: str) -> asyncio.subprocess.Process:
+    """This script again, as the emulator child; it prints its kubeconfig, then answers commands."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        __file__,
+        "--serve-emulator",
+        "--dump",
+        tmp,
+        *(f"--{k.replace('_', '-')}={getattr(args, k)}" for k in EMULATOR_ARGS),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+async def _start_service(
+    kubeconfig: str, service_root: Path, ext_port: int, ops_port: int
+) -> asyncio.subprocess.Process:
+    """``sky-scheduler serve`` from ``service_root``, leader-elected, as the Deployment runs it."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "extender.cli",
+        "serve",
+        "--kubeconfig",
+        kubeconfig,
+        "--leader-elect",
+        "--lease-namespace",
+        NAMESPACE,
+        "--identity",
+        "burst-bench",
+        "--retry-period",
+        "0.5",
+        "--extender-port",
+        str(ext_port),
+        "--ops-port",
+        str(ops_port),
+        "--webhook-port",
+        "0",
+        "--log-level",
+        "info",
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(service_root)},
+        cwd=str(service_root),
+    )
+
+
+async def _stop(service: asyncio.subprocess.Process | None, emu: asyncio.subprocess.Process) -> None:
+    """Terminate the service (kill after 30 s), then end the emulator by closing its stdin."""
+    if service is not None and service.returncode is None:
+        service.terminate()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(service.wait(), 30)
+        if service.returncode is None:
+            service.kill()
+    if emu.stdin is not None:
+        emu.stdin.close()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(emu.wait(), 30)
+    if emu.returncode is None:
+        emu.kill()
+
+
+async def _measure(
+    args: argparse.Namespace,
+    emu: asyncio.subprocess.Process,
+    service: asyncio.subprocess.Process,
+    *,
+    ext_port: int,
+    ops_port: int,
+    deadline: float,
+    out: dict[str, Any],
+) -> BurstRun:
+    """Probe the ready service through the quiet and control windows, release the Lease, and go on
+    until ``--tail-seconds`` after the cycle's first quota write."""
+    log: list[tuple[float, str]] = []
+    assert service.stderr is not None
+    tasks = [asyncio.create_task(_lines(service.stderr, log))]
+    t_ready = await _until_ready(ops_port, deadline, service)
+    out["service_ready_seconds"] = round(t_ready, 1)
+    pod = next(o for o in cluster_objects(args.nodes, args.leaves, 1, args.workers) if o["kind"] == "Pod")
+    stored = await _stored_pod(ops_port, pod)
+    names = [f"n{i}" for i in range(min(args.candidates, args.nodes))]
+    body = orjson.dumps({"Pod": stored, "Nodes": None, "NodeNames": names})
+    probe = Probe(ext_port, ops_port, body, args.gap)
+    running = asyncio.create_task(probe.run())
+    tasks.append(running)
+    t_quiet0 = time.time()
+    await asyncio.sleep(args.quiet_seconds)
+    t_control0 = time.time()
+    await asyncio.sleep(args.control_seconds)
+    t_release = (await _ask(emu, "release"))["released"]
+    await _wait_for(lambda: any("became leader" in line for _, line in log), deadline, "the lease")
+    t_leader = next(t for t, line in log if "became leader" in line)
+    first: float | None = None
+    while first is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError("gave up waiting for the cycle's first quota write")
+        await asyncio.sleep(0.25)
+        first = (await _ask(emu, "writes"))["first"]
+    await asyncio.sleep(args.tail_seconds)
+    t_end = first + args.tail_seconds
+    probe.stop.set()
+    await running
+    writes = (await _ask(emu, "writes"))["quota_writes"]
+    return BurstRun(probe.samples, log, t_quiet0, t_control0, t_release, t_leader, first, t_end, writes)
+
+
+def _report(args: argparse.Namespace, out: dict[str, Any], run: BurstRun) -> None:
+    """The windows' latencies and their p99 ratios to the quiet window, the slowest requests of the
+    burst, and ``target_met`` / ``noise_limited``."""
+    t_leader, first, t_end = run.leader, run.first_write, run.end
     # the burst, and its two parts: the cycle's synchronous part (until its first write) and the writes
     windows = {
-        "quiet": (t_quiet0, t_control0),
-        "control": (t_control0, t_release),
+        "quiet": (run.quiet_start, run.control_start),
+        "control": (run.control_start, run.released),
         "burst": (t_leader, t_end),
         "burst_synchronous_part": (t_leader, first),
         "burst_writes": (first, t_end),
     }
     for window, (lo, hi) in windows.items():
         out[window] = {
-            verb: _stats([s for t, v, s in probe.samples if v == verb and lo <= t < hi])
-            for verb in ("filter", "healthz")
+            verb: _stats([s for t, v, s in run.samples if v == verb and lo <= t < hi]) for verb in ("filter", "healthz")
         }
         out[window]["seconds"] = round(hi - lo, 2)
     out["burst"]["leader_to_first_quota_write_seconds"] = round(first - t_leader, 2)
-    out["burst"]["quota_writes_in_window"] = writes
+    out["burst"]["quota_writes_in_window"] = run.quota_writes
     out["burst_p99_ratio"] = {
         verb: round(out["burst"][verb]["p99_ms"] / out["quiet"][verb]["p99_ms"], 3) for verb in ("filter", "healthz")
     }
     if args.service_log:
-        for t, line in log:
+        for t, line in run.log:
             print(f"{t - t_leader:+8.3f} {line}", file=sys.stderr)
-    slow = sorted((x for x in probe.samples if t_leader <= x[0] < t_end), key=lambda x: -x[2])[: args.show_slowest]
+    slow = sorted((x for x in run.samples if t_leader <= x[0] < t_end), key=lambda x: -x[2])[: args.show_slowest]
     out["burst"]["slowest"] = [
         {"at_seconds_after_leader": round(t - t_leader, 3), "verb": v, "ms": round(s * 1000, 1)} for t, v, s in slow
     ]
@@ -334,10 +393,6 @@ async def client_main(args: argparse.Namespace) -> dict[str, Any]:
     out["noise_limited"] = any(r > TARGET_RATIO for r in out["control_p99_ratio"].values())
     out["target"] = {"burst_p99_ratio_max": TARGET_RATIO}
     out["target_met"] = all(r <= TARGET_RATIO for r in out["burst_p99_ratio"].values())
-    out["load_average"] = [round(x, 2) for x in os.getloadavg()]
-    out["cpu_pressure"] = _cpu_pressure()
-    out["seconds"] = round(time.perf_counter() - t_start, 1)
-    return out
 
 
 def _cpu_pressure() -> str | None:

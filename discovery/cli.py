@@ -93,7 +93,12 @@ def _common(p: argparse.ArgumentParser, period: float, kind: str) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="discover_kind", metavar="KIND", required=True)
+    _add_roce_parser(sub)
+    _add_ib_parser(sub)
 
+
+def _add_roce_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``discover roce``: the per-node agent (LLDP through lldpcli, CNI masters and bonds, rdma link)."""
     roce = sub.add_parser(
         "roce",
         help="per-node RoCE agent: CNI masters + bonds + LLDP neighbours + rdma link",
@@ -133,6 +138,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     roce.add_argument("--timeout", type=float, default=10.0, help="timeout of each command, seconds")
     _common(roce, 10.0, "roce")
 
+
+def _add_ib_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``discover ib``: the fabric-wide InfiniBand collector (ibnetdiscover, leader-elected by a Lease)."""
     ib = sub.add_parser(
         "ib",
         help="InfiniBand fabric collector: ibnetdiscover → every node's NodeTopology",

@@ -33,6 +33,7 @@ from pathlib import Path
 from discovery.common import proc
 from discovery.common.conditions import ConditionLog
 from discovery.common.heartbeat import DEFAULT_HEARTBEAT_SECONDS, Heartbeats, agent_identity
+from discovery.common.model import IbPort
 from discovery.common.sink import PublishOutcome, TopologySink, publish_part
 from discovery.ib import hosts, naming, parse, tiers
 
@@ -153,13 +154,37 @@ class IbCollector:
         return fabric, parse.switch_names(fabric, given)
 
     async def _round(self) -> IbRound:
-        c = self.conditions
         read = await self._read_fabric()
         if isinstance(read, str):
             return IbRound(error=read)
         fabric, names = read
         atts = parse.attachments(fabric, names)
         levels = tiers.fabric_tiers(fabric, names)
+        mapping = await self._map_hosts(atts)
+        if isinstance(mapping, str):
+            return IbRound(error=mapping)
+        result = IbRound(mapping=mapping)
+        for node, ports in sorted(mapping.nodes.items()):
+            await self._publish_node(result, node, ports, levels)
+        self._report_heartbeat_failures(result)
+        self._log.info(
+            "fabric: %d switch(es), %d leaf(s), %d tier(s), %d HCA port(s); %d node(s) mapped, %d changed, "
+            "%d unknown host(s), %d heartbeat(s)",
+            len(fabric.switches),
+            len(fabric.leaf_guids()),
+            levels.depth,
+            len(atts),
+            len(mapping.nodes),
+            sum(1 for o in result.outcomes.values() if o.changed),
+            len(mapping.unknown_hosts),
+            len(result.heartbeats),
+        )
+        return result
+
+    async def _map_hosts(self, atts: list[parse.HcaAttachment]) -> hosts.HostMapping | str:
+        """The HCA ports grouped by Kubernetes node, or why the nodes could not be listed. Hosts that
+        are not nodes and descriptions without a hostname are reported (once each), not errors."""
+        c = self.conditions
         try:
             nodes = await self.sink.list_nodes()
         except asyncio.CancelledError:
@@ -167,7 +192,7 @@ class IbCollector:
         except Exception as e:
             msg = self._retry(f"cannot list Kubernetes nodes: {type(e).__name__}: {e}")
             c.report("nodes", msg, logging.ERROR)
-            return IbRound(error=msg)
+            return msg
         if nodes is None:
             c.report(
                 "no-cluster",
@@ -185,54 +210,48 @@ class IbCollector:
                 f"unparsable:{desc}",
                 f"no hostname in HCA description {desc} (pattern {self._rx.pattern!r}); skipped",
             )
-        result = IbRound(mapping=mapping)
-        for node, ports in sorted(mapping.nodes.items()):
-            try:
-                upper = tiers.node_tiers(levels, (p.switch_guid for p in ports))
-                outcome = await publish_part(self.sink, node, ib=ports, upper_tiers=upper)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                msg = self._retry(f"cannot publish NodeTopology {node}: {type(e).__name__}: {e}")
-                c.report(f"publish:{node}", msg, logging.ERROR)
-                result.failed[node] = msg
-                continue
-            result.outcomes[node] = outcome
-            if outcome.changed:
-                self._log.info(
-                    "%s NodeTopology %s: zone %r, label zone=%s, %d IB port(s) on %s, tiers %s",
-                    "dry run: would write" if self.sink.dry_run else "wrote",
-                    node,
-                    outcome.spec["zone"],
-                    outcome.zone_label or "<none>",
-                    len(ports),
-                    ", ".join(sorted({p.switch_name for p in ports})),
-                    " > ".join(f"{t['level']}:{t['name']}" for t in outcome.spec["tiers"]) or "none",
-                )
-            await self._heartbeat(result, node, outcome.changed)
-        if result.heartbeat_failed:
-            node, why = next(iter(result.heartbeat_failed.items()))
-            more = len(result.heartbeat_failed) - 1
-            c.report(
-                "heartbeat",
-                self._retry(
-                    f"cannot write the heartbeat (status) of NodeTopology {node}"
-                    f"{f' and {more} other node(s)' if more else ''}: {why}"
-                ),
+        return mapping
+
+    async def _publish_node(self, result: IbRound, node: str, ports: list[IbPort], levels: tiers.FabricTiers) -> None:
+        """Write the node's NodeTopology (when it differs) and its heartbeat (when due); a failure is
+        recorded in ``result`` and reported, never raised, so the other nodes are still written."""
+        try:
+            upper = tiers.node_tiers(levels, (p.switch_guid for p in ports))
+            outcome = await publish_part(self.sink, node, ib=ports, upper_tiers=upper)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            msg = self._retry(f"cannot publish NodeTopology {node}: {type(e).__name__}: {e}")
+            self.conditions.report(f"publish:{node}", msg, logging.ERROR)
+            result.failed[node] = msg
+            return
+        result.outcomes[node] = outcome
+        if outcome.changed:
+            self._log.info(
+                "%s NodeTopology %s: zone %r, label zone=%s, %d IB port(s) on %s, tiers %s",
+                "dry run: would write" if self.sink.dry_run else "wrote",
+                node,
+                outcome.spec["zone"],
+                outcome.zone_label or "<none>",
+                len(ports),
+                ", ".join(sorted({p.switch_name for p in ports})),
+                " > ".join(f"{t['level']}:{t['name']}" for t in outcome.spec["tiers"]) or "none",
             )
-        self._log.info(
-            "fabric: %d switch(es), %d leaf(s), %d tier(s), %d HCA port(s); %d node(s) mapped, %d changed, "
-            "%d unknown host(s), %d heartbeat(s)",
-            len(fabric.switches),
-            len(fabric.leaf_guids()),
-            levels.depth,
-            len(atts),
-            len(mapping.nodes),
-            sum(1 for o in result.outcomes.values() if o.changed),
-            len(mapping.unknown_hosts),
-            len(result.heartbeats),
+        await self._heartbeat(result, node, outcome.changed)
+
+    def _report_heartbeat_failures(self, result: IbRound) -> None:
+        """One condition for the round's failed heartbeats: the first node's reason and how many more."""
+        if not result.heartbeat_failed:
+            return
+        node, why = next(iter(result.heartbeat_failed.items()))
+        more = len(result.heartbeat_failed) - 1
+        self.conditions.report(
+            "heartbeat",
+            self._retry(
+                f"cannot write the heartbeat (status) of NodeTopology {node}"
+                f"{f' and {more} other node(s)' if more else ''}: {why}"
+            ),
         )
-        return result
 
     async def _heartbeat(self, result: IbRound, node: str, changed: bool) -> None:
         """The node's heartbeat, if due; a failure is recorded in ``result``, never raised."""

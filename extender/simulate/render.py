@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from extender.simulate.runner import NodeView, PhaseView, SimulationResult, StepRecord
+from extender.simulate.observation import NodeView, PhaseView, SimulationResult, StepRecord
 from extender.simulate.svg import render_svg
 
 __all__ = ["render_svg", "render_text"]

@@ -22,138 +22,32 @@ import contextlib
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from extender import wellknown
-from extender.cache.convert import node_index
 from extender.conf import load_policy_text
 from extender.emulator import Emulator
 from extender.simulate.actors import ApiServerStandIn, HttpClient, Kubelet, KubeSchedulerStandIn
 from extender.simulate.certs import write_self_signed
 from extender.simulate.cluster import LocalCluster, local_settings
+from extender.simulate.observation import (
+    NodeView,
+    PhaseView,
+    SimulationResult,
+    StepRecord,
+    job_views,
+    node_views,
+    phase_view,
+)
 from extender.simulate.registration import SERVICE_DNS, register_webhook
-from extender.simulate.scenario import JobSpec, Scenario, Step, node_ready_condition
+from extender.simulate.scenario import JobSpec, Scenario, Step
+from extender.simulate.scenario_objects import cluster_objects, node_ready_condition, topology_objects_of
 
-__all__ = ["NodeView", "PhaseView", "PodView", "Simulation", "SimulationResult", "StepRecord"]
+__all__ = ["SimClock", "Simulation"]
 
 Obj = dict[str, Any]
 Progress = Callable[[int, int, str], None]
-
-
-@dataclass(frozen=True, slots=True)
-class PodView:
-    phase: str
-    node: str
-    quota: str
-    quota_node: str
-    job: str
-    index: int | None
-
-
-@dataclass(slots=True)
-class PhaseView:
-    """One moment, as kubectl would show it."""
-
-    quotas: dict[str, tuple[str, str]]  # name → (phase, node)
-    pods: dict[str, PodView]  # "namespace/name" → view
-
-
-@dataclass(frozen=True, slots=True)
-class NodeView:
-    name: str
-    leaf: str
-    model: str
-    gpus: int
-    ready: bool
-    quota_gpus: dict[str, int]  # quota → GPUs its binding holds on the node
-    pod_gpus: dict[str, int]  # pod → GPUs it uses
-    index: int = 0  # the node's index (annotation node-index, else its name's number): rank order
-    spine: str = ""  # the spine over its leaf ("" when the scenario declares none)
-
-
-@dataclass(slots=True)
-class StepRecord:
-    index: int
-    title: str
-    events: list[str]
-    after_webhook: PhaseView
-    after_binder: PhaseView
-    after_scheduler: PhaseView
-    pending: dict[str, str] = field(default_factory=dict)  # pod → why it is still pending
-    rounds: int = 0
-    nodes: list[NodeView] = field(default_factory=list)  # the nodes at the end of the step
-    jobs: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # the jobs submitted so far
-
-
-@dataclass(slots=True)
-class SimulationResult:
-    scenario: Scenario
-    steps: list[StepRecord]
-    nodes: list[NodeView]
-    jobs: dict[str, dict[str, list[str]]]  # "namespace/name" → {"leaves": [...], "nodes": [...]}
-    warnings: list[str]
-
-    @property
-    def final(self) -> PhaseView:
-        return self.steps[-1].after_scheduler
-
-    def check(self) -> list[str]:
-        """Differences from the scenario's ``expect`` section (empty: as expected)."""
-        exp = self.scenario.expect
-        if exp is None:
-            return []
-        problems = []
-        final = self.final
-        for name, node in exp.quotas.items():
-            got = final.quotas.get(name, ("", "<missing>"))[1]
-            if got != node:
-                problems.append(f"quota {name}: expected on {node or '(unbound)'}, found {got or '(unbound)'}")
-        for job, leaves in exp.leaves.items():
-            got_leaves = self.jobs.get(job, {}).get("leaves", [])
-            if sorted(leaves) != got_leaves:
-                problems.append(f"job {job}: expected leaves {sorted(leaves)}, found {got_leaves}")
-        for job, spines in exp.spines.items():
-            got_spines = self.jobs.get(job, {}).get("spines", [])
-            if sorted(spines) != got_spines:
-                problems.append(f"job {job}: expected spines {sorted(spines)}, found {got_spines}")
-        for job in exp.running:
-            pods = [v for v in final.pods.values() if v.job == job]
-            if not pods or any(v.phase != "Running" for v in pods):
-                problems.append(f"job {job}: expected all pods running, found {[(v.phase, v.node) for v in pods]}")
-        for job in exp.pending:
-            pods = [v for v in final.pods.values() if v.job == job]
-            if not pods or any(v.node for v in pods):
-                problems.append(f"job {job}: expected no pod placed, found {[(v.phase, v.node) for v in pods]}")
-        return problems
-
-    def as_json(self) -> dict[str, Any]:
-        final = self.final
-        return {
-            "scenario": self.scenario.name,
-            "quotas": {name: node for name, (_, node) in sorted(final.quotas.items())},
-            "pods": {name: v.node for name, v in sorted(final.pods.items())},
-            "jobs": self.jobs,
-            "steps": [
-                {
-                    "title": s.title,
-                    "events": s.events,
-                    "quotas": {name: node for name, (_, node) in sorted(s.after_scheduler.quotas.items())},
-                    "pods": {name: v.node for name, v in sorted(s.after_scheduler.pods.items())},
-                    "pending": s.pending,
-                }
-                for s in self.steps
-            ],
-        }
-
-
-def _gpu(resources: dict[str, Any] | None, name: str = wellknown.RESOURCE_GPU) -> int:
-    raw = (resources or {}).get(name)
-    try:
-        return int(float(raw)) if raw is not None else 0
-    except (TypeError, ValueError):
-        return 0
 
 
 class SimClock:
@@ -229,7 +123,7 @@ class Simulation:
         self.apiserver = ApiServerStandIn(self.emulator, None, self.client)
         self.scheduler = KubeSchedulerStandIn(self.emulator, rt.servers["extender"].url, self.client)
         self.kubelet = Kubelet(self.emulator)
-        self.cluster.apply(self.scenario.cluster_objects())
+        self.cluster.apply(cluster_objects(self.scenario))
         await self.cluster.settle()
 
     async def stop(self) -> None:
@@ -418,7 +312,7 @@ class Simulation:
                     self.kubelet.set_phase(pod, "Succeeded")
         elif event.cable_moved is not None:
             for node, leaf in event.cable_moved.items():
-                for obj in self.scenario.topology_objects_of(node, leaf):
+                for obj in topology_objects_of(self.scenario, node, leaf):
                     emu.apply(obj)
                 self.leaf_of[node] = leaf
 
@@ -434,84 +328,10 @@ class Simulation:
 
     # --- observing -----------------------------------------------------------------------------
     def view(self) -> PhaseView:
-        quotas = {
-            q["metadata"]["name"]: (
-                (q.get("status") or {}).get("phase", "QuotaEmpty"),
-                (q.get("status") or {}).get("nodeName", ""),
-            )
-            for q in self.emulator.list(wellknown.API_VERSION, wellknown.QUOTAS)
-        }
-        pods = {}
-        for p in self.emulator.list("v1", "pods"):
-            if (p.get("spec") or {}).get("schedulerName") != wellknown.SCHEDULER_NAME:
-                continue
-            meta = p["metadata"]
-            anno = meta.get("annotations") or {}
-            labels = meta.get("labels") or {}
-            index = labels.get("training.kubeflow.org/replica-index")
-            pods[f"{meta['namespace']}/{meta['name']}"] = PodView(
-                phase=(p.get("status") or {}).get("phase", "Pending"),
-                node=(p.get("spec") or {}).get("nodeName", ""),
-                quota=anno.get(wellknown.ANNO_QUOTA_NAME, ""),
-                quota_node=anno.get(wellknown.ANNO_QUOTA_NODE, ""),
-                job=f"{meta['namespace']}/{anno.get(wellknown.ANNO_GROUP_NAME, meta['name'])}",
-                index=int(index) if index is not None and index.isdigit() else None,
-            )
-        return PhaseView(quotas, pods)
+        return phase_view(self.emulator)
 
     def node_views(self) -> list[NodeView]:
-        emu = self.emulator
-        quotas = emu.list(wellknown.API_VERSION, wellknown.QUOTAS)
-        pods = [
-            p for p in emu.list("v1", "pods") if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-        ]
-        views = []
-        for n in emu.list("v1", "nodes"):
-            name = n["metadata"]["name"]
-            q_gpus = {
-                q["metadata"]["name"]: _gpu(q["spec"]["request"], self.gpu_resource)
-                for q in quotas
-                if (q.get("status") or {}).get("nodeName") == name
-            }
-            p_gpus = {
-                f"{p['metadata']['namespace']}/{p['metadata']['name']}": _gpu(
-                    p["spec"]["containers"][0]["resources"].get("requests"), self.gpu_resource
-                )
-                for p in pods
-                if (p.get("spec") or {}).get("nodeName") == name
-            }
-            views.append(
-                NodeView(
-                    name=name,
-                    leaf=self.leaf_of.get(name, ""),
-                    spine=self.scenario.spine_of().get(self.leaf_of.get(name, ""), ""),
-                    model=(n["metadata"].get("labels") or {}).get("nvidia.com/gpu.product", ""),
-                    gpus=_gpu((n.get("status") or {}).get("allocatable"), self.gpu_resource),
-                    ready=any(
-                        c.get("type") == "Ready" and c.get("status") == "True"
-                        for c in (n.get("status") or {}).get("conditions") or []
-                    ),
-                    quota_gpus=q_gpus,
-                    pod_gpus=p_gpus,
-                    index=node_index(name, n["metadata"].get("annotations") or {}),
-                )
-            )
-        order = {n: i for i, n in enumerate(self.scenario.node_names())}
-        views.sort(key=lambda v: (order.get(v.name, 1 << 30), v.name))
-        return views
+        return node_views(self.emulator, self.scenario, self.leaf_of, self.gpu_resource)
 
     def job_views(self) -> dict[str, dict[str, list[str]]]:
-        final = self.view()
-        out: dict[str, dict[str, list[str]]] = {}
-        for key in sorted(self._jobs):
-            pods = sorted(
-                (v for v in final.pods.values() if v.job == key),
-                key=lambda v: (v.index is None, v.index or 0),
-            )
-            nodes = [v.node or (final.quotas.get(v.quota, ("", ""))[1]) for v in pods]
-            placed = [n for n in nodes if n]
-            leaves = sorted({self.leaf_of.get(n, "") for n in placed})
-            out[key] = {"leaves": leaves, "nodes": nodes}
-            if self.scenario.has_upper_tiers:
-                out[key].update(self.scenario.job_tiers(placed, self.leaf_of))
-        return out
+        return job_views(self.view(), self._jobs, self.scenario, self.leaf_of)

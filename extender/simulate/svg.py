@@ -22,7 +22,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from extender.simulate.runner import NodeView, PhaseView, SimulationResult, StepRecord
+from extender.simulate.observation import NodeView, PhaseView, SimulationResult, StepRecord
 
 __all__ = ["CHAR_WIDTH", "render_svg", "text_width"]
 

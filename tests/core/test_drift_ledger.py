@@ -11,7 +11,7 @@ from extender.framework.session import Session
 from extender.model.node import LedgerError
 from extender.scheduler import Scheduler
 from tests import builders as b
-from tests.core.test_scenarios_pure import NOW, POLICY, cycle, drifted, make_cache
+from tests.core.scenarios import NOW, POLICY, cycle, drifted, make_cache
 
 
 def test_a_node_with_a_drifted_pod_has_that_much_less_room_for_quotas() -> None:

@@ -15,7 +15,7 @@ from extender.framework.intents import ReleaseClaim, ReleaseQuota
 from extender.framework.status import Reason
 from extender.scheduler import Scheduler
 from tests import builders as b
-from tests.core.test_scenarios_pure import NOW, POLICY, cycle, make_cache, write_back
+from tests.core.scenarios import NOW, POLICY, cycle, make_cache, write_back
 
 NOWHERE = {"pool": "nowhere"}  # no node has this label
 CYCLES = 30  # the default policy's unschedulable_cycles

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from kubernetes_asyncio.client import models
 
-from . import schema
+from . import printer_columns, schema, structural
 from .objects import CRD_DIR, CRDS, GENERATOR, GROUP, QUANTITY_PATTERN
 
 # kind -> plural, scope, shortNames
@@ -168,7 +168,7 @@ def test_printer_column_paths_reach_schema_fields_of_a_matching_type(kind: str) 
     for col in version(kind)["additionalPrinterColumns"]:
         assert col["type"] in ("integer", "number", "string", "boolean", "date")
         assert col.get("description"), f"{kind} column {col['name']} needs a description"
-        node = schema.column_schema(root_schema(kind), col["jsonPath"])
+        node = printer_columns.column_schema(root_schema(kind), col["jsonPath"])
         if col["type"] == "date":
             assert node.get("format") == "date-time", col
         elif col["type"] == "string":
@@ -179,14 +179,14 @@ def test_printer_column_paths_reach_schema_fields_of_a_matching_type(kind: str) 
 
 def test_a_printer_column_path_that_names_no_field_is_caught() -> None:
     with pytest.raises(KeyError, match="nodeNmae"):
-        schema.column_schema(root_schema("Quota"), ".status.nodeNmae")
+        printer_columns.column_schema(root_schema("Quota"), ".status.nodeNmae")
     with pytest.raises(ValueError, match="simple"):
-        schema.column_schema(root_schema("Quota"), ".status.tasks[0].uid")
+        printer_columns.column_schema(root_schema("Quota"), ".status.tasks[0].uid")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_schema_is_structural(kind: str) -> None:
-    assert schema.structural_errors(root_schema(kind)) == []
+    assert structural.structural_errors(root_schema(kind)) == []
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from . import schema
+from . import printer_columns, schema, structural
 
 QUANTITY = {"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}
 
@@ -244,7 +244,7 @@ STRUCTURAL_VIOLATIONS: list[tuple[str, dict[str, Any], str]] = [
 
 @pytest.mark.parametrize(("case", "node", "message"), STRUCTURAL_VIOLATIONS, ids=[c[0] for c in STRUCTURAL_VIOLATIONS])
 def test_structural_rule_violation_is_reported(case: str, node: dict[str, Any], message: str) -> None:
-    errors = schema.structural_errors(node)
+    errors = structural.structural_errors(node)
     assert any(message in e for e in errors), errors
 
 
@@ -269,32 +269,32 @@ def test_the_allowed_patterns_are_structural() -> None:
         metadata={"type": "object"},
         d={**obj(n={"type": "integer", "default": 1}), "default": {}},
     )
-    assert schema.structural_errors(node) == []
+    assert structural.structural_errors(node) == []
 
 
 # ---- printer columns ----------------------------------------------------------------------------
 
 
 def test_column_path_understands_escaped_dots() -> None:
-    assert schema.column_path(r".spec.request.nvidia\.com/gpu") == ["spec", "request", "nvidia.com/gpu"]
+    assert printer_columns.column_path(r".spec.request.nvidia\.com/gpu") == ["spec", "request", "nvidia.com/gpu"]
     for bad in ("spec.x", ".spec..x", ".spec.x[0]", ".spec.*", "."):
         with pytest.raises(ValueError):
-            schema.column_path(bad)
+            printer_columns.column_path(bad)
 
 
 def test_column_path_filters_select_list_items_by_a_key() -> None:
-    assert schema.column_path(".spec.tiers[?(@.level==2)].name") == [
+    assert printer_columns.column_path(".spec.tiers[?(@.level==2)].name") == [
         "spec",
         "tiers",
-        schema.ColumnFilter("level", 2),
+        printer_columns.ColumnFilter("level", 2),
         "name",
     ]
-    assert schema.column_path('.status.conditions[?(@.type=="Ready")].status') == [
-        "status", "conditions", schema.ColumnFilter("type", "Ready"), "status",
+    assert printer_columns.column_path('.status.conditions[?(@.type=="Ready")].status') == [
+        "status", "conditions", printer_columns.ColumnFilter("type", "Ready"), "status",
     ]  # fmt: skip
     for bad in (".spec.tiers[?(@.level>2)].name", ".spec.tiers[?(@.level==2)]name", ".spec[?(@.a==1)"):
         with pytest.raises(ValueError):
-            schema.column_path(bad)
+            printer_columns.column_path(bad)
 
 
 def test_printer_cells_take_the_first_filtered_item_or_none() -> None:
@@ -312,6 +312,6 @@ def test_printer_cells_take_the_first_filtered_item_or_none() -> None:
         }
     }
     tiers = [{"level": 1, "name": "leaf-1"}, {"level": 2, "name": "spine-1"}]
-    assert schema.printer_cells({"spec": {"tiers": tiers}}, crd) == {"SPINE": "spine-1"}
-    assert schema.printer_cells({"spec": {"tiers": tiers[:1]}}, crd) == {"SPINE": None}
-    assert schema.printer_cells({"spec": {}}, crd) == {"SPINE": None}
+    assert printer_columns.printer_cells({"spec": {"tiers": tiers}}, crd) == {"SPINE": "spine-1"}
+    assert printer_columns.printer_cells({"spec": {"tiers": tiers[:1]}}, crd) == {"SPINE": None}
+    assert printer_columns.printer_cells({"spec": {}}, crd) == {"SPINE": None}

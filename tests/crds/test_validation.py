@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from . import schema
+from . import printer_columns, schema
 from .objects import API_VERSION, CRDS, EXAMPLES_DIR, FULL, SEED_STATUSES, full, minimal
 
 KINDS = sorted(CRDS)
@@ -340,7 +340,9 @@ def test_ib_port_defaults_to_1_so_entries_without_port_collide_with_port_1() -> 
 
 
 def test_quota_without_gpu_has_an_empty_gpu_column() -> None:
-    cells = schema.printer_cells(minimal("Quota") | {"spec": {"queueName": "q", "request": {"cpu": 1}}}, CRDS["Quota"])
+    cells = printer_columns.printer_cells(
+        minimal("Quota") | {"spec": {"queueName": "q", "request": {"cpu": 1}}}, CRDS["Quota"]
+    )
     assert cells["GPUS"] is None and cells["NODE"] is None
 
 
@@ -348,14 +350,14 @@ def test_kubectl_get_quota_shows_node_phase_queue_gpu_age() -> None:
     quota = examples()["quota.yaml"]
     quota = {**quota, "metadata": {**quota["metadata"], "creationTimestamp": "2025-11-29T10:00:00Z"},
              "status": {"phase": "QuotaBound", "nodeName": "n0", "gpus": "1 nvidia.com/gpu"}}  # fmt: skip
-    assert schema.printer_cells(quota, CRDS["Quota"]) == {
+    assert printer_columns.printer_cells(quota, CRDS["Quota"]) == {
         "NODE": "n0",
         "PHASE": "QuotaBound",
         "QUEUE": "research",
         "GPUS": "1 nvidia.com/gpu",
         "AGE": "2025-11-29T10:00:00Z",
     }
-    assert list(schema.printer_cells(quota, CRDS["Quota"], wide=True)) == [
+    assert list(printer_columns.printer_cells(quota, CRDS["Quota"], wide=True)) == [
         "NODE",
         "PHASE",
         "QUEUE",
@@ -366,13 +368,13 @@ def test_kubectl_get_quota_shows_node_phase_queue_gpu_age() -> None:
 
 
 def test_kubectl_get_nodetopology_shows_zone_leaf_spine_age() -> None:
-    assert schema.printer_cells(full("NodeTopology"), CRDS["NodeTopology"]) == {
+    assert printer_columns.printer_cells(full("NodeTopology"), CRDS["NodeTopology"]) == {
         "ZONE": "roce#S1,S2",
         "LEAF": "MF0;ib-leaf-1:MQM8700/U1",
         "SPINE": "MF0;ib-spine-1:MQM8700/U1+1",
         "AGE": None,
     }
-    assert schema.printer_cells(minimal("NodeTopology"), CRDS["NodeTopology"]) == {
+    assert printer_columns.printer_cells(minimal("NodeTopology"), CRDS["NodeTopology"]) == {
         "ZONE": None, "LEAF": None, "SPINE": None, "AGE": None,
     }  # fmt: skip
 

@@ -68,6 +68,8 @@ VARIANTS: dict[str, Mapping[str, Any]] = {
         "webhook": {"namespaceSelection": "optIn", "failurePolicy": "Fail"},
     },
 }
+ALL_VARIANTS = sorted(VARIANTS)
+"""The variant names in the order the tests are parametrized over them."""
 
 
 def helm_binary() -> str | None:

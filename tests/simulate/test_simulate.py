@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from extender.simulate.scenario import ScenarioError, load_scenario
+from extender.simulate.scenario_objects import cluster_objects
 from tests.cli_process import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -179,7 +180,7 @@ def test_the_seed_scenario_runs_the_same_on_amd_gpus(tmp_path: Path) -> None:
     path = tmp_path / "seed-amd.yaml"
     path.write_text(amd)
     scenario = load_scenario(str(path))
-    objs = scenario.cluster_objects()
+    objs = cluster_objects(scenario)
     nodes = [o for o in objs if o["kind"] == "Node"]
     assert all(n["status"]["allocatable"].get("amd.com/gpu") == "8" for n in nodes)
     assert not any("nvidia.com/gpu" in n["status"]["allocatable"] for n in nodes)

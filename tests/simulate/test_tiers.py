@@ -16,6 +16,7 @@ import yaml
 from extender import wellknown
 from extender.cache.cache import ClusterCache
 from extender.simulate.scenario import Scenario, ScenarioError, load_scenario
+from extender.simulate.scenario_objects import cluster_objects
 from tests.cli_process import run_cli
 from tests.simulate.test_svg import NS, _overlaps
 
@@ -46,7 +47,7 @@ def _by_kind(objs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]
 
 def _cache(sc: Scenario) -> ClusterCache:
     cache = ClusterCache(clock=lambda: 1_800_000_000.0)
-    for obj in sc.cluster_objects():
+    for obj in cluster_objects(sc):
         if obj["kind"] == "Node":
             cache.on_node_add(obj)
         elif obj["kind"] == wellknown.KIND_NODETOPOLOGY:
@@ -57,7 +58,7 @@ def _cache(sc: Scenario) -> ClusterCache:
 
 def test_agents_write_spec_tiers_and_the_clique_label_and_the_cache_reads_them() -> None:
     sc = _scenario()
-    objs = sc.cluster_objects()
+    objs = cluster_objects(sc)
     topos = _by_kind(objs, wellknown.KIND_NODETOPOLOGY)
     assert topos["n0"]["spec"]["tiers"] == [
         {"level": 1, "name": "s1"},
@@ -79,7 +80,7 @@ def test_agents_write_spec_tiers_and_the_clique_label_and_the_cache_reads_them()
 
 def test_topograph_scenarios_have_no_nodetopology_only_labels() -> None:
     sc = _scenario(topologyFrom="topograph")
-    objs = sc.cluster_objects()
+    objs = cluster_objects(sc)
     assert _by_kind(objs, wellknown.KIND_NODETOPOLOGY) == {}
     labels = _by_kind(objs, "Node")["n1"]["metadata"]["labels"]
     assert {k: v for k, v in labels.items() if k.startswith("network.topology.nvidia.com/")} == {
@@ -95,7 +96,7 @@ def test_topograph_scenarios_have_no_nodetopology_only_labels() -> None:
 
 def test_scenarios_without_spines_make_the_objects_they_always_made() -> None:
     sc = load_scenario("gang-spans-leaves")
-    topologies = [o for o in sc.cluster_objects() if o["kind"] == wellknown.KIND_NODETOPOLOGY]
+    topologies = [o for o in cluster_objects(sc) if o["kind"] == wellknown.KIND_NODETOPOLOGY]
     # nothing above the leaf; the zone and the leaf (tier 1) as the agents write them on every node
     assert topologies and all(
         o["spec"]["tiers"] == [{"level": 1, "name": o["spec"]["net"]["roce"][0]["switchName"]}] for o in topologies
