@@ -26,18 +26,27 @@ T0 = 1_800_000_000.0
 FILLED = {"n0": 8, "n4": 8, "n5": 4}  # node → GPUs of the running one-pod job there
 
 
+LEAVES = {f"n{i}": "s1" if i < 4 else "s2" for i in range(6)}  # node → leaf
+
+
 class Cluster:
-    def __init__(self, **topology: Any) -> None:
+    def __init__(
+        self,
+        leaves: dict[str, str] = LEAVES,
+        filled: dict[str, int] = FILLED,
+        workers: int = 4,
+        **topology: Any,
+    ) -> None:
         self.now = T0
         self.cache = ClusterCache(clock=lambda: self.now)
         objs: list[dict[str, Any]] = [b.queue("research")]
-        for i in range(6):
-            objs += [b.node(f"n{i}", index=i), b.topology(f"n{i}", ["s1" if i < 4 else "s2"])]
-        for n, gpu in FILLED.items():
+        for i, (n, leaf) in enumerate(leaves.items()):
+            objs += [b.node(n, index=i), b.topology(n, [leaf])]
+        for n, gpu in filled.items():
             bound = {"phase": "QuotaBound", "nodeName": n}
             objs.append(b.quota(f"q-fill-{n}", gpu=gpu, hca=None, status=bound))
             objs.append(b.pod(f"fill-{n}", quota=f"q-fill-{n}", gpu=gpu, hca=None, node=n, phase="Running"))
-        objs += b.training_job("big", 4, gpu=8, hca=1)
+        objs += b.training_job("big", workers, gpu=8, hca=1)
         b.feed(self.cache, objs)
         doc = yaml.safe_load(default_policy_text())
         doc["plugins"]["topology"].update(topology)
@@ -54,10 +63,11 @@ class Cluster:
         """A one-pod job without topology (no rdma/hca): hop ② places it over all nodes."""
         b.feed(self.cache, [b.quota(f"q-{name}", gpu=gpu, hca=None), b.pod(name, quota=f"q-{name}", gpu=gpu, hca=None)])
 
-    def finish(self, node: str) -> None:
-        """The one-pod job on ``node`` ends: its pod and quota are deleted."""
-        (uid,) = [u for u in self.cache.task_job if (self.cache.pod(u) or {})["metadata"]["name"] == f"fill-{node}"]
-        pod, quota = self.cache.pod(uid), self.cache.quota_object(f"q-fill-{node}")
+    def finish(self, node: str, name: str = "") -> None:
+        """The one-pod job on ``node`` (``fill-<node>``, or ``name``) ends: its pod and quota are deleted."""
+        name = name or f"fill-{node}"
+        (uid,) = [u for u in self.cache.task_job if (self.cache.pod(u) or {})["metadata"]["name"] == name]
+        pod, quota = self.cache.pod(uid), self.cache.quota_object(f"q-{name}")
         assert pod is not None and quota is not None
         self.cache.on_pod_delete(pod)
         self.cache.on_quota_delete(quota)
@@ -141,3 +151,68 @@ def test_a_statically_bound_quota_is_pinned_on_a_held_node() -> None:
     b.feed(c.cache, [b.quota("q-pinned", gpu=2, hca=None, static_bind_node="n2")])
     c.cycle()
     assert c.node_of("q-pinned") == "n2"
+
+
+def test_a_hold_moves_to_where_more_room_has_freed_up_keeping_its_start() -> None:
+    """Leaves s1 = n0–n3 and s2 = n4–n7, all full but n3; the gang needs 4 whole nodes, so only a
+    whole leaf holds it. It first holds s1 (room for 1 now, n3). Then n4 and n5 free up (3 free
+    nodes in all: it still waits): s2 has room for 2 now, so the hold moves there, and a one-pod
+    job then takes n3, which is no longer held, not n4 or n5. When n6 and n7 free up the gang runs
+    in s2."""
+    leaves = {f"n{i}": "s1" if i < 4 else "s2" for i in range(8)}
+    filled = {n: 8 for n in leaves if n != "n3"}
+    c = Cluster(leaves, filled, workers=4, reserve_after_cycles=1)
+    c.cycle()
+    c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    since = c.scheduler.memory.holds["default/big"].since
+    c.finish("n4")
+    c.finish("n5")
+    c.cycle()
+    assert c.holds() == {"default/big": ("n4", "n5", "n6", "n7")}
+    assert c.scheduler.memory.holds["default/big"].since == since  # hold_seconds counts from the start
+    c.submit_single("solo")
+    c.cycle()
+    assert c.node_of("q-solo") == "n3"
+    c.finish("n6")
+    c.finish("n7")
+    c.cycle()
+    assert sorted(c.node_of(f"q-big-{i}") for i in range(4)) == ["n4", "n5", "n6", "n7"]
+    assert c.holds() == {}
+
+
+def test_a_hold_stays_while_no_other_set_has_more_room_now() -> None:
+    """The same cluster; only n4 frees up: s2's room now (1) is no more than the held leaf's (1,
+    n3), so the hold stays where the gang's room is already kept."""
+    leaves = {f"n{i}": "s1" if i < 4 else "s2" for i in range(8)}
+    filled = {n: 8 for n in leaves if n != "n3"}
+    c = Cluster(leaves, filled, workers=4, reserve_after_cycles=1)
+    c.cycle()
+    c.cycle()
+    c.finish("n4")
+    c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+
+
+def _two_waiting_gangs(max_holds: int) -> Cluster:
+    """Leaves s1 = n0–n3 and s2 = n4–n7; free: n2, n3 (s1) and n7 (s2), so neither 4-node gang
+    fits (3 free nodes in all). ``big`` is older than ``big2``."""
+    leaves = {f"n{i}": "s1" if i < 4 else "s2" for i in range(8)}
+    filled = dict.fromkeys(("n0", "n1", "n4", "n5", "n6"), 8)
+    c = Cluster(leaves, filled, workers=4, reserve_after_cycles=1, max_holds=max_holds)
+    younger = b.training_job("big2", 4, gpu=8, hca=1)
+    for o in younger:
+        o["metadata"]["creationTimestamp"] = "2030-01-01T00:00:00Z"
+    b.feed(c.cache, younger)
+    return c
+
+
+def test_at_most_max_holds_gangs_hold_the_oldest_first() -> None:
+    c = _two_waiting_gangs(max_holds=1)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}  # the roomier leaf, for the older gang
+    c = _two_waiting_gangs(max_holds=2)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3"), "default/big2": ("n4", "n5", "n6", "n7")}

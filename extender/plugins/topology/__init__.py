@@ -59,7 +59,7 @@ class TopologyArgs(ArgsModel):
     reserve_after_cycles: int = Field(
         100, ge=0, description="cycles a gang waits before it holds the nodes it needs (0: never hold)"
     )
-    max_holds: int = Field(2, ge=0, description="gangs holding nodes at once")
+    max_holds: int = Field(1, ge=0, description="gangs holding nodes at once")
     hold_seconds: float = Field(600.0, gt=0, description="how long a hold lasts at most")
 
 
@@ -159,6 +159,12 @@ class _Topology:
                 if held:
                     book.add(job.key, held)
                     self.ssn.notes[holds.NOTE] = book.current()
+        elif held is not None:
+            moved = holds.better_hold(self.memo, self.planner, job, quotas, held)
+            if moved is not None:
+                book.move(job.key, moved)
+                self.ssn.notes[holds.NOTE] = book.current()
+                held = moved
         if not held:
             return failure
         detail = "; ".join(f.detail for f in failure.failures if f.detail)

@@ -9,6 +9,11 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   whose nodes could hold the whole gang once empty, the one with the most room for it now; within
   it, the nodes with the most room now, as many as the gang needs when they are empty. When no
   single zone could ever hold it, the fewest zones by that measure, roomiest first.
+* **A hold follows the room** (:func:`better_hold`): every cycle the gang still waits, the choice
+  is made again (its own held nodes count as candidates); when the new set has more room for the
+  gang now than the held one, the hold moves there, keeping its start time (so ``hold_seconds``
+  bounds the whole wait on holds). Which running jobs end first is not known in advance: a big job
+  ending elsewhere can leave another set closer to holding the gang than the one being drained.
 * While a hold lasts, no other job's quota is bound to a held node (jobs that fit elsewhere still
   run, as long as they need no more zones there than they would without the hold: else they wait);
   the holder may use them like any node.
@@ -33,7 +38,7 @@ if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
     from extender.plugins.topology.planner import GangPlanner
 
-__all__ = ["EXPIRED_NOTE", "FAILED_NOTE", "NOTE", "Hold", "HoldBook", "choose_hold", "describe_nodes"]
+__all__ = ["EXPIRED_NOTE", "FAILED_NOTE", "NOTE", "Hold", "HoldBook", "better_hold", "choose_hold", "describe_nodes"]
 
 NOTE: Final = "topology.holds"  # Session.notes key: the holds the session leaves
 FAILED_NOTE: Final = "topology.unplaced"  # Session.notes key: the gangs whose plan failed this cycle
@@ -82,18 +87,54 @@ class HoldBook:
         for n in nodes:
             self._holder.setdefault(n, job)
 
+    def move(self, job: str, nodes: tuple[str, ...]) -> None:
+        """The job's hold now covers ``nodes`` instead; it keeps its start time."""
+        old = self._holds[job]
+        for n in old.nodes:
+            if self._holder.get(n) == job:
+                del self._holder[n]
+        self._holds[job] = Hold(nodes, old.since)
+        for n in nodes:
+            self._holder.setdefault(n, job)
+
     def current(self) -> dict[str, Hold]:
         return dict(self._holds)
 
 
-def choose_hold(memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Sequence[QuotaInfo]) -> tuple[str, ...]:
-    """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them)."""
+def _head(quotas: Sequence[QuotaInfo]) -> tuple[QuotaInfo | None, int]:
+    """The gang's largest unbound quota (the shape a hold is measured in) and how many are unbound."""
     unbound = [q for q in quotas if not q.node_name]
     if not unbound:
-        return ()
-    head = max(unbound, key=lambda q: (sum(q.request.q.values()), q.name))
+        return None, 0
+    return max(unbound, key=lambda q: (sum(q.request.q.values()), q.name)), len(unbound)
+
+
+def room_now(memo: FitMemo, quotas: Sequence[QuotaInfo], nodes: Sequence[str]) -> int:
+    """How many of the gang's unbound quotas (counted in its largest shape) ``nodes`` take now."""
+    head, _ = _head(quotas)
+    if head is None:
+        return 0
     sid = memo.shape_of(head)
-    need = len(unbound)
+    node = memo.ssn.node
+    return sum(memo.node_capacity(head, sid, n) for n in map(node, nodes) if n is not None)
+
+
+def better_hold(
+    memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Sequence[QuotaInfo], held: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """The set the gang's hold should move to, or None: it stays (rule "a hold follows the room")."""
+    new = choose_hold(memo, planner, job, quotas)
+    if not new or new == held or room_now(memo, quotas, new) <= room_now(memo, quotas, held):
+        return None
+    return new
+
+
+def choose_hold(memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Sequence[QuotaInfo]) -> tuple[str, ...]:
+    """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them)."""
+    head, need = _head(quotas)
+    if head is None:
+        return ()
+    sid = memo.shape_of(head)
     specs = [head.spec] if head.spec else sorted(memo.spec_zones)
     best: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
     for spec in specs:
