@@ -1,6 +1,7 @@
 """A gang whose quotas differ in size (an MPI launcher beside its workers, a master beside workers):
-counted as its largest quota it may fit nowhere while it fits, so its largest shape is planned
-alone and the other quotas ride along in the room left (``planner.GangPlanner._ride_along``).
+counted as its largest quota it may fit nowhere while it fits, so it is planned over its kinds
+(``extender/plugins/topology/mixedplan.py``; ``tests/core/test_mixed_gang_property.py`` checks it
+against an exhaustive oracle).
 
 Through the real conversion, cache and scheduler; the leaf s1 is n0–n3, 8 GPUs each."""
 
@@ -65,6 +66,6 @@ def test_a_rider_that_fits_nowhere_leaves_the_gang_waiting_whole() -> None:
 
 
 def test_a_gang_that_fits_counted_as_its_largest_is_planned_as_before() -> None:
-    # 2 workers + launcher on 4 nodes: 3 whole-node slots exist, so nothing rides along
+    # 2 workers + launcher on 4 nodes: distinct nodes while there are enough
     cache, _ = cycle(gang("mpi", [(None, "2"), (8, "8"), (8, "8")]))
     assert nodes_of(cache, "mpi", 3) == ["n0", "n1", "n2"]
