@@ -25,6 +25,9 @@ The rules:
    lets the rest follow in order; so rank order holds whenever the chosen zones allow it. When
    they do not (only a gang that does not ask for strict order gets there), a placement from the
    frontiers, in which each kind's quotas still ascend with the node index.
+
+:func:`plan_mixed` applies the three rules for the planner (``planner.py``), which supplies the
+zones' nodes and its tier walk.
 """
 
 from __future__ import annotations
@@ -118,8 +121,8 @@ def _maximal(vectors: Iterable[Counts]) -> Frontier:
     return tuple(out)
 
 
-def node_frontier(node: MixedNode, kinds: Sequence[Kind], used: Mapping[str, int] | None = None) -> Frontier:
-    """What ``node`` (less ``used``) can hold of the gang, as maximal count vectors."""
+def node_frontier(node: MixedNode, kinds: Sequence[Kind]) -> Frontier:
+    """What ``node`` can hold of the gang, as maximal count vectors."""
     found: list[Counts] = []
 
     def grow(t: int, total: dict[str, int], vec: list[int]) -> None:
@@ -136,7 +139,7 @@ def node_frontier(node: MixedNode, kinds: Sequence[Kind], used: Mapping[str, int
             if t == len(kinds) - 1:
                 break
 
-    grow(0, dict(used or {}), [])
+    grow(0, {}, [])
     return _maximal(found)
 
 
@@ -188,11 +191,12 @@ def choose_zones_mixed(
     return [zones[p][0] for p in chosen]
 
 
-def next_fit(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], start: int = 0) -> bool:
-    """Whether quotas of kinds ``order`` (task order) fit ``nodes`` (index order) from position
-    ``start`` with node indices that never descend: each on the node of the one before if it
-    fits, else on the next node where it fits. Exact: no ordered placement reaches further."""
-    at, total = start, dict[str, int]()
+def next_fit(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int]) -> bool:
+    """Whether quotas of kinds ``order`` (task order) fit ``nodes`` (index order) with node
+    indices that never descend: each on the node of the one before if it fits, else on the next
+    node where it fits. Exact: by induction on the quotas, no ordered placement puts a quota on a
+    lower node than this one does (a block that fits a node still fits without its first quotas)."""
+    at, total = 0, dict[str, int]()
     for t in order:
         while at < len(nodes):
             node = nodes[at]
@@ -249,6 +253,9 @@ def place(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int
 def _place_ordered(
     nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], *, pack: bool
 ) -> list[str] | None:
+    """Quotas in task order, each on the first node (after the previous quota's, then that one;
+    ``pack``: that one first) from which :func:`next_fit` still places the rest; None when no
+    ordered placement exists."""
     if not next_fit(nodes, kinds, order):
         return None
     out: list[str] = []
@@ -267,8 +274,8 @@ def _place_ordered(
                 at, used = cand, total
                 out.append(node.name)
                 break
-        else:  # next_fit said a placement exists: the greedy's own choice is among the candidates
-            raise AssertionError("ordered placement lost")
+        else:  # unreachable: next_fit's own choice is among the candidates
+            return None
     return out
 
 
@@ -285,8 +292,9 @@ def _place_any(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequenc
     reach: dict[Counts, tuple[Counts, Counts]] = {zero: (zero, zero)}
     for node in nodes:
         nxt: dict[Counts, tuple[Counts, Counts]] = {}
+        parts = node_frontier(node, kinds)
         for state in reach:
-            for part in node_frontier(node, kinds):
+            for part in parts:
                 share = tuple(min(p, n - s) for p, n, s in zip(part, need, state, strict=True))
                 new = tuple(s + p for s, p in zip(state, share, strict=True))
                 nxt.setdefault(new, (state, share))
