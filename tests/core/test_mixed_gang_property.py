@@ -4,8 +4,8 @@ Random small clusters — at most 8 nodes in at most 3 leaves, one or two GPU mo
 mixed on a leaf), some nodes NotReady or tainted, some already holding another job's quota of
 GPUs and CPUs — and 1–3 RDMA gangs of 1–5 quotas each, every quota with its own GPU count (0, 1,
 2, 4 or 8: an MPI launcher, a master, workers) and CPU request; some gangs ask for strict rank
-order. One cycle of the real :meth:`Scheduler.run_once` on a :class:`ClusterCache` fed with API
-objects, then:
+order; the policy packs workers (``pack_workers``) or not. One cycle of the real
+:meth:`Scheduler.run_once` on a :class:`ClusterCache` fed with API objects, then:
 
 * **valid**: invariants 1 and 3, no node over its allocatable on any resource, every committed
   gang on Ready untainted nodes of one GPU model, every gang all or nothing;
@@ -29,12 +29,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from extender import wellknown
 from extender.cache.cache import ClusterCache
-from extender.conf import default_policy
+from extender.conf import default_policy, default_policy_text, load_policy_text
+from extender.framework.policy import Policy
 from extender.framework.status import Reason
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
@@ -51,6 +53,15 @@ from tests.core.topo_cluster import (
 )
 
 POLICY = default_policy()
+
+
+def _packing_policy() -> Policy:
+    doc = yaml.safe_load(default_policy_text())
+    doc["plugins"]["topology"]["pack_workers"] = True
+    return load_policy_text(yaml.safe_dump(doc), "default_policy.yaml + pack_workers")
+
+
+PACKING = _packing_policy()
 STRICT = {wellknown.ANNO_ENABLE_TOPOLOGY: "true"}
 
 
@@ -75,6 +86,7 @@ class MixedGang:
 class MixedCluster:
     nodes: list[NodeSpec]
     gangs: list[MixedGang]
+    pack: bool = False  # the policy sets pack_workers
 
     def objects(self) -> list[dict[str, Any]]:
         objs = node_objects(self.nodes)
@@ -130,7 +142,7 @@ def mixed_clusters(draw: st.DrawFn, max_gangs: int = 3) -> MixedCluster:
         MixedGang(f"g{j}", draw(st.lists(members, min_size=1, max_size=5)), draw(st.booleans()))
         for j in range(draw(st.integers(1, max_gangs)))
     ]
-    return MixedCluster(nodes, gangs)
+    return MixedCluster(nodes, gangs, draw(st.booleans()))
 
 
 # --- the oracle --------------------------------------------------------------------------------
@@ -215,7 +227,7 @@ def run(c: MixedCluster, *, alone: bool = False) -> CycleResult:
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, c.objects())
     assert not cache.conversion_errors
-    result = Scheduler(POLICY).run_once(cache.snapshot(NOW))
+    result = Scheduler(PACKING if c.pack else POLICY).run_once(cache.snapshot(NOW))
     ssn = result.session
     check_ledgers(ssn)
     spec = {n.name: n for n in c.nodes}
