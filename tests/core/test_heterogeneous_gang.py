@@ -1,6 +1,7 @@
 """A gang whose quotas differ in size (an MPI launcher beside its workers, a master beside workers):
-counted as its largest quota it may fit nowhere while it fits, so its largest shape is planned
-alone and the other quotas ride along in the room left (``planner.GangPlanner._ride_along``).
+counted as its largest quota it may fit nowhere while it fits, so it is planned over its kinds
+(``extender/plugins/topology/mixedplan.py``; ``tests/core/test_mixed_gang_property.py`` checks it
+against an exhaustive oracle).
 
 Through the real conversion, cache and scheduler; the leaf s1 is n0–n3, 8 GPUs each."""
 
@@ -65,6 +66,23 @@ def test_a_rider_that_fits_nowhere_leaves_the_gang_waiting_whole() -> None:
 
 
 def test_a_gang_that_fits_counted_as_its_largest_is_planned_as_before() -> None:
-    # 2 workers + launcher on 4 nodes: 3 whole-node slots exist, so nothing rides along
+    # 2 workers + launcher on 4 nodes: distinct nodes while there are enough
     cache, _ = cycle(gang("mpi", [(None, "2"), (8, "8"), (8, "8")]))
     assert nodes_of(cache, "mpi", 3) == ["n0", "n1", "n2"]
+
+
+def test_the_rest_of_a_partly_bound_mixed_gang_joins_its_bound_sibling_s_leaf() -> None:
+    # the launcher is already bound to n0 (leaf s1 = n0–n3); the smaller leaf s2 (n4, n5) would be
+    # the best fit for the two workers, but they go where their sibling is: n0 beside it, then n1
+    cache = ClusterCache(clock=lambda: 1_800_000_000.0)
+    objs: list[Obj] = [b.queue("research")]
+    for i in range(6):
+        objs += [b.node(f"n{i}", index=i), b.topology(f"n{i}", ["s1" if i < 4 else "s2"])]
+    objs += gang("mpi", [(None, "2"), (8, "8"), (8, "8")])
+    objs[objs.index(next(o for o in objs if o["metadata"]["name"] == "q-mpi-0"))] = b.quota(
+        "q-mpi-0", gpu=None, hca=1, request={"cpu": "2"}, status={"phase": "QuotaBound", "nodeName": "n0"}
+    )
+    b.feed(cache, objs)
+    result = Scheduler(default_policy()).run_once(cache.snapshot())
+    apply_plan(cache, plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas()))
+    assert nodes_of(cache, "mpi", 3) == ["n0", "n0", "n1"]

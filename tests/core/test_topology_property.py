@@ -28,28 +28,15 @@ from hypothesis import strategies as st
 from extender import wellknown
 from extender.cache.cache import ClusterCache
 from extender.conf import default_policy
-from extender.framework.intents import BindQuota
-from extender.model.resources import Resource
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
+from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers, node_objects, used_before_each_gang
 
-NOW = 1_800_000_000.0
 POLICY = default_policy()
 GPU = wellknown.RESOURCE_GPU
 MODEL_LABEL = "nvidia.com/gpu.product"
 STRICT = {wellknown.ANNO_ENABLE_TOPOLOGY: "true"}
-
-
-@dataclass
-class NodeSpec:
-    name: str
-    index: int
-    leaf: int
-    model: str
-    ready: bool
-    tainted: bool
-    busy: int  # GPUs already held by a bound quota with a running pod
 
 
 @dataclass
@@ -69,35 +56,7 @@ class Cluster:
     repel: dict[str, list[str]] = field(default_factory=dict)
 
     def objects(self) -> list[dict[str, Any]]:
-        objs: list[dict[str, Any]] = [b.queue("research")]
-        for n in self.nodes:
-            taints = [{"key": "maintenance", "value": "true", "effect": "NoSchedule"}] if n.tainted else None
-            objs.append(b.node(n.name, gpu_model=n.model, ready=n.ready, taints=taints))
-            objs.append(b.topology(n.name, [f"s{n.leaf}"]))
-            if n.busy:
-                q = f"busy-{n.name}"
-                repelled = self.repel.get(n.name)
-                affinity = {"quotaAntiAffinity": [{"quotaNames": repelled}]} if repelled else None
-                objs.append(
-                    b.quota(
-                        q,
-                        gpu=n.busy,
-                        hca=None,
-                        affinity=affinity,
-                        status={"phase": "QuotaBound", "nodeName": n.name},
-                    )
-                )
-                objs.append(
-                    b.pod(
-                        q,
-                        quota=q,
-                        gpu=n.busy,
-                        hca=None,
-                        node=n.name,
-                        phase="Running",
-                        annotations={wellknown.ANNO_QUEUE_NAME: "research"},
-                    )
-                )
+        objs = node_objects(self.nodes, self.repel)
         for g in self.gangs:
             objs.append(b.podgroup(g.name, min_member=g.workers))
             for i in range(g.workers):
@@ -175,27 +134,14 @@ def run(c: Cluster, *, liveness: bool = True) -> CycleResult:
     ssn = result.session
     spec = {n.name: n for n in c.nodes}
 
-    # invariants 1 and 3, exact ledgers
-    for node in ssn.nodes():
-        node.check()
-        held = Resource.total(node.quota_allocated.values())
-        assert all(v <= node.allocatable.get(k) for k, v in held.q.items() if v), f"invariant 1 on {node.name}"
-    for q in ssn.quotas():
-        assert not q.over_claimed(), f"invariant 3 on {q.name}"
+    check_ledgers(ssn)
 
     # replay the cycle's bindings in commit order to know each gang's situation when it was placed
-    used = {n.name: n.busy for n in c.nodes}
-    by_quota = {q: g for g in c.gangs for q in g.quotas}
-    gpu_of = {q: g.gpu for g in c.gangs for q in g.quotas}
-    seen: set[str] = set()
-    before: dict[str, dict[str, int]] = {}
-    for intent in result.intents:
-        if isinstance(intent, BindQuota) and intent.quota in by_quota:
-            g = by_quota[intent.quota]
-            if g.name not in seen:
-                seen.add(g.name)
-                before[g.name] = dict(used)
-            used[intent.node] += gpu_of[intent.quota]
+    gang_of = {q: g.name for g in c.gangs for q in g.quotas}
+    need_of = {q: {"gpu": g.gpu} for g in c.gangs for q in g.quotas}
+    replayed, end = used_before_each_gang(result, {n.name: {"gpu": n.busy} for n in c.nodes}, need_of, gang_of)
+    before = {g: {n: v["gpu"] for n, v in used.items()} for g, used in replayed.items()}
+    used = {n: v["gpu"] for n, v in end.items()}
 
     for g in c.gangs:
         placed = [(i, ssn.quota(q).node_name) for i, q in enumerate(g.quotas)]  # type: ignore[union-attr]

@@ -169,6 +169,13 @@ class FitMemo:
         fit.capacity[node.name] = cap
         return cap
 
+    def eligible(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> bool:
+        """Whether the QN stages let quotas like ``quota`` on ``node`` at all (room aside)."""
+        if sid is None:
+            return self.judge(quota, node).ok
+        self.node_capacity(quota, sid, node)
+        return self.shapes[sid].eligible.get(node.name, False)
+
     def zone_capacity(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> int:
         if sid is None:
             return sum(self.node_capacity(quota, None, n) for n in self._nodes(zid))

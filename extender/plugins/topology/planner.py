@@ -5,11 +5,13 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
   ask for, else each spec in turn, keeping the best plan (fewest zones, then rule 1's costs).
 * **Bound siblings** (a drifted or released quota, a node that failed): the rest of the gang goes
   to the siblings' zones first, and only what they cannot hold to the fewest further zones.
-* **Heterogeneous gangs** (a launcher or master and workers of different sizes): zones are
-  counted with the largest request for every quota — never an over-promise. When the gang fits
-  nowhere so counted, its largest shape is planned alone and the other quotas *ride along*: each
-  to the lowest-index node of the chosen zones whose room, less the plan, holds it (between its
-  rank neighbours' nodes when it can be). Every quota is re-checked as it is bound, like any other.
+* **Gangs whose quotas differ in size** (a launcher or master beside workers): planned exactly
+  over their *kinds* (``mixedplan.py``): the fewest zones whose nodes hold every quota on every
+  resource, then each quota's node, in rank order whenever those zones allow it (always, for a
+  strict-order gang). Without an NVLink-domain tier; under ``continuity``, or for a gang of more
+  than ``STATE_LIMIT`` count vectors, every quota is counted as the largest instead (never an
+  over-promise, but such a gang may wait while it would fit). Every quota is re-checked as it is
+  bound, like any other.
 * **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
   span more zones because of a hold than without it waits instead (``NodeHeldForGang``): a hold
   may delay others, never scatter them.
@@ -41,6 +43,7 @@ from extender.plugins.topology.gangplan import (
     split_slots,
 )
 from extender.plugins.topology.holds import HoldBook
+from extender.plugins.topology.mixedplan import STATE_LIMIT, Kind, MixedGang, MixedNode, plan_mixed, states
 from extender.plugins.topology.siblings import BoundSiblings
 
 __all__ = ["GangPlan", "GangPlanner", "describe_gang"]
@@ -54,10 +57,23 @@ class GangPlan:
 
 
 @dataclass(slots=True)
+class _Mix:
+    """A gang of several kinds: its unbound quotas (rank order), the largest, its kinds, a quota
+    standing for each kind, and each quota's kind."""
+
+    unbound: list[QuotaInfo]
+    head: QuotaInfo
+    kinds: list[Kind]
+    reps: list[QuotaInfo]
+    order: list[int]
+
+
+@dataclass(slots=True)
 class _SpecPlan:
     key: tuple[int, int, int, int, int, int, int, str]
     zones: list[ZoneOffer]
     slots: list[Slot] | None  # None: made for the winning spec only
+    nodes: dict[str, str] | None = None  # a mixed gang's plan: unbound quota → node
 
 
 def describe_gang(quotas: Sequence[QuotaInfo], gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES) -> str:
@@ -110,35 +126,17 @@ class GangPlanner:
     def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo]) -> GangPlan | Status:
         """Nodes for the job's unbound ``quotas`` (all its quotas, rank order, bound ones included)."""
         unbound = [q for q in quotas if not q.node_name]
-        head = _largest(unbound, self.ssn.gpu_resources)
-        sid = self.memo.shape_of(head)
-        made = self._plan_group(job, quotas, unbound, head, sid)
-        if isinstance(made, GangPlan) or sid is None:
-            return made
-        riders = [q for q in unbound if self.memo.shape_of(q) != sid]
-        if not riders:
-            return made
-        # counted as the largest, the gang fits nowhere: plan its largest shape alone, and let the
-        # smaller quotas ride along in the room that plan leaves
-        main = [q for q in unbound if q not in riders]
-        alone = self._plan_group(job, quotas, main, head, sid)
-        if isinstance(alone, Status):
-            return made
-        return self._ride_along(job, quotas, alone, riders) or made
+        mix = self._mix(unbound)
+        if len(mix.kinds) > 1 and not self.continuity and states(mix.kinds) <= STATE_LIMIT:
+            return self._plan_mixed(job, quotas, mix)
+        return self._plan_group(job, quotas, unbound, mix.head, self.memo.shape_of(mix.head))
 
     def _plan_group(
         self, job: JobInfo, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo], head: QuotaInfo, sid: int | None
     ) -> GangPlan | Status:
         """Nodes for ``unbound``, every one counted as ``head`` (of shape ``sid``)."""
-        bound = [q for q in quotas if q.node_name]
         memo = self.memo
-        bound_zones = sorted({memo.zone_of[q.node_name] for q in bound if q.node_name in memo.zone_of})
-        if bound_zones:
-            specs: Collection[str] = {bound_zones[0][0]}
-        elif head.spec:
-            specs = [head.spec] if head.spec in memo.spec_zones else []
-        else:
-            specs = sorted(memo.spec_zones)
+        specs, bound_zones = self._specs(quotas, head)
         best = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
         if self.holds.any():
             # a hold may make a gang wait, never make it span more zones than it would without
@@ -159,42 +157,108 @@ class GangPlanner:
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
         return GangPlan(nodes, [z.id for z in best.zones], sid)
 
-    def _ride_along(
-        self, job: JobInfo, quotas: Sequence[QuotaInfo], plan: GangPlan, riders: Sequence[QuotaInfo]
-    ) -> GangPlan | None:
-        """Each rider (in rank order) on the lowest-index node of the plan's zones whose room, less
-        what the plan puts there, holds it — between the nodes of its rank neighbours when it can
-        be (always, for a strict-order gang). None: some rider fits nowhere."""
-        ssn, memo = self.ssn, self.memo
-        request = {q.name: q.request for q in quotas}
-        nodes = sorted(
-            (n for z in plan.zones for n in map(ssn.node, memo.zone_nodes[z]) if n is not None),
-            key=lambda n: (n.index, n.name),
+    def _specs(self, quotas: Sequence[QuotaInfo], head: QuotaInfo) -> tuple[Collection[str], list[ZoneId]]:
+        """The GPU specs a gang may plan in (its bound siblings', else the one ``head`` asks for,
+        else every spec), and its bound siblings' zones."""
+        memo = self.memo
+        bound_zones = sorted({memo.zone_of[q.node_name] for q in quotas if q.node_name in memo.zone_of})
+        if bound_zones:
+            return {bound_zones[0][0]}, bound_zones
+        if head.spec:
+            return ([head.spec] if head.spec in memo.spec_zones else []), bound_zones
+        return sorted(memo.spec_zones), bound_zones
+
+    # --- gangs whose quotas differ in size (mixedplan.py) -----------------------------------
+    def _mix(self, unbound: Sequence[QuotaInfo]) -> _Mix:
+        """The gang's kinds: its quotas of one shape (a quota without one is a kind alone)."""
+        index: dict[object, int] = {}
+        reps: list[QuotaInfo] = []
+        counts: list[int] = []
+        order: list[int] = []
+        for q in unbound:
+            sid = self.memo.shape_of(q)
+            t = index.setdefault(sid if sid is not None else ("quota", q.name), len(index))
+            if t == len(reps):
+                reps.append(q)
+                counts.append(0)
+            counts[t] += 1
+            order.append(t)
+        kinds = [Kind(rep.request.q, n) for rep, n in zip(reps, counts, strict=True)]
+        return _Mix(list(unbound), _largest(unbound, self.ssn.gpu_resources), kinds, reps, order)
+
+    def _plan_mixed(self, job: JobInfo, quotas: Sequence[QuotaInfo], mix: _Mix) -> GangPlan | Status:
+        """A gang of several kinds, planned exactly (``mixedplan.py``) under every rule of
+        :meth:`_plan_group` but the NVLink-domain tier: specs, bound siblings, holds, tier limit."""
+        head, unbound = mix.head, mix.unbound
+        sid = self.memo.shape_of(head)
+        specs, bound_zones = self._specs(quotas, head)
+        best = self._best_mixed(job, mix, specs, bound_zones)
+        if self.holds.any():
+            free = self.without_holds()._best_mixed(job, mix, specs, bound_zones)
+            if free is not None and (best is None or free.key[:2] < best.key[:2]):
+                holders = sorted({self.holds.holder(n) for z in free.zones for n in self.memo.zone_nodes[z.id]} - {""})
+                what = describe_gang(unbound, self.ssn.gpu_resources)
+                return Status.unschedulable(
+                    Reason.NODE_HELD_FOR_GANG,
+                    f"{free.key[1]} zone(s) would hold {what} but nodes there are held for " + ", ".join(holders),
+                )
+        if best is None or best.nodes is None:
+            return self._failure(job, head, sid, specs, unbound)
+        if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
+            return self._above_limit(job, head, sid, best, unbound)
+        return GangPlan(best.nodes, [z.id for z in best.zones])
+
+    def _best_mixed(
+        self, job: JobInfo, mix: _Mix, specs: Collection[str], bound_zones: list[ZoneId]
+    ) -> _SpecPlan | None:
+        best: _SpecPlan | None = None
+        for spec in specs:
+            plan = self._mixed_spec(job, mix, spec, bound_zones)
+            if plan is not None and (best is None or plan.key < best.key):
+                best = plan
+        return best
+
+    def _mixed_members(self, job: JobInfo, mix: _Mix, zid: ZoneId) -> list[MixedNode]:
+        """The zone's nodes not held for another gang, with their room and which kinds they take."""
+        memo, out = self.memo, []
+        shaped = [(rep, memo.shape_of(rep)) for rep in mix.reps]
+        for name in memo.zone_nodes[zid]:
+            node = self.ssn.node(name)
+            if node is None or (self._holding() and self.holds.held_for_other(name, job.key)):
+                continue
+            eligible = tuple(memo.eligible(rep, sid, node) for rep, sid in shaped)
+            if any(eligible):
+                out.append(MixedNode(name, node.index, zid, node.quota_room().q, eligible))
+        return out
+
+    def _mixed_spec(self, job: JobInfo, mix: _Mix, spec: str, bound_zones: list[ZoneId]) -> _SpecPlan | None:
+        """Rules 1–3 of ``mixedplan.py`` in one spec: the zones (after the bound siblings' zones,
+        else in the lowest tier that holds the gang), then each quota's node."""
+        sid = self.memo.shape_of(mix.head)
+        members = {z: self._mixed_members(job, mix, z) for z in self.memo.spec_zones.get(spec, [])}
+        home = [n for z in bound_zones for n in members.get(z, [])]
+        offers = [self._offer(job, mix.head, sid, z) for z, ns in members.items() if ns and z not in bound_zones]
+        gang = MixedGang(mix.kinds, mix.order, strict=job.strict_order, pack=self.pack)
+        made = plan_mixed(gang, offers, members, home, None if bound_zones else self._by_tier)
+        if made is None:
+            return None
+        chosen = [self._offer(job, mix.head, sid, z) for z in bound_zones if z in members] + made[0]
+        return _SpecPlan(
+            self._key(chosen, spec), chosen, None, dict(zip((q.name for q in mix.unbound), made[1], strict=True))
         )
-        nodes = [n for n in nodes if not (self._holding() and self.holds.held_for_other(n.name, job.key))]
-        left = {n.name: n.quota_room().clone() for n in nodes}
-        for name, node_name in plan.nodes.items():
-            if node_name in left:
-                left[node_name].isub(request[name])
-        where = {q.name: q.node_name for q in quotas if q.node_name} | dict(plan.nodes)
-        index = {n.name: n.index for n in nodes} | {
-            q.node_name: n.index for q in quotas if q.node_name and (n := ssn.node(q.node_name)) is not None
-        }
-        out = dict(plan.nodes)
-        for rider in riders:
-            at = [index[where[q.name]] if where.get(q.name) in index else None for q in quotas]
-            pos = next(i for i, q in enumerate(quotas) if q.name == rider.name)
-            lo = max((x for x in at[:pos] if x is not None), default=None)
-            hi = min((x for x in at[pos + 1 :] if x is not None), default=None)
-            fits = [n for n in nodes if rider.request.less_equal_with_resource_names(left[n.name])]
-            fits = [n for n in fits if memo.judge(rider, n).ok]
-            within = [n for n in fits if (lo is None or n.index >= lo) and (hi is None or n.index <= hi)]
-            pick = within[0] if within else (None if job.strict_order or not fits else fits[0])
-            if pick is None:
-                return None
-            out[rider.name] = where[rider.name] = pick.name
-            left[pick.name].isub(rider.request)
-        return GangPlan(out, plan.zones, plan.shape)
+
+    def _key(self, chosen: Sequence[ZoneOffer], spec: str) -> tuple[int, int, int, int, int, int, int, str]:
+        """What ranks the plans of specs (rule 1): tier spanned, zones, affinity, then costs."""
+        return (
+            self._span(chosen),
+            len(chosen),
+            -sum(z.affinity for z in chosen),
+            sum(z.capacity for z in chosen if z.untouched),
+            sum(z.capacity for z in chosen),
+            sum(z.size for z in chosen),
+            min(z.first_index for z in chosen) if chosen else 0,
+            spec,
+        )
 
     def _best_spec(
         self,
@@ -257,17 +321,7 @@ class GangPlanner:
             if picked is None:
                 return None
             chosen = picked
-        key = (
-            self._span(chosen),
-            len(chosen),
-            -sum(z.affinity for z in chosen),
-            sum(z.capacity for z in chosen if z.untouched),
-            sum(z.capacity for z in chosen),
-            sum(z.size for z in chosen),
-            min(z.first_index for z in chosen) if chosen else 0,
-            spec,
-        )
-        return _SpecPlan(key, chosen, None)
+        return _SpecPlan(self._key(chosen, spec), chosen, None)
 
     def _slots(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, chosen: Sequence[ZoneOffer], need: int
@@ -313,11 +367,20 @@ class GangPlanner:
 
     # --- tiers above the leaf ----------------------------------------------------------------
     def _lowest_tier(self, offers: Sequence[ZoneOffer], need: int) -> list[ZoneOffer] | None:
-        """Rule 1 applied tier by tier: one leaf if one holds the gang; else the units of the lowest
-        tier (spine, then core, …) of which one holds it — the one with the least room that does
-        (best fit) — and within it the fewest leaves; else the fewest leaves of the whole cluster."""
+        """Rule 1 applied tier by tier: one leaf if one holds the gang; else :meth:`_by_tier`."""
         if any(z.capacity >= need for z in offers):
             return choose_zones(offers, need)
+        return self._by_tier(offers, lambda zs: choose_zones(zs, need), lambda zs: sum(z.capacity for z in zs) >= need)
+
+    def _by_tier(
+        self,
+        offers: Sequence[ZoneOffer],
+        choose: Callable[[Sequence[ZoneOffer]], list[ZoneOffer] | None],
+        holds: Callable[[Sequence[ZoneOffer]], bool],
+    ) -> list[ZoneOffer] | None:
+        """The units of the lowest tier (spine, then core, …) of which one ``holds`` the gang — the
+        one with the least room that does (best fit) — and within it the zones ``choose`` picks
+        (the fewest leaves); else what ``choose`` picks of the whole cluster."""
         tiers = self.memo.zone_tiers
         for level in range(2, self.memo.levels + 1):
             units: dict[str, list[ZoneOffer]] = {}
@@ -325,7 +388,7 @@ class GangPlanner:
                 name = tiers[z.id].get(level)
                 if name:
                     units.setdefault(name, []).append(z)
-            holding = [(n, zs) for n, zs in units.items() if sum(z.capacity for z in zs) >= need]
+            holding = [(n, zs) for n, zs in units.items() if holds(zs)]
             if holding:
                 _, best = min(
                     holding,
@@ -336,8 +399,8 @@ class GangPlanner:
                         u[0],
                     ),
                 )
-                return choose_zones(best, need)
-        return choose_zones(offers, need)
+                return choose(best)
+        return choose(offers)
 
     def _near_siblings(
         self, others: Sequence[ZoneOffer], bound_zones: Sequence[ZoneId], need: int

@@ -1,0 +1,359 @@
+"""Planning a gang whose quotas differ in size (an MPI launcher beside its workers, a master beside
+workers): seed 三 3.4, issue 16 items 2–3. Pure functions: no session, no I/O.
+
+Vocabulary (beside :mod:`gangplan`'s):
+
+* a **kind** is the gang's quotas that are alike (one shape): one request and a count;
+* a **count vector** says how many quotas of each kind; what a node can hold of the gang is the
+  set of count vectors whose summed request fits its room on every resource (kinds its predicates
+  refuse: none); a set of nodes holds the sum of what each holds. Such a set is downward closed and
+  is kept as its maximal vectors, capped at the gang's counts: its **frontier**.
+
+The rules:
+
+1. **Zones** (:func:`choose_zones_mixed`): exactly as :func:`gangplan.choose_zones` with the
+   frontier in place of a capacity — one zone whose frontier reaches the gang's counts, best fit
+   (the least capacity for the gang's largest kind, then fewer nodes, lower index); else an exact
+   dynamic programme over (zones taken, count vector covered) for the fewest zones, with the same
+   costs. A zone set holds the gang iff its frontier reaches the counts: never an over-promise,
+   never a refusal of a gang that fits.
+2. **Strict rank order** (:func:`choose_zones_ordered`): a strict-order gang needs a placement
+   whose node index never descends as the task index ascends; zone sets are tried smallest
+   first, cheapest first, and a set holds the gang iff :func:`next_fit` places it.
+3. **Nodes and ranks** (:func:`place`): in the chosen zones, quotas in task order, each on the
+   lowest-index node after the previous quota's (pack: the previous quota's node first) that still
+   lets the rest follow in order; so rank order holds whenever the chosen zones allow it. When
+   they do not (only a gang that does not ask for strict order gets there), a placement from the
+   frontiers, in which each kind's quotas still ascend with the node index.
+
+:func:`plan_mixed` applies the three rules for the planner (``planner.py``), which supplies the
+zones' nodes and its tier walk.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.plugins.topology.gangplan import ZoneId, ZoneOffer
+
+__all__ = [
+    "STATE_LIMIT",
+    "Kind",
+    "MixedGang",
+    "MixedNode",
+    "choose_zones_mixed",
+    "choose_zones_ordered",
+    "frontier_of",
+    "next_fit",
+    "place",
+    "plan_mixed",
+    "states",
+]
+
+Counts = tuple[int, ...]
+Frontier = tuple[Counts, ...]
+Room = Mapping[str, int]
+
+STATE_LIMIT = 4096
+"""Count vectors a gang may have (Π (count + 1)) for this exact planning; a gang of more (many
+kinds of many quotas each) is counted as its largest quota instead (sound, may wait longer)."""
+
+SEARCH_LIMIT = 4096
+"""Zone sets :func:`choose_zones_ordered` tries at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    request: Room  # resource name → amount, as the quota ledger counts it
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class MixedGang:
+    """The gang's kinds, the kind of each of its unbound quotas in task order, and its options."""
+
+    kinds: Sequence[Kind]
+    order: Sequence[int]
+    strict: bool = False  # strict rank order (rule 2)
+    pack: bool = False  # pack_workers (rule 3)
+
+
+@dataclass(frozen=True, slots=True)
+class MixedNode:
+    """A node of a zone the gang may use: its room, and per kind whether its predicates allow it."""
+
+    name: str
+    index: int
+    zone: ZoneId
+    room: Room
+    eligible: tuple[bool, ...]
+
+
+def states(kinds: Sequence[Kind]) -> int:
+    out = 1
+    for k in kinds:
+        out *= k.count + 1
+    return out
+
+
+def _fits(total: Mapping[str, int], room: Room) -> bool:
+    """The ledger's rule: a requested name the node does not advertise fits none."""
+    return all(v <= 0 or room.get(name, -1) >= v for name, v in total.items())
+
+
+def _add(total: Mapping[str, int], request: Room, times: int) -> dict[str, int]:
+    out = dict(total)
+    for name, v in request.items():
+        out[name] = out.get(name, 0) + v * times
+    return out
+
+
+def _maximal(vectors: Iterable[Counts]) -> Frontier:
+    """The vectors no other vector dominates (componentwise ≥ and different)."""
+    uniq = sorted(set(vectors), key=sum, reverse=True)
+    out: list[Counts] = []
+    for v in uniq:
+        if not any(all(a >= b for a, b in zip(w, v, strict=True)) for w in out):
+            out.append(v)
+    return tuple(out)
+
+
+def node_frontier(node: MixedNode, kinds: Sequence[Kind]) -> Frontier:
+    """What ``node`` can hold of the gang, as maximal count vectors."""
+    found: list[Counts] = []
+
+    def grow(t: int, total: dict[str, int], vec: list[int]) -> None:
+        if t == len(kinds):
+            found.append(tuple(vec))
+            return
+        n = 0
+        while node.eligible[t] and n < kinds[t].count and _fits(_add(total, kinds[t].request, n + 1), node.room):
+            n += 1
+        for c in range(n, -1, -1):  # the largest first: the others matter only when later kinds fill up
+            vec.append(c)
+            grow(t + 1, _add(total, kinds[t].request, c), vec)
+            vec.pop()
+            if t == len(kinds) - 1:
+                break
+
+    grow(0, {}, [])
+    return _maximal(found)
+
+
+def combine(a: Frontier, b: Frontier, need: Counts) -> Frontier:
+    """What two disjoint sets of nodes hold together, capped at ``need``."""
+    return _maximal(tuple(min(x + y, n) for x, y, n in zip(u, v, need, strict=True)) for u in a for v in b)
+
+
+def frontier_of(nodes: Iterable[MixedNode], kinds: Sequence[Kind]) -> Frontier:
+    need = tuple(k.count for k in kinds)
+    out: Frontier = (tuple(0 for _ in kinds),)
+    for node in nodes:
+        out = combine(out, node_frontier(node, kinds), need)
+    return out
+
+
+def _single_key(z: ZoneOffer) -> tuple[int, int, int, int, ZoneId]:
+    return (-z.affinity, z.capacity, z.size, z.first_index, z.id)
+
+
+def choose_zones_mixed(
+    zones: Sequence[tuple[ZoneOffer, Frontier]], need: Counts, start: Frontier = ()
+) -> list[ZoneOffer] | None:
+    """Rule 1: the zones that together (with ``start``, what the gang's bound siblings' zones
+    still hold) reach ``need``, fewest first, then by :func:`gangplan.choose_zones`'s costs."""
+    base = start or (tuple(0 for _ in need),)
+    if need in base:
+        return []
+    single = [z for z, f in zones if need in combine(base, f, need)]
+    if single:
+        return [min(single, key=_single_key)]
+    Cost = tuple[int, int, int, int]
+    best: dict[tuple[int, Counts], tuple[Cost, tuple[int, ...]]] = {(0, c): ((0, 0, 0, 0), ()) for c in base}
+    for pos, (z, front) in enumerate(zones):
+        step: Cost = (-z.affinity, z.capacity if z.untouched else 0, z.capacity, z.size)
+        for (taken, covered), (cost, chosen) in list(best.items()):
+            if covered == need:
+                continue
+            added: Cost = (cost[0] + step[0], cost[1] + step[1], cost[2] + step[2], cost[3] + step[3])
+            for part in front:
+                state = (taken + 1, tuple(min(c + p, n) for c, p, n in zip(covered, part, need, strict=True)))
+                held = best.get(state)
+                if held is None or (added, (*chosen, pos)) < held:
+                    best[state] = (added, (*chosen, pos))
+    done = [(taken, v) for (taken, covered), v in best.items() if covered == need]
+    if not done:
+        return None
+    _, (_, chosen) = min(done)
+    return [zones[p][0] for p in chosen]
+
+
+def next_fit(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int]) -> bool:
+    """Whether quotas of kinds ``order`` (task order) fit ``nodes`` (index order) with node
+    indices that never descend: each on the node of the one before if it fits, else on the next
+    node where it fits. Exact: by induction on the quotas, no ordered placement puts a quota on a
+    lower node than this one does (a block that fits a node still fits without its first quotas)."""
+    at, total = 0, dict[str, int]()
+    for t in order:
+        while at < len(nodes):
+            node = nodes[at]
+            grown = _add(total, kinds[t].request, 1)
+            if node.eligible[t] and _fits(grown, node.room):
+                total = grown
+                break
+            at, total = at + 1, {}
+        if at == len(nodes):
+            return False
+    return True
+
+
+def choose_zones_ordered(
+    zones: Sequence[ZoneOffer],
+    nodes_of: Callable[[Sequence[ZoneOffer]], list[MixedNode]],
+    holds: Callable[[list[MixedNode]], bool],
+    *,
+    smallest: int = 1,
+) -> list[ZoneOffer] | None:
+    """Rule 2: the smallest (of at least ``smallest`` zones), then cheapest, set of zones whose
+    nodes ``holds`` accepts; None when none does among the first :data:`SEARCH_LIMIT` sets."""
+    tried = 0
+    for k in range(smallest, len(zones) + 1):
+        if math.comb(len(zones), k) > SEARCH_LIMIT - tried:
+            return None
+        sets = sorted(
+            itertools.combinations(zones, k),
+            key=lambda zs: (
+                (
+                    sum(z.capacity for z in zs if z.untouched),
+                    sum(z.capacity for z in zs),
+                    sum(z.size for z in zs),
+                    [z.first_index for z in zs],
+                )
+                if k > 1
+                else _single_key(zs[0])
+            ),
+        )
+        for zs in sets:
+            tried += 1
+            if holds(nodes_of(zs)):
+                return list(zs)
+    return None
+
+
+def place(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], *, pack: bool) -> list[str] | None:
+    """Rule 3: the node of each quota (kinds ``order``, task order) on ``nodes`` (index order), or
+    None when they cannot hold the gang."""
+    ordered = _place_ordered(nodes, kinds, order, pack=pack)
+    return ordered if ordered is not None else _place_any(nodes, kinds, order)
+
+
+def _place_ordered(
+    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], *, pack: bool
+) -> list[str] | None:
+    """Quotas in task order, each on the first node (after the previous quota's, then that one;
+    ``pack``: that one first) from which :func:`next_fit` still places the rest; None when no
+    ordered placement exists."""
+    if not next_fit(nodes, kinds, order):
+        return None
+    out: list[str] = []
+    at, used = 0, dict[str, int]()
+    for i, t in enumerate(order):
+        rest = order[i + 1 :]
+        here = [at] if out else []
+        tail = list(range(at + 1 if out else 0, len(nodes)))
+        for cand in (here + tail) if pack else (tail + here):
+            node = nodes[cand]
+            total = _add(used if cand == at and out else {}, kinds[t].request, 1)
+            if not (node.eligible[t] and _fits(total, node.room)):
+                continue
+            rest_room = MixedNode(node.name, node.index, node.zone, _less(node.room, total), node.eligible)
+            if next_fit([rest_room, *nodes[cand + 1 :]], kinds, rest):
+                at, used = cand, total
+                out.append(node.name)
+                break
+        else:  # unreachable: next_fit's own choice is among the candidates
+            return None
+    return out
+
+
+def _less(room: Room, used: Mapping[str, int]) -> dict[str, int]:
+    return {name: v - used.get(name, 0) for name, v in room.items()}
+
+
+def _place_any(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int]) -> list[str] | None:
+    """A placement from the frontiers, node by node (each node's share recorded), then each kind's
+    quotas on that kind's slots in node-index order."""
+    need = tuple(k.count for k in kinds)
+    zero = tuple(0 for _ in kinds)
+    layers: list[dict[Counts, tuple[Counts, Counts]]] = []  # per node: state → (state before, share)
+    reach: dict[Counts, tuple[Counts, Counts]] = {zero: (zero, zero)}
+    for node in nodes:
+        nxt: dict[Counts, tuple[Counts, Counts]] = {}
+        parts = node_frontier(node, kinds)
+        for state in reach:
+            for part in parts:
+                share = tuple(min(p, n - s) for p, n, s in zip(part, need, state, strict=True))
+                new = tuple(s + p for s, p in zip(state, share, strict=True))
+                nxt.setdefault(new, (state, share))
+        layers.append(nxt)
+        reach = nxt
+    if need not in reach:
+        return None
+    shares: list[Counts] = []
+    state = need
+    for layer in reversed(layers):
+        state, share = layer[state]
+        shares.append(share)
+    shares.reverse()
+    slots: dict[int, list[str]] = {t: [] for t in range(len(kinds))}
+    for node, share in zip(nodes, shares, strict=True):
+        for t, c in enumerate(share):
+            slots[t] += [node.name] * c
+    return [slots[t].pop(0) for t in order]
+
+
+Choose = Callable[[Sequence[ZoneOffer]], list[ZoneOffer] | None]
+ByTier = Callable[[Sequence[ZoneOffer], Choose, Callable[[Sequence[ZoneOffer]], bool]], list[ZoneOffer] | None]
+
+
+def plan_mixed(
+    gang: MixedGang,
+    offers: Sequence[ZoneOffer],
+    members: Mapping[ZoneId, Sequence[MixedNode]],
+    home: Sequence[MixedNode],
+    by_tier: ByTier | None,
+) -> tuple[list[ZoneOffer], list[str]] | None:
+    """Rules 1–3 over the zones ``offers`` (``members``: each zone's nodes): the zones taken
+    beside ``home`` (the nodes of the bound siblings' zones), and each quota's node; None when
+    they cannot hold the gang. ``by_tier`` (the planner's tier walk: a unit of the lowest tier
+    that holds the gang, best fit) is asked once one zone does not do; None: the fewest zones
+    anywhere."""
+    kinds, order = gang.kinds, gang.order
+
+    def nodes_of(zs: Sequence[ZoneOffer]) -> list[MixedNode]:
+        return sorted([*home, *(n for z in zs for n in members[z.id])], key=lambda n: (n.index, n.name))
+
+    def fits_ordered(nodes: list[MixedNode]) -> bool:
+        return next_fit(nodes, kinds, order)
+
+    fronts = {z.id: frontier_of(members[z.id], kinds) for z in offers}
+    start = frontier_of(home, kinds) if home else ()
+
+    def choose(zs: Sequence[ZoneOffer]) -> list[ZoneOffer] | None:
+        any_order = choose_zones_mixed([(z, fronts[z.id]) for z in zs], tuple(k.count for k in kinds), start)
+        if not gang.strict or any_order is None:  # in order needs at least as many zones as in any order
+            return any_order
+        if home and fits_ordered(list(home)):
+            return []
+        return choose_zones_ordered(zs, nodes_of, fits_ordered, smallest=max(1, len(any_order)))
+
+    chosen = choose(offers)
+    if chosen is not None and len(chosen) > 1 and by_tier is not None:
+        chosen = by_tier(offers, choose, lambda zs: choose(zs) is not None)
+    if chosen is None:
+        return None
+    placed = place(nodes_of(chosen), kinds, order, pack=gang.pack)
+    return None if placed is None else (chosen, placed)

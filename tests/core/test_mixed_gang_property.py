@@ -1,0 +1,351 @@
+"""Gangs whose quotas differ in size, against an exhaustive oracle (issue 16 items 2, 3, 6).
+
+Random small clusters — at most 8 nodes in at most 3 leaves, one or two GPU models (possibly
+mixed on a leaf), some nodes NotReady or tainted, some already holding another job's quota of
+GPUs and CPUs — and 1–3 RDMA gangs of 1–5 quotas each, every quota with its own GPU count (0, 1,
+2, 4 or 8: an MPI launcher, a master, workers) and CPU request; some gangs ask for strict rank
+order; the policy packs workers (``pack_workers``) or not. One cycle of the real
+:meth:`Scheduler.run_once` on a :class:`ClusterCache` fed with API objects, then:
+
+* **valid**: invariants 1 and 3, no node over its allocatable on any resource, every committed
+  gang on Ready untainted nodes of one GPU model, every gang all or nothing;
+* **never refused, fewest zones**: a committed gang uses exactly the fewest zones (GPU model ×
+  leaf) whose nodes could hold every one of its quotas at the moment it was placed (reconstructed
+  from the order of the intents); a gang alone in the cycle that fits is placed; a gang not
+  placed does not fit the final state;
+* **rank order** (``docs/placement.md``): a strict-order gang's node indices never descend as its
+  task indices ascend, and it is placed whenever such a placement exists (the oracle searches
+  only those); any other gang keeps that order among its quotas of one size always, and among all
+  its quotas whenever the nodes of the zones it was given allow it.
+
+The oracle is a depth-first bin-packing over the nodes of every set of zones of one model,
+smallest sets first (quotas largest first, equal quotas in node order, equal rooms tried once).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from extender import wellknown
+from extender.cache.cache import ClusterCache
+from extender.conf import default_policy, default_policy_text, load_policy_text
+from extender.framework.policy import Policy
+from extender.framework.status import Reason
+from extender.scheduler import CycleResult, Scheduler
+from tests import builders as b
+from tests.core.props import PROPERTY
+from tests.core.topo_cluster import (
+    NODE_ROOM,
+    NOW,
+    Need,
+    NodeSpec,
+    check_ledgers,
+    free_room,
+    node_objects,
+    used_before_each_gang,
+)
+
+POLICY = default_policy()
+
+
+def _packing_policy() -> Policy:
+    doc = yaml.safe_load(default_policy_text())
+    doc["plugins"]["topology"]["pack_workers"] = True
+    return load_policy_text(yaml.safe_dump(doc), "default_policy.yaml + pack_workers")
+
+
+PACKING = _packing_policy()
+STRICT = {wellknown.ANNO_ENABLE_TOPOLOGY: "true"}
+
+
+@dataclass(frozen=True)
+class Member:
+    gpu: int
+    cpu: int
+
+    def need(self) -> Need:
+        return {"gpu": self.gpu, "hca": 1, "cpu": self.cpu}
+
+
+@dataclass
+class MixedGang:
+    name: str
+    members: list[Member]  # in task-index order
+    strict: bool = False
+    quotas: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MixedCluster:
+    nodes: list[NodeSpec]
+    gangs: list[MixedGang]
+    pack: bool = False  # the policy sets pack_workers
+
+    def objects(self) -> list[dict[str, Any]]:
+        objs = node_objects(self.nodes)
+        for g in self.gangs:
+            objs.append(b.podgroup(g.name, min_member=len(g.members)))
+            g.quotas = []
+            for i, m in enumerate(g.members):
+                q = f"q-{g.name}-{i}"
+                g.quotas.append(q)
+                gpu = m.gpu or None
+                objs.append(b.quota(q, gpu=gpu, hca=1, request={"cpu": str(m.cpu)}))
+                objs.append(
+                    b.pod(
+                        f"{g.name}-{i}",
+                        group=g.name,
+                        quota=q,
+                        gpu=gpu,
+                        hca=1,
+                        cpu=str(m.cpu),
+                        index=i,
+                        annotations=STRICT if g.strict else None,
+                    )
+                )
+        return objs
+
+
+members = st.builds(Member, st.sampled_from([0, 1, 2, 4, 8]), st.sampled_from([1, 2, 8, 16, 32, 48]))
+
+
+NODE_STATES = st.tuples(
+    st.integers(0, 9).map(lambda r: r > 0),  # Ready, 9 in 10
+    st.integers(0, 9).map(lambda r: r == 0),  # tainted, 1 in 10
+    st.sampled_from([0, 0, 0, 2, 4, 6, 8]),  # GPUs held by another job
+    st.sampled_from([0, 0, 32, 64, 90]),  # CPUs it holds
+)
+
+
+@st.composite
+def mixed_clusters(draw: st.DrawFn, max_gangs: int = 3) -> MixedCluster:
+    models = draw(st.sampled_from([["A100"], ["A100", "H100"]]))
+    mixed_leaves = draw(st.booleans())
+    nodes: list[NodeSpec] = []
+    for leaf in range(1, draw(st.integers(1, 3)) + 1):
+        if len(nodes) == 8:
+            break
+        leaf_model = draw(st.sampled_from(models))
+        for _ in range(draw(st.integers(1, min(4, 8 - len(nodes))))):
+            ready, tainted, busy, busy_cpu = draw(NODE_STATES)
+            model = draw(st.sampled_from(models)) if mixed_leaves else leaf_model
+            k = len(nodes)
+            nodes.append(NodeSpec(f"n{k}", k, leaf, model, ready, tainted, busy, busy_cpu))
+    gangs = [
+        MixedGang(f"g{j}", draw(st.lists(members, min_size=1, max_size=5)), draw(st.booleans()))
+        for j in range(draw(st.integers(1, max_gangs)))
+    ]
+    return MixedCluster(nodes, gangs, draw(st.booleans()))
+
+
+# --- the oracle --------------------------------------------------------------------------------
+def _fits(need: Need, room: Need) -> bool:
+    return all(room[k] >= v for k, v in need.items())
+
+
+def _take(room: Need, need: Need, sign: int) -> None:
+    for k, v in need.items():
+        room[k] -= sign * v
+
+
+def packs(needs: Sequence[Need], rooms: Sequence[Need], *, ordered: bool) -> bool:
+    """Whether the quotas ``needs`` (task-index order) fit the nodes ``rooms`` (node-index order),
+    each node's room holding the sum of the quotas put there; ``ordered``: only placements whose
+    node index never descends as the task index ascends. Exhaustive depth-first search."""
+    left = [dict(r) for r in rooms]
+    if any(sum(n[k] for n in needs) > sum(r[k] for r in left) for k in NODE_ROOM):
+        return False
+    if ordered:
+        return _ordered(list(needs), left, 0, 0)
+    todo = sorted(needs, key=lambda n: (-n["gpu"], -n["cpu"]))
+    return _unordered(todo, left, 0, 0)
+
+
+def _ordered(needs: list[Need], left: list[Need], i: int, lo: int) -> bool:
+    if i == len(needs):
+        return True
+    for j in range(lo, len(left)):
+        if _fits(needs[i], left[j]):
+            _take(left[j], needs[i], 1)
+            if _ordered(needs, left, i + 1, j):
+                return True
+            _take(left[j], needs[i], -1)
+    return False
+
+
+def _unordered(needs: list[Need], left: list[Need], i: int, lo: int) -> bool:
+    if i == len(needs):
+        return True
+    tried: set[tuple[int, ...]] = set()
+    for j in range(lo, len(left)):
+        key = tuple(left[j].values())
+        if key in tried or not _fits(needs[i], left[j]):
+            continue
+        tried.add(key)
+        _take(left[j], needs[i], 1)
+        nxt = i + 1
+        if _unordered(needs, left, nxt, j if nxt < len(needs) and needs[nxt] == needs[i] else 0):
+            return True
+        _take(left[j], needs[i], -1)
+    return False
+
+
+def fewest_zones(
+    nodes: Sequence[NodeSpec], room: Mapping[str, Need], needs: Sequence[Need], *, ordered: bool
+) -> int | None:
+    """The fewest (model, leaf) zones of ONE model whose usable nodes (``room``) hold every quota of
+    ``needs``, trying every set of zones smallest first; None if no set does."""
+    zones: dict[tuple[str, int], list[NodeSpec]] = {}
+    for n in nodes:
+        if n.name in room:
+            zones.setdefault(n.zone, []).append(n)
+    best: int | None = None
+    for model in sorted({m for m, _ in zones}):
+        mine = [z for z in zones if z[0] == model]
+        for k in range(1, min(len(mine), best or len(mine)) + 1):
+            for combo in itertools.combinations(mine, k):
+                members = sorted((n for z in combo for n in zones[z]), key=lambda n: n.index)
+                if packs(needs, [room[n.name] for n in members], ordered=ordered):
+                    best = k
+                    break
+            if best == k:
+                break
+    return best
+
+
+# --- the property ------------------------------------------------------------------------------
+def run(c: MixedCluster, *, alone: bool = False) -> CycleResult:
+    """One cycle and every check of the module docstring (``alone``: the gang is the only one, so
+    the state it was tried in is the start of the cycle even when it is not placed)."""
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, c.objects())
+    assert not cache.conversion_errors
+    result = Scheduler(PACKING if c.pack else POLICY).run_once(cache.snapshot(NOW))
+    ssn = result.session
+    check_ledgers(ssn)
+    spec = {n.name: n for n in c.nodes}
+    gang_of = {q: g.name for g in c.gangs for q in g.quotas}
+    need_of = {q: m.need() for g in c.gangs for q, m in zip(g.quotas, g.members, strict=True)}
+    start = {n.name: n.load() for n in c.nodes}
+    before, end = used_before_each_gang(result, start, need_of, gang_of)
+    for name, held in end.items():
+        assert all(held[k] <= cap for k, cap in NODE_ROOM.items()), f"{name} over its allocatable: {held}"
+
+    for g in c.gangs:
+        nodes = [ssn.quota(q).node_name for q in g.quotas]  # type: ignore[union-attr]
+        needs = [m.need() for m in g.members]
+        if not all(nodes):
+            assert not any(nodes), f"{g.name} is half bound: {nodes}"
+            assert g.name not in before
+            state = start if alone else end
+            fits = fewest_zones(c.nodes, free_room(c.nodes, state), needs, ordered=g.strict)
+            assert fits is None, f"{g.name} fits in {fits} zone(s) but was not placed"
+            verdict = result.verdicts.get(f"default/{g.name}")
+            assert verdict is not None and not verdict.status.ok
+            continue
+        chosen = [spec[n] for n in nodes]
+        assert len({n.model for n in chosen}) == 1, f"{g.name} mixes GPU models: {nodes}"
+        assert all(n.usable for n in chosen), f"{g.name} on an unusable node: {nodes}"
+        room = free_room(c.nodes, before[g.name])
+        minimal = fewest_zones(c.nodes, room, needs, ordered=g.strict)
+        zones = {n.zone for n in chosen}
+        assert minimal is not None, f"{g.name} placed on {nodes} where the oracle finds no placement"
+        assert len(zones) == minimal, f"{g.name} uses {len(zones)} zones, {minimal} would do: {nodes}"
+        check_rank_order(g, chosen, c.nodes, room)
+    return result
+
+
+def check_rank_order(
+    g: MixedGang, chosen: Sequence[NodeSpec], nodes: Sequence[NodeSpec], room: Mapping[str, Need]
+) -> None:
+    """Strict: indices never descend. Otherwise never within one size, and never at all when the
+    gang's zones (as they were when it was placed) allow an ordered placement."""
+    indices = [n.index for n in chosen]
+    ordered = indices == sorted(indices)
+    if g.strict:
+        assert ordered, f"{g.name} breaks strict rank order: {indices}"
+        return
+    for m in set(g.members):
+        same = [i for i, x in zip(indices, g.members, strict=True) if x == m]
+        assert same == sorted(same), f"{g.name} breaks rank order among its {m} quotas: {indices}"
+    zones = {n.zone for n in chosen}
+    theirs = [room[n.name] for n in nodes if n.zone in zones and n.name in room]
+    if not ordered:
+        assert not packs([m.need() for m in g.members], theirs, ordered=True), (
+            f"{g.name} breaks rank order on {indices} while its zones allow it"
+        )
+
+
+# --- counterexamples once found ------------------------------------------------------------------
+def _node(i: int, leaf: int, busy: int = 0, cpu: int = 0) -> NodeSpec:
+    return NodeSpec(f"n{i}", i, leaf, "A100", True, False, busy, cpu)
+
+
+def _strict_refused() -> MixedCluster:
+    """Counted as four 8-GPU quotas the strict gang needs four nodes and leaf 1 has three; but
+    ranks 0 and 1 (4 GPUs each) share n0, so it fits in rank order."""
+    members = [Member(4, 1), Member(4, 32), Member(4, 16), Member(8, 32)]
+    return MixedCluster([_node(0, 1, cpu=32), _node(1, 1), _node(2, 1)], [MixedGang("g0", members, strict=True)])
+
+
+def _two_zones_for_one() -> MixedCluster:
+    """Counted as five 4-GPU quotas the gang fits neither leaf, so it took both; yet each leaf
+    holds its 9 GPUs (leaf 1: 4 + 6 free, leaf 2: 8 + 4)."""
+    members = [Member(2, 2), Member(0, 16), Member(2, 2), Member(4, 32), Member(1, 32)]
+    nodes = [_node(0, 1, busy=4), _node(1, 1, busy=2), _node(2, 2), _node(3, 2, busy=4)]
+    return MixedCluster(nodes, [MixedGang("g0", members)])
+
+
+@PROPERTY
+@given(mixed_clusters())
+@example(c=_strict_refused())
+@example(c=_two_zones_for_one())
+def test_mixed_gangs_are_placed_valid_in_the_fewest_zones_whenever_they_fit(c: MixedCluster) -> None:
+    run(c, alone=len(c.gangs) == 1)
+
+
+def where(c: MixedCluster, result: CycleResult) -> dict[str, str]:
+    return {q: result.session.quota(q).node_name for g in c.gangs for q in g.quotas}  # type: ignore[union-attr]
+
+
+def test_a_strict_gang_whose_small_ranks_share_a_node_is_placed_in_rank_order() -> None:
+    c = _strict_refused()
+    result = run(c, alone=True)
+    # distinct nodes while the rest can still follow in order: rank 1 moves on to n1, rank 2
+    # joins it there (n1 keeps 8 − 4 GPUs), rank 3 takes the whole n2
+    assert where(c, result) == {"q-g0-0": "n0", "q-g0-1": "n1", "q-g0-2": "n1", "q-g0-3": "n2"}
+
+
+def test_a_mixed_gang_that_one_leaf_holds_takes_one_leaf_the_fullest() -> None:
+    c = _two_zones_for_one()
+    result = run(c, alone=True)
+    # both leaves hold it; best fit takes leaf 1 (fewer 4-GPU slots: 1 + 1 against 2 + 1)
+    assert where(c, result) == {"q-g0-0": "n0", "q-g0-1": "n0", "q-g0-2": "n0", "q-g0-3": "n1", "q-g0-4": "n1"}
+
+
+def _launcher_fits_only_after() -> MixedCluster:
+    """A 1-GPU launcher ranked before two 8-GPU workers; the only room left for it is n2's last GPU."""
+    members = [Member(1, 2), Member(8, 8), Member(8, 8)]
+    return MixedCluster([_node(0, 1), _node(1, 1), _node(2, 1, busy=7)], [MixedGang("g0", members)])
+
+
+def test_rank_order_gives_way_only_where_the_zones_allow_no_ordered_placement() -> None:
+    c = _launcher_fits_only_after()
+    result = run(c, alone=True)
+    assert where(c, result) == {"q-g0-0": "n2", "q-g0-1": "n0", "q-g0-2": "n1"}
+
+
+def test_a_strict_gang_the_zones_cannot_hold_in_rank_order_waits() -> None:
+    c = _launcher_fits_only_after()
+    c.gangs[0].strict = True
+    result = run(c, alone=True)
+    assert set(where(c, result).values()) == {""}
+    verdict = result.verdicts["default/g0"]
+    assert verdict.status.reason is Reason.NO_ZONE_FITS, verdict.status
