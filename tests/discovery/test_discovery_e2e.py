@@ -16,6 +16,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kube_helpers import HEARTBEAT, groups, heartbeat_writes, node_obj, read_back, spec_writes, writes, zone_keys
@@ -77,69 +78,69 @@ def _table(fixtures: Path, neighbours: dict[str, tuple[str, str]]) -> str:
     return json.dumps(doc)
 
 
+WIRING = {  # node → its NICs' (switch, port)
+    "n1": {"ens1f0": ("leaf-a", "a-1"), "ens1f1": ("leaf-b", "b-1")},
+    "n2": {"ens1f0": ("leaf-a", "a-2"), "ens1f1": ("leaf-b", "b-2")},
+    "n3": {"ens1f0": ("leaf-c", "c-1"), "ens1f1": ("leaf-c", "c-2")},
+}
+N1_SPEC = {  # what n1's agent publishes for its two cables
+    "zone": "roce#leaf-a,leaf-b",
+    "net": {
+        "roce": [
+            {"name": "ens1f0", "switchName": "leaf-a", "switchPort": "a-1", "rdmaDevice": "mlx5_0", "master": ""},
+            {"name": "ens1f1", "switchName": "leaf-b", "switchPort": "b-1", "rdmaDevice": "mlx5_1", "master": ""},
+        ],
+        "ib": [],
+    },
+    "tiers": [{"level": 1, "name": "leaf-a,leaf-b"}],
+}
+
+
+def _cni_dir(tmp_path: Path) -> Path:
+    """A CNI config directory naming the two RDMA NICs (macvlan masters)."""
+    cni = tmp_path / "cni"
+    cni.mkdir()
+    for i, nic in enumerate(["ens1f0", "ens1f1"]):
+        (cni / f"{i}.conf").write_text(json.dumps({"cniVersion": "0.4.0", "type": "macvlan", "master": nic}))
+    return cni
+
+
+def _roce_config(node: str, cni: Path, fixtures: Path, table: Path, **extra: Any) -> RoceConfig:
+    """The agent of ``node``, reading its neighbour table from ``table`` and the captured rdma output."""
+    return RoceConfig(
+        node_name=node,
+        cni_dir=cni,
+        sysfs_root=fixtures / "sysfs",
+        lldpcli=("cat", str(table)),
+        rdma_cmd=("cat", str(fixtures / "rdma" / "roce-node.json")),
+        **extra,
+    )
+
+
 @pytest.mark.anyio
 async def test_roce_agents_write_node_topologies_and_the_scheduler_zones_follow_the_cables(
     emulator: tuple[Emulator, Path], fixtures: Path, tmp_path: Path
 ) -> None:
     emu, kubeconfig = emulator
-    wiring = {  # node → its NICs' (switch, port)
-        "n1": {"ens1f0": ("leaf-a", "a-1"), "ens1f1": ("leaf-b", "b-1")},
-        "n2": {"ens1f0": ("leaf-a", "a-2"), "ens1f1": ("leaf-b", "b-2")},
-        "n3": {"ens1f0": ("leaf-c", "c-1"), "ens1f1": ("leaf-c", "c-2")},
-    }
-    cni = tmp_path / "cni"
-    cni.mkdir()
-    for i, nic in enumerate(["ens1f0", "ens1f1"]):
-        (cni / f"{i}.conf").write_text(json.dumps({"cniVersion": "0.4.0", "type": "macvlan", "master": nic}))
-    tables = {n: tmp_path / f"{n}.json0" for n in wiring}
-    for n, nics in wiring.items():
+    cni = _cni_dir(tmp_path)
+    tables = {n: tmp_path / f"{n}.json0" for n in WIRING}
+    for n, nics in WIRING.items():
         emu.create(node_obj(n))
         tables[n].write_text(_table(fixtures, nics))
 
     async with kube.open_sink(str(kubeconfig)) as sink:
         agents = {
-            n: RoceAgent(
-                RoceConfig(
-                    node_name=n,
-                    cni_dir=cni,
-                    sysfs_root=fixtures / "sysfs",
-                    lldpcli=("cat", str(tables[n])),
-                    rdma_cmd=("cat", str(fixtures / "rdma" / "roce-node.json")),
-                    resync_rounds=0,  # compare with the API every round: proves "no change, no write"
-                ),
-                sink,
-            )
-            for n in wiring
+            # resync_rounds=0: compare with the API every round, which proves "no change, no write"
+            n: RoceAgent(_roce_config(n, cni, fixtures, tables[n], resync_rounds=0), sink)
+            for n in WIRING
         }
         for agent in agents.values():
             assert (await agent.run_once()).outcome is not None
 
-        state = await read_back(kubeconfig, list(wiring))
+        state = await read_back(kubeconfig, list(WIRING))
         obj, labels = state["n1"]
         assert obj is not None
-        assert obj["spec"] == {
-            "zone": "roce#leaf-a,leaf-b",
-            "net": {
-                "roce": [
-                    {
-                        "name": "ens1f0",
-                        "switchName": "leaf-a",
-                        "switchPort": "a-1",
-                        "rdmaDevice": "mlx5_0",
-                        "master": "",
-                    },
-                    {
-                        "name": "ens1f1",
-                        "switchName": "leaf-b",
-                        "switchPort": "b-1",
-                        "rdmaDevice": "mlx5_1",
-                        "master": "",
-                    },
-                ],
-                "ib": [],
-            },
-            "tiers": [{"level": 1, "name": "leaf-a,leaf-b"}],
-        }
+        assert obj["spec"] == N1_SPEC
         # the zone label goes on the NodeTopology; no agent writes a Node (the binder leader copies
         # the label: tests/binder/test_loop_emulator.py)
         assert obj["metadata"]["labels"][wellknown.LABEL_ZONE] == topology.zone_label_value(["leaf-a", "leaf-b"])
@@ -157,7 +158,7 @@ async def test_roce_agents_write_node_topologies_and_the_scheduler_zones_follow_
         for agent in agents.values():
             await agent.run_once()
         assert {name for _, _, name in writes(emu)[len(before) :]} == {"n2"}
-        state = await read_back(kubeconfig, list(wiring))
+        state = await read_back(kubeconfig, list(WIRING))
         obj2, labels2 = state["n2"]
         assert obj2 is not None and obj2["spec"]["zone"] == "roce#leaf-a,leaf-c"
         assert wellknown.LABEL_ZONE not in labels2
@@ -167,13 +168,13 @@ async def test_roce_agents_write_node_topologies_and_the_scheduler_zones_follow_
         # n1 is re-cabled like n2: they share a zone again
         tables["n1"].write_text(_table(fixtures, {"ens1f0": ("leaf-a", "a-1"), "ens1f1": ("leaf-c", "c-8")}))
         await agents["n1"].run_once()
-        assert groups(zone_keys(await read_back(kubeconfig, list(wiring)))) == [["n1", "n2"], ["n3"]]
+        assert groups(zone_keys(await read_back(kubeconfig, list(WIRING)))) == [["n1", "n2"], ["n3"]]
 
         # n3 loses every link: no zone any more, and no stale zone label on the node or its
         # NodeTopology (the scheduler would still take the label for its zone)
         tables["n3"].write_text(_table(fixtures, {}))
         await agents["n3"].run_once()
-        state = await read_back(kubeconfig, list(wiring))
+        state = await read_back(kubeconfig, list(WIRING))
         obj3, labels3 = state["n3"]
         assert obj3 is not None and obj3["spec"]["zone"] == ""
         assert wellknown.LABEL_ZONE not in labels3
@@ -186,21 +187,10 @@ async def test_roce_heartbeat_is_a_status_write_of_its_own_throttled_and_skipped
 ) -> None:
     emu, kubeconfig = emulator
     emu.create(node_obj("gpu-n01"))
-    cni = tmp_path / "cni"
-    cni.mkdir()
-    for i, nic in enumerate(["ens1f0", "ens1f1"]):
-        (cni / f"{i}.conf").write_text(json.dumps({"cniVersion": "0.4.0", "type": "macvlan", "master": nic}))
     table = tmp_path / "lldp.json0"
     table.write_text(_table(fixtures, {"ens1f0": ("leaf-a", "a-1"), "ens1f1": ("leaf-b", "b-1")}))
     skew = [0.0]  # fake time: the throttle's monotonic clock and the wall clock move together
-    config = RoceConfig(
-        node_name="gpu-n01",
-        cni_dir=cni,
-        sysfs_root=fixtures / "sysfs",
-        lldpcli=("cat", str(table)),
-        rdma_cmd=("cat", str(fixtures / "rdma" / "roce-node.json")),
-        agent="roce/agent-pod-1",
-    )
+    config = _roce_config("gpu-n01", _cni_dir(tmp_path), fixtures, table, agent="roce/agent-pod-1")
     ntopo = (wellknown.API_VERSION, wellknown.NODETOPOLOGIES, "gpu-n01")
 
     async with kube.open_sink(str(kubeconfig)) as sink:

@@ -102,97 +102,123 @@ async def _expect_healthy(h: Harness) -> None:
 async def test_edits_apply_bad_edits_are_refused_and_a_missing_file_is_reported(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """One service through four edits of its policy file, each checked by a step below."""
     caplog.set_level(logging.INFO, logger="extender.policy_reload")
     path = tmp_path / "policy.yaml"
     path.write_text(DEFAULT)
     async with harness(tmp_path, policy=str(path), policy_reload_seconds=PERIOD) as h:
-        rt = h.rt
         h.apply(b.seed_cluster())
         await h.cl.settle()
-        first = rt.policy
-        assert _uses(h) == {id(first)}
-        m = await _metrics(h)
-        assert _info(m) == [{"sha256": _sha(DEFAULT), "source": str(path)}]
-        assert [_reloads(m, r) for r in ("ok", "invalid", "unreadable")] == [0, 0, 0]
-        doc = (await h.ops("/policy")).json()
-        assert doc["source"] == str(path) and doc["sha256"] == _sha(DEFAULT)
-        assert doc["reload"] == {
-            "file": str(path),
-            "periodSeconds": PERIOD,
-            "lastCheck": doc["reload"]["lastCheck"],
-            "lastError": None,
-        }
-        ssn = h.state.session()
-        assert h.state.session() is ssn  # reused while nothing changes ...
-
-        # 1. another valid policy: other release_quota arguments, another stage expression
+        first, ssn = await _loaded_at_start(h, path)
         path.write_text(RETUNED)
-        await eventually(lambda: rt.policy is not first)
-        retuned = rt.policy
-        assert _uses(h) == {id(retuned)}  # ... and not once the policy has
-        assert h.state.session() is not ssn
-        assert rt.scheduler.policy.actions[-1].args.unschedulable_cycles == 7  # type: ignore[attr-defined]
-        node_order = h.state.session().policy.stages["qn.node_order"].expression
-        assert node_order == "sum(topology, 5*binpack, nodeorder, sylas)"
-        m = await _metrics(h)
-        assert _reloads(m, "ok") == 1 and m[("sky_policy_reload_failing", ())] == 0
-        assert _info(m) == [{"sha256": _sha(RETUNED), "source": str(path)}]
-        assert m[("sky_policy_last_reload_timestamp_seconds", ())] == pytest.approx(rt.policy_status.loaded_at)
-        reloaded = [r.getMessage() for r in caplog.records if "policy reloaded" in r.getMessage()]
-        assert len(reloaded) == 1 and _sha(RETUNED)[:12] in reloaded[0]
-        assert "arguments of action(s) release_quota" in reloaded[0] and "stage(s) qn.node_order" in reloaded[0]
-
-        # 2. an invalid edit: refused once, the running policy kept, visible; readiness untouched
+        retuned = await _another_valid_policy(h, path, caplog, first, ssn)
         path.write_text(INVALID)
-        await eventually(lambda: rt.policy_status.error is not None)
-        await _periods()
-        assert rt.policy is retuned and _uses(h) == {id(retuned)}
-        errors = [r for r in caplog.records if r.name == "extender.policy_reload" and r.levelno >= logging.ERROR]
-        assert len(errors) == 1, [r.getMessage() for r in errors]  # once, not once per look
-        assert f"{path}: actions[3]: unknown action 'allocate_quotas'" in errors[0].getMessage()
-        m = await _metrics(h)
-        assert (_reloads(m, "ok"), _reloads(m, "invalid")) == (1, 1)
-        assert m[("sky_policy_reload_failing", ())] == 1
-        assert _info(m) == [{"sha256": _sha(RETUNED), "source": str(path)}]  # still the one in effect
-        doc = (await h.ops("/policy")).json()
-        assert doc["sha256"] == _sha(RETUNED)
-        err = doc["reload"]["lastError"]
-        assert err["result"] == "invalid" and err["sha256"] == _sha(INVALID)
-        assert err["message"].startswith(f"{path}: actions[3]: unknown action 'allocate_quotas'")
-        await _expect_healthy(h)
-        # the binder still cycles with the policy in effect
-        report = await h.cycle()
-        assert list(report.result.timings) == list(retuned.action_names)
-
-        # 3. the file disappears: kept, reported once as unreadable
+        await _an_invalid_edit(h, path, caplog, retuned)
         path.unlink()
-        await eventually(lambda: rt.policy_status.error is not None and rt.policy_status.error.result == "unreadable")
-        await _periods()
-        assert rt.policy is retuned
-        m = await _metrics(h)
-        assert (_reloads(m, "ok"), _reloads(m, "invalid"), _reloads(m, "unreadable")) == (1, 1, 1)
-        assert m[("sky_policy_reload_failing", ())] == 1
-        err = (await h.ops("/policy")).json()["reload"]["lastError"]
-        assert err["result"] == "unreadable" and "cannot read the policy file" in err["message"]
-        assert err["sha256"] is None
-        warned = [r for r in caplog.records if r.name == "extender.policy_reload" and r.levelno == logging.WARNING]
-        assert len(warned) == 1 and "cannot read the policy file" in warned[0].getMessage()
-        await _expect_healthy(h)
-
-        # 4. a valid file again: reloaded, the error cleared
+        await _the_file_disappears(h, path, caplog, retuned)
         path.write_text(FEWER_ACTIONS)
-        await eventually(lambda: rt.policy is not retuned)
-        fewer = rt.policy
-        assert _uses(h) == {id(fewer)}
-        assert "fix_quota_binding" not in fewer.action_names
-        report = await h.cycle()  # the binder runs the new actions
-        assert list(report.result.timings) == list(fewer.action_names)
-        m = await _metrics(h)
-        assert (_reloads(m, "ok"), _reloads(m, "invalid"), _reloads(m, "unreadable")) == (2, 1, 1)
-        assert m[("sky_policy_reload_failing", ())] == 0
-        doc = (await h.ops("/policy")).json()
-        assert doc["sha256"] == _sha(FEWER_ACTIONS) and doc["reload"]["lastError"] is None
-        assert doc["actions"] == list(fewer.action_names)
+        await _a_valid_file_again(h, path, retuned)
+
+
+async def _loaded_at_start(h: Any, path: Path) -> tuple[Any, Any]:
+    """The file's policy is in effect, visible in metrics and /policy; the session is reused."""
+    rt = h.rt
+    first = rt.policy
+    assert _uses(h) == {id(first)}
+    m = await _metrics(h)
+    assert _info(m) == [{"sha256": _sha(DEFAULT), "source": str(path)}]
+    assert [_reloads(m, r) for r in ("ok", "invalid", "unreadable")] == [0, 0, 0]
+    doc = (await h.ops("/policy")).json()
+    assert doc["source"] == str(path) and doc["sha256"] == _sha(DEFAULT)
+    assert doc["reload"] == {
+        "file": str(path),
+        "periodSeconds": PERIOD,
+        "lastCheck": doc["reload"]["lastCheck"],
+        "lastError": None,
+    }
+    ssn = h.state.session()
+    assert h.state.session() is ssn  # reused while nothing changes ...
+    return first, ssn
+
+
+async def _another_valid_policy(h: Any, path: Path, caplog: pytest.LogCaptureFixture, first: Any, ssn: Any) -> Any:
+    """1. Another valid policy (other release_quota arguments, another stage expression) was written:
+    it replaces the one in effect."""
+    rt = h.rt
+    await eventually(lambda: rt.policy is not first)
+    retuned = rt.policy
+    assert _uses(h) == {id(retuned)}  # ... and not once the policy has
+    assert h.state.session() is not ssn
+    assert rt.scheduler.policy.actions[-1].args.unschedulable_cycles == 7  # type: ignore[attr-defined]
+    node_order = h.state.session().policy.stages["qn.node_order"].expression
+    assert node_order == "sum(topology, 5*binpack, nodeorder, sylas)"
+    m = await _metrics(h)
+    assert _reloads(m, "ok") == 1 and m[("sky_policy_reload_failing", ())] == 0
+    assert _info(m) == [{"sha256": _sha(RETUNED), "source": str(path)}]
+    assert m[("sky_policy_last_reload_timestamp_seconds", ())] == pytest.approx(rt.policy_status.loaded_at)
+    reloaded = [r.getMessage() for r in caplog.records if "policy reloaded" in r.getMessage()]
+    assert len(reloaded) == 1 and _sha(RETUNED)[:12] in reloaded[0]
+    assert "arguments of action(s) release_quota" in reloaded[0] and "stage(s) qn.node_order" in reloaded[0]
+    return retuned
+
+
+async def _an_invalid_edit(h: Any, path: Path, caplog: pytest.LogCaptureFixture, retuned: Any) -> None:
+    """2. An invalid edit was written: refused once, the running policy kept, visible; readiness
+    untouched."""
+    rt = h.rt
+    await eventually(lambda: rt.policy_status.error is not None)
+    await _periods()
+    assert rt.policy is retuned and _uses(h) == {id(retuned)}
+    errors = [r for r in caplog.records if r.name == "extender.policy_reload" and r.levelno >= logging.ERROR]
+    assert len(errors) == 1, [r.getMessage() for r in errors]  # once, not once per look
+    assert f"{path}: actions[3]: unknown action 'allocate_quotas'" in errors[0].getMessage()
+    m = await _metrics(h)
+    assert (_reloads(m, "ok"), _reloads(m, "invalid")) == (1, 1)
+    assert m[("sky_policy_reload_failing", ())] == 1
+    assert _info(m) == [{"sha256": _sha(RETUNED), "source": str(path)}]  # still the one in effect
+    doc = (await h.ops("/policy")).json()
+    assert doc["sha256"] == _sha(RETUNED)
+    err = doc["reload"]["lastError"]
+    assert err["result"] == "invalid" and err["sha256"] == _sha(INVALID)
+    assert err["message"].startswith(f"{path}: actions[3]: unknown action 'allocate_quotas'")
+    await _expect_healthy(h)
+    # the binder still cycles with the policy in effect
+    report = await h.cycle()
+    assert list(report.result.timings) == list(retuned.action_names)
+
+
+async def _the_file_disappears(h: Any, path: Path, caplog: pytest.LogCaptureFixture, retuned: Any) -> None:
+    """3. The file was removed: the policy is kept, reported once as unreadable."""
+    rt = h.rt
+    await eventually(lambda: rt.policy_status.error is not None and rt.policy_status.error.result == "unreadable")
+    await _periods()
+    assert rt.policy is retuned
+    m = await _metrics(h)
+    assert (_reloads(m, "ok"), _reloads(m, "invalid"), _reloads(m, "unreadable")) == (1, 1, 1)
+    assert m[("sky_policy_reload_failing", ())] == 1
+    err = (await h.ops("/policy")).json()["reload"]["lastError"]
+    assert err["result"] == "unreadable" and "cannot read the policy file" in err["message"]
+    assert err["sha256"] is None
+    warned = [r for r in caplog.records if r.name == "extender.policy_reload" and r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "cannot read the policy file" in warned[0].getMessage()
+    await _expect_healthy(h)
+
+
+async def _a_valid_file_again(h: Any, path: Path, retuned: Any) -> None:
+    """4. A valid file was written again: reloaded, the error cleared."""
+    rt = h.rt
+    await eventually(lambda: rt.policy is not retuned)
+    fewer = rt.policy
+    assert _uses(h) == {id(fewer)}
+    assert "fix_quota_binding" not in fewer.action_names
+    report = await h.cycle()  # the binder runs the new actions
+    assert list(report.result.timings) == list(fewer.action_names)
+    m = await _metrics(h)
+    assert (_reloads(m, "ok"), _reloads(m, "invalid"), _reloads(m, "unreadable")) == (2, 1, 1)
+    assert m[("sky_policy_reload_failing", ())] == 0
+    doc = (await h.ops("/policy")).json()
+    assert doc["sha256"] == _sha(FEWER_ACTIONS) and doc["reload"]["lastError"] is None
+    assert doc["actions"] == list(fewer.action_names)
 
 
 async def test_kubelets_symlink_swap_is_picked_up_by_content(tmp_path: Path) -> None:
