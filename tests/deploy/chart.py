@@ -7,12 +7,15 @@ except in CI (``CI`` set), where a missing helm is a failure: a green run must n
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +135,37 @@ def helm_lint(
 
 def parse_documents(text: str) -> list[Obj]:
     return [d for d in yaml.safe_load_all(text) if d]
+
+
+@contextlib.contextmanager
+def server_dry_run(tmp_path: Path, objects: Sequence[Obj]) -> Iterator[Callable[[Sequence[str]], list[Obj]]]:
+    """``helm template --dry-run=server`` against the project's API emulator (a child process of
+    ``sky-scheduler emulator`` loaded with ``objects``), so the chart's ``lookup`` sees a live API;
+    yields ``render(extra helm arguments) -> objects``. The emulator stops when the block ends."""
+    seed = tmp_path / "seed.yaml"
+    seed.write_text(yaml.safe_dump_all(list(objects)), encoding="utf-8")
+    kubeconfig = tmp_path / "kubeconfig"
+    with (tmp_path / "emulator.log").open("w") as log:
+        emulator = ["emulator", "--kubeconfig-out", str(kubeconfig), "--load", str(seed)]
+        proc = subprocess.Popen([sys.executable, "-m", "extender.cli", *emulator], cwd=REPO, stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 60
+            while not kubeconfig.exists():
+                assert proc.poll() is None, (tmp_path / "emulator.log").read_text()
+                assert time.monotonic() < deadline, "the emulator did not start"
+                time.sleep(0.1)
+
+            def render(extra: Sequence[str]) -> list[Obj]:
+                res = helm_template(
+                    kube_version=None, extra=["--dry-run=server", "--kubeconfig", str(kubeconfig), *extra]
+                )
+                assert res.returncode == 0, res.stderr
+                return parse_documents(res.stdout)
+
+            yield render
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
 
 
 def render(values: Mapping[str, Any] | None = None, *, extra: Sequence[str] = ()) -> list[Obj]:

@@ -7,18 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.deploy.chart import (
     NAMESPACE,
-    REPO,
-    Obj,
     find,
     helm_template,
     one,
     parse_documents,
     render,
     render_variant,
+    server_dry_run,
 )
 from tests.deploy.rendered import pods_webhook
 
@@ -96,76 +94,34 @@ def test_helm_template_cannot_look_up_so_each_render_makes_a_new_pair() -> None:
 def test_lookup_keeps_the_existing_certificate(tmp_path: Path) -> None:
     """`helm template --dry-run=server` runs `lookup` against a live API: here the project's
     Kubernetes API emulator, holding a webhook Secret from an earlier install."""
-    import subprocess
-    import sys
-    import time
-
     pytest.importorskip("extender.emulator.cli")
     existing = {"ca.crt": "Q0EtQlVORExF", "tls.crt": "Q0VSVA==", "tls.key": "S0VZ"}
-    seed = tmp_path / "seed.yaml"
-    seed.write_text(
-        yaml.safe_dump_all(
-            [
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "type": "kubernetes.io/tls",
-                    "metadata": {"name": "sky-scheduler-webhook-tls", "namespace": NAMESPACE},
-                    "data": existing,
-                },
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {"name": "partial-webhook-tls", "namespace": NAMESPACE},
-                    "data": {"tls.crt": "Q0VSVA=="},
-                },
-            ]
-        ),
-        encoding="utf-8",
-    )
-    kubeconfig = tmp_path / "kubeconfig"
-    log = (tmp_path / "emulator.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "extender.cli", "emulator", "--kubeconfig-out", str(kubeconfig), "--load", str(seed)],
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not kubeconfig.exists():
-            assert proc.poll() is None, (tmp_path / "emulator.log").read_text()
-            assert time.monotonic() < deadline, "the emulator did not start"
-            time.sleep(0.1)
-
-        def server_render(*extra: str) -> list[Obj]:
-            res = helm_template(
-                kube_version=None,
-                extra=[
-                    "--dry-run=server",
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    "--show-only",
-                    "templates/webhook/webhook.yaml",
-                    *extra,
-                ],
-            )
-            assert res.returncode == 0, res.stderr
-            return parse_documents(res.stdout)
-
-        objs = server_render()
+    seed = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {"name": "sky-scheduler-webhook-tls", "namespace": NAMESPACE},
+            "data": existing,
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "partial-webhook-tls", "namespace": NAMESPACE},
+            "data": {"tls.crt": "Q0VSVA=="},
+        },
+    ]
+    with server_dry_run(tmp_path, seed) as render:
+        webhook_only = ["--show-only", "templates/webhook/webhook.yaml"]
+        objs = render(webhook_only)
         assert one(objs, "Secret")["data"] == existing
         assert pods_webhook(objs)["clientConfig"]["caBundle"] == existing["ca.crt"]
         # an incomplete Secret is replaced by a fresh pair, not half-reused
-        objs = server_render("--set", "fullnameOverride=partial")
+        objs = render([*webhook_only, "--set", "fullnameOverride=partial"])
         data = one(objs, "Secret")["data"]
         assert data["tls.crt"] != "Q0VSVA==" and pods_webhook(objs)["clientConfig"]["caBundle"] == data["ca.crt"]
         _pem_certs(data["ca.crt"])
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
 
 
 def test_helm_generated_certificate_names_follow_the_namespace() -> None:

@@ -243,11 +243,7 @@ def test_upgrade_keeps_the_extender_certificates_and_replaces_a_partial_set(tmp_
     """`helm template --dry-run=server` runs the chart's `lookup` against the project's API
     emulator: a complete pair of extender Secrets from an earlier install is kept as it is; a set
     missing one Secret is replaced by a fresh CA and pair (the CA key is not kept)."""
-    import subprocess
-    import sys
-    import time
-
-    from tests.deploy.chart import REPO, helm_template, parse_documents
+    from tests.deploy.chart import server_dry_run
 
     ca = base64.b64encode(b"CA").decode()
     kept = {
@@ -255,67 +251,22 @@ def test_upgrade_keeps_the_extender_certificates_and_replaces_a_partial_set(tmp_
         "sky-scheduler-extender-client-tls": {"ca.crt": ca, "tls.crt": "Q0xJRU5U", "tls.key": "Q0tFWQ=="},
         "partial-extender-tls": {"ca.crt": ca, "tls.crt": "U0VSVkVS", "tls.key": "U0tFWQ=="},
     }
-    seed = tmp_path / "seed.yaml"
-    seed.write_text(
-        yaml.safe_dump_all(
-            [
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-                *(
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Secret",
-                        "type": "kubernetes.io/tls",
-                        "metadata": {"name": name, "namespace": NAMESPACE},
-                        "data": data,
-                    }
-                    for name, data in kept.items()
-                ),
-            ]
-        ),
-        encoding="utf-8",
-    )
-    kubeconfig = tmp_path / "kubeconfig"
-    with (tmp_path / "emulator.log").open("w") as log:
-        emulator = ["emulator", "--kubeconfig-out", str(kubeconfig), "--load", str(seed)]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "extender.cli", *emulator],
-            cwd=REPO,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while not kubeconfig.exists():
-                assert proc.poll() is None, (tmp_path / "emulator.log").read_text()
-                assert time.monotonic() < deadline, "the emulator did not start"
-                time.sleep(0.1)
+    seed: list[Obj] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}]
+    for name, data in kept.items():
+        meta = {"name": name, "namespace": NAMESPACE}
+        seed.append({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": meta, "data": data})
+    with server_dry_run(tmp_path, seed) as render:
 
-            def secrets(*extra: str) -> dict[str, dict[str, str]]:
-                res = helm_template(
-                    kube_version=None,
-                    extra=[
-                        "--dry-run=server",
-                        "--kubeconfig",
-                        str(kubeconfig),
-                        "--set",
-                        "scheduler.layout=separate",
-                        "--show-only",
-                        "templates/scheduler/extender-tls.yaml",
-                        *extra,
-                    ],
-                )
-                assert res.returncode == 0, res.stderr
-                return {s["metadata"]["name"]: s["data"] for s in parse_documents(res.stdout)}
+        def secrets(*extra: str) -> dict[str, dict[str, str]]:
+            only = ["--set", "scheduler.layout=separate", "--show-only", "templates/scheduler/extender-tls.yaml"]
+            return {s["metadata"]["name"]: s["data"] for s in render([*only, *extra])}
 
-            got = secrets()
-            assert got == {k: v for k, v in kept.items() if not k.startswith("partial")}
-            fresh = secrets("--set", "fullnameOverride=partial")  # its client Secret is missing
-            server, client = fresh["partial-extender-tls"], fresh["partial-extender-client-tls"]
-            assert server["ca.crt"] == client["ca.crt"] != ca
-            assert server["tls.crt"] != kept["partial-extender-tls"]["tls.crt"]
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+        got = secrets()
+        assert got == {k: v for k, v in kept.items() if not k.startswith("partial")}
+        fresh = secrets("--set", "fullnameOverride=partial")  # its client Secret is missing
+        server, client = fresh["partial-extender-tls"], fresh["partial-extender-client-tls"]
+        assert server["ca.crt"] == client["ca.crt"] != ca
+        assert server["tls.crt"] != kept["partial-extender-tls"]["tls.crt"]
 
 
 def test_serve_with_the_charts_arguments_requires_kube_schedulers_certificate(tmp_path: Path) -> None:
