@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from extender.actions.placement import larger_than_any_node, place_quota
+from extender.binder.status import job_phase
 from extender.cache.convert import format_time
 from extender.framework.session import FitStage, JobVerdict, Session
 from extender.framework.statement import StatementError
@@ -356,7 +357,7 @@ def _document(
     placed = all(t.node for t in tasks) and bool(tasks)
     doc: dict[str, Any] = {
         "job": job.key,
-        "phase": job.phase.value,
+        "phase": job_phase(job, verdict),  # the PodGroup's phase, as the binder writes it
         "queue": job.queue,
         "minMember": job.min_member,
         "podGroup": job.has_podgroup,

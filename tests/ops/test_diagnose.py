@@ -152,6 +152,8 @@ async def test_conditions_events_and_filter_speak_the_same_reasons(stuck: Harnes
         (cond,) = [c for c in pg["status"]["conditions"] if c["type"] == "Unschedulable"]
         assert cond["status"] == "True"
         assert cond["reason"] == d["reason"], job
+        # one vocabulary: a job its queue does not admit yet is Pending, a placement failure Unschedulable
+        assert d["phase"] == pg["status"]["phase"] == ("Pending" if job == "held" else "Unschedulable"), job
         assert cond["message"].endswith(": " + d["lastCycle"]["message"]), job
         events = stuck.events(kind="PodGroup", name=job)
         assert [(e["type"], e["reason"], e["message"]) for e in events] == [
