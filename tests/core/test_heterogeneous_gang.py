@@ -86,3 +86,17 @@ def test_the_rest_of_a_partly_bound_mixed_gang_joins_its_bound_sibling_s_leaf() 
     result = Scheduler(default_policy()).run_once(cache.snapshot())
     apply_plan(cache, plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas()))
     assert nodes_of(cache, "mpi", 3) == ["n0", "n0", "n1"]
+
+
+def test_a_mixed_gang_takes_the_best_scored_nodes_binpack_keeps_an_empty_node_whole() -> None:
+    # n2 and n3 each run a 4-GPU pod: binpack scores them above the empty n0 and n1, so the two
+    # 4-GPU workers fill them and only the launcher (2 CPUs, no GPU) goes to an empty node, n0;
+    # n1 stays whole for an 8-GPU worker. By node index alone they took n0, n1, n2.
+    running: list[Obj] = []
+    for n in ("n2", "n3"):
+        bound = {"phase": "QuotaBound", "nodeName": n}
+        running.append(b.quota(f"q-run-{n}", gpu=4, hca=None, status=bound))
+        running.append(b.pod(f"run-{n}", quota=f"q-run-{n}", gpu=4, hca=None, node=n, phase="Running"))
+    cache, result = cycle(running + gang("mpi", [(None, "2"), (4, "8"), (4, "8")]))
+    assert "default/mpi" not in result.verdicts, result.verdicts
+    assert nodes_of(cache, "mpi", 3) == ["n0", "n2", "n3"]  # ranks still ascend with the node

@@ -202,9 +202,7 @@ class FitMemo:
                     node = self.ssn.node(name)
                     if node is None:
                         continue
-                    cand = known[name] = Candidate(
-                        name, node.index, fit.capacity[name], self._score(fit.rep, sid, node)
-                    )
+                    cand = known[name] = Candidate(name, node.index, fit.capacity[name], self.score(fit.rep, sid, node))
                 out.append(cand)
             fit.ready[zid] = out
             return out
@@ -214,7 +212,7 @@ class FitMemo:
         for node in self._nodes(zid):
             cap = self.node_capacity(quota, sid, node)
             if cap > 0:
-                yield Candidate(node.name, node.index, cap, self._score(quota, sid, node))
+                yield Candidate(node.name, node.index, cap, self.score(quota, sid, node))
 
     def offer(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer:
         """What the zone offers a gang of the shape (no affinity, no holds: the planner's to add)."""
@@ -231,7 +229,8 @@ class FitMemo:
             self.shapes[sid].offers[zid] = made
         return made
 
-    def _score(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> float:
+    def score(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> float:
+        """The node's QN score (``node_order`` + ``batch_node_order``) for quotas like ``quota``."""
         qn = self.ssn.qn
         if not qn.has_scores:
             return 0.0

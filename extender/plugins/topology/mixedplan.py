@@ -20,13 +20,17 @@ The rules:
 2. **Strict rank order** (:func:`choose_zones_ordered`): a strict-order gang needs a placement
    whose node index never descends as the task index ascends; zone sets are tried smallest
    first, cheapest first, and a set holds the gang iff :func:`next_fit` places it.
-3. **Nodes and ranks** (:func:`place`): in the chosen zones, quotas in task order, each on the
+3. **Which nodes** (:func:`preferred`, unless ``pack_workers``): of the chosen zones' nodes, the
+   best scored (the QN ``node_order`` stage: binpack, eviction cost …; ties: lower index), one per
+   quota while there are enough (distinct nodes), and as few more as hold the gang — in rank order
+   when the chosen zones allow that.
+4. **Nodes and ranks** (:func:`place`): on those nodes, quotas in task order, each on the
    lowest-index node after the previous quota's (pack: the previous quota's node first) that still
    lets the rest follow in order; so rank order holds whenever the chosen zones allow it. When
    they do not (only a gang that does not ask for strict order gets there), a placement from the
    frontiers, in which each kind's quotas still ascend with the node index.
 
-:func:`plan_mixed` applies the three rules for the planner (``planner.py``), which supplies the
+:func:`plan_mixed` applies the four rules for the planner (``planner.py``), which supplies the
 zones' nodes and its tier walk.
 """
 
@@ -50,6 +54,7 @@ __all__ = [
     "next_fit",
     "place",
     "plan_mixed",
+    "preferred",
     "states",
 ]
 
@@ -90,6 +95,7 @@ class MixedNode:
     zone: ZoneId
     room: Room
     eligible: tuple[bool, ...]
+    score: float = 0.0  # the QN score of the node for the gang's largest kind: higher is preferred
 
 
 def states(kinds: Sequence[Kind]) -> int:
@@ -243,6 +249,19 @@ def choose_zones_ordered(
     return None
 
 
+def preferred(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int]) -> list[MixedNode]:
+    """Rule 3: the best-scored of ``nodes`` (which hold the gang), at least one per quota while
+    there are enough, as few more as hold it (in rank order if all of ``nodes`` do); index order."""
+    ordered = next_fit(nodes, kinds, order)
+    need = tuple(k.count for k in kinds)
+    ranked = sorted(nodes, key=lambda n: (-n.score, n.index, n.name))
+    for k in range(min(len(ranked), len(order)), len(ranked)):
+        subset = sorted(ranked[:k], key=lambda n: (n.index, n.name))
+        if next_fit(subset, kinds, order) if ordered else need in frontier_of(subset, kinds):
+            return subset
+    return sorted(nodes, key=lambda n: (n.index, n.name))
+
+
 def place(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], *, pack: bool) -> list[str] | None:
     """Rule 3: the node of each quota (kinds ``order``, task order) on ``nodes`` (index order), or
     None when they cannot hold the gang."""
@@ -326,7 +345,7 @@ def plan_mixed(
     home: Sequence[MixedNode],
     by_tier: ByTier | None,
 ) -> tuple[list[ZoneOffer], list[str]] | None:
-    """Rules 1–3 over the zones ``offers`` (``members``: each zone's nodes): the zones taken
+    """Rules 1–4 over the zones ``offers`` (``members``: each zone's nodes): the zones taken
     beside ``home`` (the nodes of the bound siblings' zones), and each quota's node; None when
     they cannot hold the gang. ``by_tier`` (the planner's tier walk: a unit of the lowest tier
     that holds the gang, best fit) is asked once one zone does not do; None: the fewest zones
@@ -355,5 +374,6 @@ def plan_mixed(
         chosen = by_tier(offers, choose, lambda zs: choose(zs) is not None)
     if chosen is None:
         return None
-    placed = place(nodes_of(chosen), kinds, order, pack=gang.pack)
+    nodes = nodes_of(chosen)
+    placed = place(nodes if gang.pack else preferred(nodes, kinds, order), kinds, order, pack=gang.pack)
     return None if placed is None else (chosen, placed)

@@ -219,16 +219,19 @@ class GangPlanner:
         return best
 
     def _mixed_members(self, job: JobInfo, mix: _Mix, zid: ZoneId) -> list[MixedNode]:
-        """The zone's nodes not held for another gang, with their room and which kinds they take."""
+        """The zone's nodes not held for another gang, with their room, which kinds they take and
+        their QN score for the gang's largest kind."""
         memo, out = self.memo, []
         shaped = [(rep, memo.shape_of(rep)) for rep in mix.reps]
+        head_sid = memo.shape_of(mix.head)
         for name in memo.zone_nodes[zid]:
             node = self.ssn.node(name)
             if node is None or (self._holding() and self.holds.held_for_other(name, job.key)):
                 continue
             eligible = tuple(memo.eligible(rep, sid, node) for rep, sid in shaped)
             if any(eligible):
-                out.append(MixedNode(name, node.index, zid, node.quota_room().q, eligible))
+                score = memo.score(mix.head, head_sid, node)
+                out.append(MixedNode(name, node.index, zid, node.quota_room().q, eligible, score))
         return out
 
     def _mixed_spec(self, job: JobInfo, mix: _Mix, spec: str, bound_zones: list[ZoneId]) -> _SpecPlan | None:
