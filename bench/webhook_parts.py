@@ -22,6 +22,7 @@ import orjson
 from bench.child import body_of
 from extender import wellknown
 from extender.cache.cache import ClusterCache
+from extender.emulator.admission import pod_create_review
 from tests import builders as b
 
 QUEUES = 10
@@ -119,21 +120,7 @@ def admission_doc(k: int, *, dry_run: bool = False) -> bytes:
         },
         "status": {},
     }
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": str(uuid.uuid4()),
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": NS,
-            "operation": "CREATE",
-            "userInfo": {"username": "bench"},
-            "object": pod,
-            "oldObject": None,
-            "dryRun": dry_run,
-        },
-    }
+    review = pod_create_review(pod, namespace=NS, user={"username": "bench"}, dry_run=dry_run)
     return orjson.dumps(review)
 
 

@@ -52,7 +52,7 @@ from extender.emulator.patch import PatchError, apply_json_patch
 from extender.emulator.resources import ResourceType
 from extender.emulator.webhookconfig import Webhook
 
-__all__ = ["AdmissionChain", "AdmissionResult", "CallRecord", "ServiceMap"]
+__all__ = ["AdmissionChain", "AdmissionResult", "CallRecord", "ServiceMap", "create_review", "pod_create_review"]
 
 Obj = dict[str, Any]
 ADMIN_USER: Obj = {"username": "system:admin", "groups": ["system:masters", "system:authenticated"]}
@@ -271,27 +271,62 @@ class AdmissionChain:
         return f"https://{address}{svc.get('path') or ''}?{query}", dns
 
 
-def _review(hook: Webhook, req: Request, obj: Obj) -> Obj:
-    rt = req.rt
-    gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
-    gvr = {"group": rt.group, "version": rt.version, "resource": rt.plural}
+def create_review(
+    obj: Obj,
+    *,
+    kind: Mapping[str, str],
+    resource: Mapping[str, str],
+    namespace: str | None,
+    user: Mapping[str, Any],
+    dry_run: bool = False,
+    options: Mapping[str, Any] | None = None,
+    version: str = "v1",
+) -> Obj:
+    """The AdmissionReview kube-apiserver sends a mutating webhook for the CREATE of ``obj``
+    (``kind``: group/version/kind, ``resource``: group/version/resource; ``version``: the review's)."""
     request: Obj = {
         "uid": str(uuid.uuid4()),
-        "kind": gvk,
-        "resource": gvr,
-        "requestKind": gvk,
-        "requestResource": gvr,
+        "kind": dict(kind),
+        "resource": dict(resource),
+        "requestKind": dict(kind),
+        "requestResource": dict(resource),
         "name": (obj.get("metadata") or {}).get("name") or "",
         "operation": "CREATE",
-        "userInfo": dict(req.user),
+        "userInfo": dict(user),
         "object": obj,
         "oldObject": None,
-        "dryRun": req.dry_run,
-        "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", **req.options},
+        "dryRun": dry_run,
+        "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", **(options or {})},
     }
-    if req.namespace:
-        request["namespace"] = req.namespace
-    return {"apiVersion": f"admission.k8s.io/{hook.review_version}", "kind": "AdmissionReview", "request": request}
+    if namespace:
+        request["namespace"] = namespace
+    return {"apiVersion": f"admission.k8s.io/{version}", "kind": "AdmissionReview", "request": request}
+
+
+def pod_create_review(pod: Obj, *, namespace: str, user: Mapping[str, Any], dry_run: bool = False) -> Obj:
+    """:func:`create_review` of a core/v1 Pod."""
+    return create_review(
+        pod,
+        kind={"group": "", "version": "v1", "kind": "Pod"},
+        resource={"group": "", "version": "v1", "resource": "pods"},
+        namespace=namespace,
+        user=user,
+        dry_run=dry_run,
+    )
+
+
+def _review(hook: Webhook, req: Request, obj: Obj) -> Obj:
+    rt = req.rt
+    return create_review(
+        obj,
+        kind={"group": rt.group, "version": rt.version, "kind": rt.kind},
+        resource={"group": rt.group, "version": rt.version, "resource": rt.plural},
+        namespace=req.namespace,
+        user=req.user,
+        dry_run=req.dry_run,
+        options=req.options,
+        version=hook.review_version,
+    )
 
 
 def _ssl_context(hook: Webhook) -> ssl.SSLContext:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import copy
 import ssl
-import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ import orjson
 from extender import wellknown
 from extender.cache.convert import format_time, pod_request
 from extender.emulator import Emulator
+from extender.emulator.admission import pod_create_review
 from extender.emulator.patch import apply_json_patch
 from extender.model.resources import Resource
 from extender.model.selectors import Taint, Toleration, untolerated_taint
@@ -93,25 +93,7 @@ class ApiServerStandIn:
 
     async def _admit(self, pod: Obj) -> Obj:
         meta = pod["metadata"]
-        review = {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": str(uuid.uuid4()),
-                "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-                "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-                "name": meta.get("name", ""),
-                "namespace": meta["namespace"],
-                "operation": "CREATE",
-                "userInfo": _OPERATOR,
-                "object": pod,
-                "oldObject": None,
-                "dryRun": self.dry_run,
-                "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-            },
-        }
+        review = pod_create_review(pod, namespace=meta["namespace"], user=_OPERATOR, dry_run=self.dry_run)
         status, doc = await self.client.post_json(f"{self.webhook_url}/mutate/pods?timeout=10s", review)
         if status != 200 or not isinstance(doc, dict):  # failurePolicy: Ignore — the pod is created unchanged
             self.warnings.append(f"webhook answered {status} for {meta.get('name')}")
