@@ -274,14 +274,11 @@ def test_serve_with_the_charts_arguments_requires_kube_schedulers_certificate(tm
     arguments (mounted paths mapped to the rendered Secrets and ConfigMap written to disk,
     addresses to loopback, ports to free ones) against the API emulator: its extender answers
     kube-scheduler's client certificate at the URL's host name and refuses a caller without one."""
-    import os
     import subprocess
-    import sys
 
     from extender.emulator import Emulator
     from extender.simulate.cluster import crd_directory
-    from tests.deploy.chart import REPO
-    from tests.ops.test_serve_process import SERVING, _free_port, _Lines
+    from tests.ops.serve_child import SERVING, free_port, start_cli
 
     objs = render_variant("separate")
     dirs = {
@@ -292,7 +289,7 @@ def test_serve_with_the_charts_arguments_requires_kube_schedulers_certificate(tm
     (tmp_path / "policy").mkdir()
     policy = one(objs, "ConfigMap", "sky-scheduler-policy")["data"]["policy.yaml"]
     (tmp_path / "policy" / "policy.yaml").write_text(policy, encoding="utf-8")
-    ports = {flag: str(_free_port()) for flag in ("--extender-port", "--webhook-port", "--ops-port")}
+    ports = {flag: str(free_port()) for flag in ("--extender-port", "--webhook-port", "--ops-port")}
     args = []
     for arg in container(one(objs, "Deployment", "sky-scheduler"), "sky-scheduler")["args"]:
         flag, _, value = arg.partition("=")
@@ -310,15 +307,7 @@ def test_serve_with_the_charts_arguments_requires_kube_schedulers_certificate(tm
         emu.load_yaml(crd_directory())
         emu.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         kubeconfig = emu.write_kubeconfig(tmp_path / "kubeconfig")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "extender.cli", *args, "--kubeconfig", str(kubeconfig)],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        lines = _Lines(proc)
+        proc, lines = start_cli([*args, "--kubeconfig", str(kubeconfig)])
         try:
             lines.wait_for(SERVING)
             port = int(ports["--extender-port"])

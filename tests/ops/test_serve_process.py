@@ -8,18 +8,13 @@ lease duration.
 
 from __future__ import annotations
 
-import os
-import queue
 import re
 import signal
-import socket
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import httpx
 import pytest
@@ -27,9 +22,7 @@ import pytest
 from extender.emulator import Emulator
 from extender.simulate.certs import write_self_signed
 from extender.simulate.cluster import crd_directory
-
-REPO = Path(__file__).resolve().parents[2]
-SERVING = re.compile(r"sky-scheduler serving: (.*); binder lease")
+from tests.ops.serve_child import SERVING, free_port, start_cli
 
 
 @pytest.fixture
@@ -40,63 +33,6 @@ def emulator() -> Iterator[Emulator]:
         yield emu
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class _Lines:
-    """The child's stderr, read line by line in a thread: a wait for a line that never comes
-    ends at its deadline instead of blocking in ``readline``."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stderr is not None
-        self.proc = proc
-        self.seen: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._read, args=(proc.stderr,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
-            self._queue.put(line)
-        self._queue.put(None)
-
-    def text(self) -> str:
-        return "".join(self.seen)
-
-    def wait_for(self, pattern: re.Pattern[str], timeout: float = 60.0) -> re.Match[str]:
-        for line in self.seen:
-            if m := pattern.search(line):
-                return m
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._queue.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                pytest.fail(f"serve exited ({self.proc.poll()}) before logging {pattern.pattern!r}:\n{self.text()}")
-            self.seen.append(line)
-            if m := pattern.search(line):
-                return m
-        pytest.fail(f"serve did not log {pattern.pattern!r} within {timeout:.0f} s:\n{self.text()}")
-
-    def rest(self, timeout: float = 30.0) -> str:
-        """Everything up to the end of the stream (the process has exited)."""
-        self._thread.join(timeout)
-        while True:
-            try:
-                line = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if line is not None:
-                self.seen.append(line)
-        return self.text()
-
-
 def _holder(emu: Emulator) -> Any:
     lease = emu.get("coordination.k8s.io/v1", "leases", "sky-binder", "sky-system")
     return (lease.get("spec") or {}).get("holderIdentity")
@@ -105,11 +41,8 @@ def _holder(emu: Emulator) -> Any:
 def test_sigterm_stops_every_server_and_releases_the_lease(emulator: Emulator, tmp_path: Path) -> None:
     kubeconfig = emulator.write_kubeconfig(tmp_path / "kubeconfig")
     tls = write_self_signed(tmp_path / "tls")
-    proc = subprocess.Popen(
+    proc, lines = start_cli(
         [
-            sys.executable,
-            "-m",
-            "extender.cli",
             "serve",
             "--kubeconfig",
             str(kubeconfig),
@@ -120,7 +53,7 @@ def test_sigterm_stops_every_server_and_releases_the_lease(emulator: Emulator, t
             "--webhook-address",
             "127.0.0.1",
             "--webhook-port",
-            str(_free_port()),
+            str(free_port()),
             "--tls-cert-file",
             str(tls.cert_file),
             "--tls-key-file",
@@ -136,14 +69,8 @@ def test_sigterm_stops_every_server_and_releases_the_lease(emulator: Emulator, t
             "0.2",
             "--log-level",
             "info",
-        ],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+        ]
     )
-    lines = _Lines(proc)
     try:
         m = lines.wait_for(SERVING)
         urls = dict(part.split(" ", 1) for part in m.group(1).split(", "))
