@@ -94,6 +94,11 @@ _CRD_SHAPE = CompiledSchema(
 """The shape of a CRD (types of the fields the emulator reads), checked before its semantics."""
 
 
+_ONE_STORAGE_VERSION = Cause(
+    "spec.versions", "FieldValueInvalid", "Invalid value: must have exactly one version marked as storage version"
+)
+
+
 def validate_crd(crd: Obj, old: Obj | None) -> list[Cause]:
     """Why ``crd`` (an update of ``old``, or a create when None) may not be accepted."""
     shape = _CRD_SHAPE.validate(crd)
@@ -103,13 +108,7 @@ def validate_crd(crd: Obj, old: Obj | None) -> list[Cause]:
     causes = _validate_names(crd)
     versions = spec.get("versions")
     if not isinstance(versions, list) or not versions:
-        causes.append(
-            Cause(
-                "spec.versions",
-                "FieldValueInvalid",
-                "Invalid value: must have exactly one version marked as storage version",
-            )
-        )
+        causes.append(_ONE_STORAGE_VERSION)
         return causes
     causes += _validate_versions(versions)
     if old is not None:
@@ -181,13 +180,7 @@ def _validate_versions(versions: list[Any]) -> list[Cause]:
         causes += _validate_printer_columns(where, v)
         causes += _validate_selectable_fields(where, v)
     if storage != 1:
-        causes.append(
-            Cause(
-                "spec.versions",
-                "FieldValueInvalid",
-                "Invalid value: must have exactly one version marked as storage version",
-            )
-        )
+        causes.append(_ONE_STORAGE_VERSION)
     return causes
 
 
