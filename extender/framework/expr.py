@@ -225,11 +225,10 @@ Compiled = Callable[[Mapping[str, Fn]], Fn]
 
 def _status_of(fn: Fn, plugin: str) -> Fn:
     """Stamp the plugin's name on its failures (the hot path: successes pass straight through)."""
-    skip = Code.SKIP
 
     def run(*args: Any) -> Status:
         s: Status = fn(*args)
-        return s if s.code <= skip else s.with_plugin(plugin)
+        return s if s.ok else s.with_plugin(plugin)
 
     return run
 
@@ -277,12 +276,11 @@ def compile_expr(node: Node, kind: Kind) -> Compiled:
 
 def _and(parts: Sequence[tuple[Fn, str | None]]) -> Fn:
     """``and``: the first failure, stamped with its plugin; SUCCESS when none fails."""
-    skip = Code.SKIP
 
     def and_(*a: Any) -> Status:
         for p, plugin in parts:
             s: Status = p(*a)
-            if s.code > skip:
+            if not s.ok:
                 return s.with_plugin(plugin) if plugin is not None else s
         return SUCCESS
 
@@ -291,13 +289,12 @@ def _and(parts: Sequence[tuple[Fn, str | None]]) -> Fn:
 
 def _joint(parts: Sequence[tuple[Fn, str | None]]) -> Fn:
     """``joint``: every plugin runs; all failures, merged (one alone is returned as is)."""
-    skip = Code.SKIP
 
     def joint(*a: Any) -> Status:
         bad: list[Status] | None = None
         for p, plugin in parts:
             s: Status = p(*a)
-            if s.code > skip:
+            if not s.ok:
                 if plugin is not None:
                     s = s.with_plugin(plugin)
                 if bad is None:

@@ -13,7 +13,6 @@ import enum
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
 
 from extender.model.enums import Enum
 
@@ -28,11 +27,6 @@ class Code(enum.IntEnum):
     UNSCHEDULABLE = 2
     UNSCHEDULABLE_AND_UNRESOLVABLE = 3
     ERROR = 4
-
-
-# Hot paths read enum members through module names: on Python 3.11 ``Code.SKIP`` goes through
-# EnumType.__getattr__'s slot on every access (several times slower than a global).
-_SKIP: Final = Code.SKIP
 
 
 class Reason(Enum):
@@ -127,7 +121,7 @@ class Status:
     # --- reading -----------------------------------------------------------------------------
     @property
     def ok(self) -> bool:
-        return self.code <= _SKIP
+        return self.code <= Code.SKIP
 
     @property
     def reason(self) -> Reason | None:
