@@ -105,8 +105,12 @@ def chart_caps() -> list[str]:
 
 @pytest.fixture
 def cabled(lab: LldpLab) -> LldpLab:
-    if not Path("/run/lldpd").is_dir():
-        pytest.skip("/run/lldpd (lldpd's privilege-separation chroot) is missing")
+    chroot = Path("/run/lldpd")  # each sidecar binds its own directory over it: it must exist
+    if not chroot.is_dir():
+        try:  # lldpd makes it when it first starts on a host: a fresh machine has none yet
+            chroot.mkdir(mode=0o755)
+        except OSError as exc:
+            pytest.skip(f"/run/lldpd (lldpd's privilege-separation chroot) is missing and cannot be made: {exc}")
     lab.add_switch("sw", SWITCH)
     lab.add_node("n", lldpd=False)
     lab.cable("n", NIC, "sw", PORT)
