@@ -43,11 +43,16 @@ Per policy:
   are replayed in the order the scheduler committed them);
 * ``mean_leaves_per_job``; ``wait_steps_by_workers`` — per gang-size bucket: jobs, total and max
   of (placement step − arrival step); ``gpu_model_mixed_jobs``; ``unplaced_jobs`` (still waiting
-  after ``--max-steps``).
+  after ``--max-steps``);
+* ``steps_waited_while_fitting`` — reason → gang-steps: a gang none of whose quotas is bound yet
+  still waits at the end of a step although it fits in the room left (``fits_one_model``: one GPU
+  model, any leaves), by the reason the step's last cycle gave. Room only shrinks within a step, so
+  such a gang fitted when that cycle tried it: the only allowed reason is a hold
+  (``NodeHeldForGang``, what holds cost the others). The baselines assert they leave none.
 
 ``target_met`` (for ``sky``; ``sky_default_target_met`` likewise): ``share_over_min_leaves`` = 0;
 ``gpu_allocation_mean`` ≥ tree's − 0.01; the max wait of the largest bucket (17-32 workers) ≤
-tree's; no mixed-model gang.
+tree's; no mixed-model gang; no gang that fits waits but for a hold.
 
 Usage: ``python bench/placement.py [--seed 1] [--gangs 450] [--load 0.95] [--cycles-per-step 10]
 [--policy FILE]`` (``--policy``: that policy as ``sky``, no ``sky_default``)
@@ -74,6 +79,7 @@ from bench.placement_model import (
     Placement,
     Trace,
     bench_cluster,
+    fits_one_model,
     metrics,
     min_leaves,
     run_fifo_backfill,
@@ -86,11 +92,13 @@ from extender.cache.convert import format_time
 from extender.conf import default_policy, default_policy_text, load_policy_file, load_policy_text
 from extender.framework.intents import BindQuota, ReleaseQuota
 from extender.framework.policy import Policy
+from extender.framework.status import Reason
 from extender.scheduler import Scheduler
 from tests import builders as b
 
 T0 = 1_800_000_000.0
 LARGEST = "17-32"
+HELD = Reason.NODE_HELD_FOR_GANG.value  # the one reason a gang that fits may wait (a hold)
 
 
 class SkyDriver:
@@ -115,6 +123,7 @@ class SkyDriver:
         self.released = 0  # quotas the scheduler unbound again (none expected here)
         self.cycle_seconds = 0.0
         self.cycles = 0
+        self.verdicts: dict[str, Any] = {}  # the last cycle's, job key → JobVerdict
 
     def submit(self, g: Gang, step: int) -> None:
         created = format_time(self.now)
@@ -170,6 +179,7 @@ class SkyDriver:
             plan = plan_writes(self.cache, result, extra_quotas=self.cache.take_dirty_quotas())
             self.cycle_seconds += time.perf_counter() - t
         self.cycles += 1
+        self.verdicts = result.verdicts
         self._replay(result.intents)
         apply_plan(self.cache, plan)
         self.pending_pods.difference_update(run_pods(self.cache, sorted(self.pending_pods)))
@@ -179,6 +189,16 @@ class SkyDriver:
         for i in range(self.cluster.size):
             got = self.cache.nodes[f"n{i}"].quota_idle.get(wellknown.RESOURCE_GPU) // 1000
             assert got == self.free[i], f"n{i}: cache quota_idle {got} GPUs, replay {self.free[i]}"
+
+    def _waited_while_fitting(self, trace: Trace) -> None:
+        """Each gang still waiting at the end of a step although it fits in the room left (so it
+        fitted when the step's last cycle tried it): the reason that cycle gave."""
+        for name, quotas in self.bound.items():
+            g = self.gangs[name]
+            if not quotas and fits_one_model(self.cluster, self.free, g.workers, g.gpu):
+                verdict = self.verdicts.get(f"default/{name}")
+                reason = verdict.status.reason if verdict is not None else None
+                trace.waited_while_fitting[reason.value if reason is not None else "no verdict"] += 1
 
     def run(self, max_steps: int) -> Trace:
         trace = Trace()
@@ -194,6 +214,7 @@ class SkyDriver:
             for _ in range(self.cycles_per_step):
                 self.cycle()
             self.check_ledgers()
+            self._waited_while_fitting(trace)
             running = 0
             for name, quotas in self.bound.items():
                 g = self.gangs[name]
@@ -219,6 +240,7 @@ def targets(sky: dict[str, Any], tree: dict[str, Any]) -> dict[str, bool]:
         >= tree["gpu_allocation_mean"] - 0.01,
         f"max_wait_{LARGEST}_workers_at_most_tree": max_wait(sky) <= max_wait(tree) and sky["unplaced_jobs"] == 0,
         "no_gpu_model_mixed_jobs": sky["gpu_model_mixed_jobs"] == 0,
+        "no_fitting_gang_waits_but_for_holds": set(sky["steps_waited_while_fitting"]) <= {HELD},
     }
 
 

@@ -14,6 +14,7 @@ share a node. ``free[i]`` is node *i*'s free GPUs; a node holds ``free[i] // gpu
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -153,6 +154,15 @@ def min_leaves(cluster: Cluster, free: Sequence[int], workers: int, gpu: int) ->
     return best
 
 
+def fits_one_model(cluster: Cluster, free: Sequence[int], workers: int, gpu: int) -> bool:
+    """Whether the gang could be placed now under the placement rules: all its workers on nodes
+    of one GPU model, each node taking ``free // gpu`` of them (any number of leaves)."""
+    return any(
+        _fewest(list(_leaf_capacity(cluster, free, gpu, model).values()), workers) is not None
+        for model in cluster.models
+    )
+
+
 # --- baselines: each returns the node of every worker (ascending), or None; ``free`` is not changed
 
 
@@ -256,6 +266,9 @@ class Trace:
 
     placements: dict[str, Placement] = field(default_factory=dict)
     allocated: list[int] = field(default_factory=list)  # step → GPUs held by running gangs
+    # why a gang that fitted (``fits_one_model``) in the room left at the end of a step still
+    # waited that step → how many such gang-steps
+    waited_while_fitting: Counter[str] = field(default_factory=Counter)
 
 
 def run_fifo_backfill(
@@ -298,6 +311,8 @@ def run_fifo_backfill(
             trace.placements[g.name] = p
             ending.setdefault(step + g.duration, []).append(p)
         queue = waiting
+        # room only shrinks during the pass: a gang fitting now fitted at its turn, and was placed
+        assert not any(fits_one_model(cluster, free, g.workers, g.gpu) for g in queue), "a fitting gang waits"
         trace.allocated.append(cluster.total_gpus - sum(free))
         if nxt == len(arrivals) and not queue:
             break
@@ -352,5 +367,6 @@ def metrics(cluster: Cluster, gangs: Sequence[Gang], trace: Trace) -> dict[str, 
         "mean_leaves_per_job": round(sum(leaves) / max(1, len(placed)), 4),
         "wait_steps_by_workers": {b: waits[b] for b in sorted(waits, key=lambda b: int(b.split("-")[0]))},
         "gpu_model_mixed_jobs": sum(len({cluster.model[i] for i in p.nodes}) > 1 for p in placed),
+        "steps_waited_while_fitting": dict(sorted(trace.waited_while_fitting.items())),
         "steps": len(trace.allocated),
     }

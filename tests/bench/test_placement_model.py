@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from bench.placement_model import (
     Trace,
     bench_cluster,
     busy_window,
+    fits_one_model,
     metrics,
     min_leaves,
     place_bestfit,
@@ -25,6 +27,8 @@ from bench.placement_model import (
     size_bucket,
     workload,
 )
+from extender.conf import default_policy_text, load_policy_text
+from extender.framework.policy import Policy
 
 
 def cluster(leaves: list[list[str]], gpus: int = 8) -> Cluster:
@@ -84,6 +88,14 @@ def test_min_leaves_equals_a_brute_force_over_every_set_of_leaves(frees: list[in
     one_model = [k for k in (fewest("A"), fewest("H")) if k is not None]
     expected = min(one_model) if one_model else fewest(None)
     assert min_leaves(TWO_MODELS, frees, workers, gpu) == expected
+
+
+def test_fits_one_model_is_the_placement_rule_not_the_mixed_fallback() -> None:
+    free = [8] * 6
+    assert fits_one_model(TWO_MODELS, free, 3, 8)  # 3 A nodes over leaves 0 and 1
+    assert not fits_one_model(TWO_MODELS, free, 4, 8) and min_leaves(TWO_MODELS, free, 4, 8) == 2
+    assert fits_one_model(TWO_MODELS, [8, 4, 0, 0, 0, 0], 3, 4)  # a node takes free // gpu workers
+    assert not fits_one_model(TWO_MODELS, [8, 4, 0, 0, 0, 0], 4, 4)
 
 
 # --- the baselines ---------------------------------------------------------------------------------
@@ -252,3 +264,25 @@ def test_the_real_scheduler_driver_places_completes_and_keeps_its_ledger_equal_t
     assert trace.allocated == [24, 24, 24]
     assert driver.released == 0
     assert "default/g0" not in driver.cache.jobs and "q-g0-0" not in driver.cache.quotas
+
+
+def _policy_holding_after(cycles: int) -> Policy:
+    doc = yaml.safe_load(default_policy_text())
+    doc["plugins"]["topology"]["reserve_after_cycles"] = cycles
+    return load_policy_text(yaml.safe_dump(doc), f"default + reserve_after_cycles {cycles}")
+
+
+def test_the_driver_counts_the_steps_a_fitting_gang_waits_and_why() -> None:
+    """4 nodes in 2 leaves; "b-big" (4 × 8) waits for the node "a-first" uses until step 3 and,
+    once it has waited a cycle, holds all four; "c-small" (1 × 8) arrives at step 1 and fits on any
+    of the three free ones: it waits for the hold (NodeHeldForGang) until "b-big" has run. Without
+    holds it starts at once, and nothing that fits ever waits."""
+    from bench.placement import SkyDriver
+
+    c = cluster([["A", "A"], ["A", "A"]])
+    gangs = [Gang("a-first", 1, 8, 0, 3), Gang("b-big", 4, 8, 0, 2), Gang("c-small", 1, 8, 1, 1)]
+    held = SkyDriver(c, gangs, cycles_per_step=2, policy=_policy_holding_after(1)).run(50)
+    assert (held.placements["b-big"].step, held.placements["c-small"].step) == (3, 5)
+    assert held.waited_while_fitting == {"NodeHeldForGang": 2}  # steps 1 and 2 (at 3 and 4 it does not fit)
+    free = SkyDriver(c, gangs, cycles_per_step=2, policy=_policy_holding_after(0)).run(50)
+    assert free.placements["c-small"].step == 1 and not free.waited_while_fitting
