@@ -46,70 +46,75 @@ class Plugin:
         self.args = args
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        total = ssn.snap.cluster_total
-        # computed on first use (sessions that never order jobs, like the webhook's, pay nothing)
-        queue_used: defaultdict[str, Resource] = defaultdict(Resource.empty)
-        job_used: defaultdict[str, Resource] = defaultdict(Resource.empty)
-        ready = False
+        shares = _Shares(ssn)
+        return {"job.order": shares.job_order, "job.queue_order": shares.queue_order, "events": shares.on_event}
 
-        def placed(task: TaskInfo) -> bool:
-            if task.node:
-                return True
-            q = ssn.quota(task.quota) if task.quota else None
-            return q is not None and bool(q.node_name)
 
-        def ensure() -> None:
-            nonlocal ready
-            if ready:
-                return
-            ready = True
-            for job in ssn.jobs():
-                claimed: Resource | None = None
-                for t in job.tasks.values():
-                    if (t.quota or t.node) and t.status in ALIVE:
-                        if claimed is None:
-                            claimed = queue_used[job.queue]
-                        claimed.iadd(t.request)
-                        if placed(t):
-                            job_used[job.key].iadd(t.request)
+class _Shares:
+    """One session's shares: what each queue claims and each job has placed. Counted on first use
+    (sessions that never order jobs, like the webhook's, pay nothing), then kept by the events."""
 
-        def queue_order(queue: QueueInfo) -> tuple[Any, ...]:
-            ensure()
-            return (dominant_share(queue_used[queue.name], total) / max(queue.weight, 1),)
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.total = ssn.snap.cluster_total
+        self.queue_used: defaultdict[str, Resource] = defaultdict(Resource.empty)
+        self.job_used: defaultdict[str, Resource] = defaultdict(Resource.empty)
+        self.ready = False
 
-        def order(job: JobInfo) -> tuple[Any, ...]:
-            ensure()
-            return (dominant_share(job_used[job.key], total),)
+    def queue_order(self, queue: QueueInfo) -> tuple[Any, ...]:
+        self._ensure()
+        return (dominant_share(self.queue_used[queue.name], self.total) / max(queue.weight, 1),)
 
-        def follow(task: TaskInfo, gained: bool, *, queue: bool, job: bool) -> None:
-            owner = ssn.job(task.job)
-            if queue:
-                used = queue_used[owner.queue if owner is not None else ""]
-                (used.iadd if gained else used.isub)(task.request)
-            if job:
-                used = job_used[task.job]
-                (used.iadd if gained else used.isub)(task.request)
+    def job_order(self, job: JobInfo) -> tuple[Any, ...]:
+        self._ensure()
+        return (dominant_share(self.job_used[job.key], self.total),)
 
-        def on_event(ev: Event) -> None:
-            if not ready:
-                return
-            kind = ev.kind
-            gained = kind in (EventKind.CLAIM, EventKind.BIND_QUOTA, EventKind.ALLOCATE)
-            gained = gained != ev.undo
-            if kind is EventKind.CLAIM or kind is EventKind.UNCLAIM:
-                task = ssn.task(ev.task)
-                if task is not None:
-                    q = ssn.quota(ev.quota)
-                    follow(task, gained, queue=True, job=q is not None and bool(q.node_name) and not task.node)
-            elif kind is EventKind.BIND_QUOTA or kind is EventKind.RELEASE_QUOTA:
+    def on_event(self, ev: Event) -> None:
+        if not self.ready:
+            return
+        ssn, kind = self.ssn, ev.kind
+        gained = (kind in (EventKind.CLAIM, EventKind.BIND_QUOTA, EventKind.ALLOCATE)) != ev.undo
+        if kind is EventKind.CLAIM or kind is EventKind.UNCLAIM:
+            task = ssn.task(ev.task)
+            if task is not None:
                 q = ssn.quota(ev.quota)
-                for uid in q.claims if q is not None else ():
-                    task = ssn.task(uid)
-                    if task is not None and not task.node:
-                        follow(task, gained, queue=False, job=True)
-            elif kind is EventKind.ALLOCATE:
-                task = ssn.task(ev.task)
-                if task is not None and not task.quota:  # a quota-less (spot) task: now placed
-                    follow(task, gained, queue=False, job=True)
+                self._follow(task, gained, queue=True, job=q is not None and bool(q.node_name) and not task.node)
+        elif kind is EventKind.BIND_QUOTA or kind is EventKind.RELEASE_QUOTA:
+            q = ssn.quota(ev.quota)
+            for uid in q.claims if q is not None else ():
+                task = ssn.task(uid)
+                if task is not None and not task.node:
+                    self._follow(task, gained, queue=False, job=True)
+        elif kind is EventKind.ALLOCATE:
+            task = ssn.task(ev.task)
+            if task is not None and not task.quota:  # a quota-less (spot) task: now placed
+                self._follow(task, gained, queue=False, job=True)
 
-        return {"job.order": order, "job.queue_order": queue_order, "events": on_event}
+    def _ensure(self) -> None:
+        if self.ready:
+            return
+        self.ready = True
+        for job in self.ssn.jobs():
+            claimed: Resource | None = None
+            for t in job.tasks.values():
+                if (t.quota or t.node) and t.status in ALIVE:
+                    if claimed is None:
+                        claimed = self.queue_used[job.queue]
+                    claimed.iadd(t.request)
+                    if self._placed(t):
+                        self.job_used[job.key].iadd(t.request)
+
+    def _placed(self, task: TaskInfo) -> bool:
+        if task.node:
+            return True
+        q = self.ssn.quota(task.quota) if task.quota else None
+        return q is not None and bool(q.node_name)
+
+    def _follow(self, task: TaskInfo, gained: bool, *, queue: bool, job: bool) -> None:
+        if queue:
+            owner = self.ssn.job(task.job)
+            used = self.queue_used[owner.queue if owner is not None else ""]
+            (used.iadd if gained else used.isub)(task.request)
+        if job:
+            used = self.job_used[task.job]
+            (used.iadd if gained else used.isub)(task.request)

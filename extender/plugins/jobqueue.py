@@ -37,62 +37,65 @@ class Plugin:
         self.args = args
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        jqs = sorted(ssn.snap.jobqueues.values(), key=lambda q: (-q.priority, q.name))
-        match: dict[str, JobQueueInfo | None] = {}
+        jq = _JobQueues(ssn)
+        return {"job.enqueueable": jq.enqueueable, "job.order": jq.order, "events": jq.on_event}
 
-        def governing(job: JobInfo) -> JobQueueInfo | None:
-            if job.key not in match:
-                match[job.key] = next((q for q in jqs if q.selects(job)), None)
-            return match[job.key]
 
-        running: dict[str, set[str]] = {q.name: set() for q in jqs}
-        ready = False
+class _JobQueues:
+    """One session's JobQueues: which governs each job (matched on first ask) and which admitted
+    jobs each runs (counted on first use, then kept by the events)."""
 
-        def ensure() -> None:  # counted on first use only
-            nonlocal ready
-            if ready:
-                return
-            ready = True
-            for job in ssn.jobs():
-                q = governing(job)
-                if q is not None and admitted(job):
-                    running[q.name].add(job.key)
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.jqs = sorted(ssn.snap.jobqueues.values(), key=lambda q: (-q.priority, q.name))
+        self.match: dict[str, JobQueueInfo | None] = {}
+        self.running: dict[str, set[str]] = {q.name: set() for q in self.jqs}
+        self.ready = False
 
-        def enqueueable(job: JobInfo) -> Status:
-            queue = ssn.snap.queues.get(job.queue)
-            if queue is not None and not queue.open and not admitted(job):
-                return Status.unschedulable(Reason.QUEUE_CLOSED, f"queue {job.queue} is closed")
-            q = governing(job)
-            if q is None or admitted(job):
-                return SUCCESS
-            if not q.open:
-                return Status.unschedulable(Reason.JOB_BLOCKED_BY_JOB_QUEUE, f"jobqueue {q.name} is closed")
-            ensure()
-            if q.max_running is not None and len(running[q.name]) >= q.max_running:
-                return Status.unschedulable(
-                    Reason.JOB_BLOCKED_BY_JOB_QUEUE,
-                    f"jobqueue {q.name} is full ({len(running[q.name])}/{q.max_running} jobs running)",
-                )
+    def governing(self, job: JobInfo) -> JobQueueInfo | None:
+        if job.key not in self.match:
+            self.match[job.key] = next((q for q in self.jqs if q.selects(job)), None)
+        return self.match[job.key]
+
+    def enqueueable(self, job: JobInfo) -> Status:
+        queue = self.ssn.snap.queues.get(job.queue)
+        if queue is not None and not queue.open and not admitted(job):
+            return Status.unschedulable(Reason.QUEUE_CLOSED, f"queue {job.queue} is closed")
+        q = self.governing(job)
+        if q is None or admitted(job):
             return SUCCESS
+        if not q.open:
+            return Status.unschedulable(Reason.JOB_BLOCKED_BY_JOB_QUEUE, f"jobqueue {q.name} is closed")
+        self._ensure()
+        running = self.running[q.name]
+        if q.max_running is not None and len(running) >= q.max_running:
+            full = f"jobqueue {q.name} is full ({len(running)}/{q.max_running} jobs running)"
+            return Status.unschedulable(Reason.JOB_BLOCKED_BY_JOB_QUEUE, full)
+        return SUCCESS
 
-        def order(job: JobInfo) -> tuple[Any, ...]:
-            q = governing(job)
-            return (-(q.priority if q is not None else 0),)
+    def order(self, job: JobInfo) -> tuple[Any, ...]:
+        q = self.governing(job)
+        return (-(q.priority if q is not None else 0),)
 
-        def on_event(ev: Event) -> None:
-            # admission depends on claims and on placements (admitted(): a task with a quota or a node)
-            if not ready or ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM, EventKind.ALLOCATE):
-                return
-            task = ssn.task(ev.task)
-            job = ssn.job(task.job) if task is not None else None
-            if job is None:
-                return
-            q = governing(job)
-            if q is None:
-                return
-            if admitted(job):
-                running[q.name].add(job.key)
-            else:
-                running[q.name].discard(job.key)
+    def on_event(self, ev: Event) -> None:
+        # admission depends on claims and on placements (admitted(): a task with a quota or a node)
+        if not self.ready or ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM, EventKind.ALLOCATE):
+            return
+        task = self.ssn.task(ev.task)
+        job = self.ssn.job(task.job) if task is not None else None
+        q = self.governing(job) if job is not None else None
+        if job is None or q is None:
+            return
+        if admitted(job):
+            self.running[q.name].add(job.key)
+        else:
+            self.running[q.name].discard(job.key)
 
-        return {"job.enqueueable": enqueueable, "job.order": order, "events": on_event}
+    def _ensure(self) -> None:  # counted on first use only
+        if self.ready:
+            return
+        self.ready = True
+        for job in self.ssn.jobs():
+            q = self.governing(job)
+            if q is not None and admitted(job):
+                self.running[q.name].add(job.key)

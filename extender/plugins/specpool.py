@@ -53,53 +53,63 @@ class Plugin:
         self.args = args
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        claimed: defaultdict[str, Resource] = defaultdict(Resource.empty)
-        ready = False
+        claims = _QueueClaims(ssn)
+        return {"tq.predicate": claims.predicate_tq, "qn.select": select_qn, "events": claims.on_event}
 
-        def ensure() -> None:  # on first use: most sessions never check a queue's capability
-            nonlocal ready
-            if ready:
-                return
-            ready = True
-            for job in ssn.jobs():
-                for t in job.alive_tasks():
-                    if t.quota:
-                        claimed[job.queue].iadd(t.request)
 
-        def predicate_tq(task: TaskInfo, quota: QuotaInfo) -> Status:
-            if task.spec:
-                have = quota_spec(ssn, quota)
-                if have and have != task.spec:
-                    return Status.unresolvable(
-                        Reason.QUOTA_SPEC_MISMATCH, f"quota {quota.name} is {have}, the pod asks for {task.spec}"
-                    )
-            job = ssn.job(task.job)
-            queue = ssn.snap.queues.get(job.queue) if job is not None else None
-            if queue is not None and queue.capability is not None and task.uid not in quota.claims:
-                ensure()
-                after = claimed[queue.name] + task.request
-                over = [n for n in queue.capability.q if after.get(n) > queue.capability.get(n)]
-                if over:
-                    detail = ", ".join(f"{n} {after.get(n)} > {queue.capability.get(n)}" for n in sorted(over))
-                    return Status.unschedulable(Reason.INSUFFICIENT_QUOTA, f"queue {queue.name} capability: {detail}")
-            return SUCCESS
+def select_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
+    """A quota of a spec lands only on nodes of that spec."""
+    if quota.spec and node.spec != quota.spec:
+        have = node.spec or "no GPU model"
+        return Status.unresolvable(Reason.SPEC_MISMATCH, f"node is {have}, quota is {quota.spec}")
+    return SUCCESS
 
-        def select_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
-            if quota.spec and node.spec != quota.spec:
-                have = node.spec or "no GPU model"
-                return Status.unresolvable(Reason.SPEC_MISMATCH, f"node is {have}, quota is {quota.spec}")
-            return SUCCESS
 
-        def on_event(ev: Event) -> None:
-            if not ready or ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM):
-                return
-            task = ssn.task(ev.task)
-            job = ssn.job(task.job) if task is not None else None
-            if task is None or job is None:
-                return
-            if (ev.kind is EventKind.CLAIM) != ev.undo:
-                claimed[job.queue].iadd(task.request)
-            else:
-                claimed[job.queue].isub(task.request)
+class _QueueClaims:
+    """One session's claims per queue, for the capability check: counted on first use (most
+    sessions never check a queue's capability), then kept by the claim events."""
 
-        return {"tq.predicate": predicate_tq, "qn.select": select_qn, "events": on_event}
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.claimed: defaultdict[str, Resource] = defaultdict(Resource.empty)
+        self.ready = False
+
+    def predicate_tq(self, task: TaskInfo, quota: QuotaInfo) -> Status:
+        ssn = self.ssn
+        if task.spec:
+            have = quota_spec(ssn, quota)
+            if have and have != task.spec:
+                return Status.unresolvable(
+                    Reason.QUOTA_SPEC_MISMATCH, f"quota {quota.name} is {have}, the pod asks for {task.spec}"
+                )
+        job = ssn.job(task.job)
+        queue = ssn.snap.queues.get(job.queue) if job is not None else None
+        if queue is not None and queue.capability is not None and task.uid not in quota.claims:
+            self._ensure()
+            after = self.claimed[queue.name] + task.request
+            over = [n for n in queue.capability.q if after.get(n) > queue.capability.get(n)]
+            if over:
+                detail = ", ".join(f"{n} {after.get(n)} > {queue.capability.get(n)}" for n in sorted(over))
+                return Status.unschedulable(Reason.INSUFFICIENT_QUOTA, f"queue {queue.name} capability: {detail}")
+        return SUCCESS
+
+    def on_event(self, ev: Event) -> None:
+        if not self.ready or ev.kind not in (EventKind.CLAIM, EventKind.UNCLAIM):
+            return
+        task = self.ssn.task(ev.task)
+        job = self.ssn.job(task.job) if task is not None else None
+        if task is None or job is None:
+            return
+        if (ev.kind is EventKind.CLAIM) != ev.undo:
+            self.claimed[job.queue].iadd(task.request)
+        else:
+            self.claimed[job.queue].isub(task.request)
+
+    def _ensure(self) -> None:
+        if self.ready:
+            return
+        self.ready = True
+        for job in self.ssn.jobs():
+            for t in job.alive_tasks():
+                if t.quota:
+                    self.claimed[job.queue].iadd(t.request)

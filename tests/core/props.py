@@ -2,7 +2,7 @@
 
 The profile ``sky-core`` runs every property test of this package with at least 500 examples and
 no deadline (CI uses it as is). Set ``SKY_CORE_HYPOTHESIS_PROFILE=sky-core-quick`` for a fast local
-run. The decorator :data:`PROPERTY` applies the chosen profile to one test only, so that loading
+run, ``sky-core-soak`` (10,000 examples each) to hunt for rare counter-examples before a release. The decorator :data:`PROPERTY` applies the chosen profile to one test only, so that loading
 it never changes the settings of other test packages.
 """
 
@@ -26,6 +26,7 @@ settings.register_profile(
     suppress_health_check=(HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much),
 )
 settings.register_profile("sky-core-quick", parent=settings.get_profile("sky-core"), max_examples=50)
+settings.register_profile("sky-core-soak", parent=settings.get_profile("sky-core"), max_examples=10_000)
 
 PROFILE = os.environ.get("SKY_CORE_HYPOTHESIS_PROFILE", "sky-core")
 PROPERTY = settings(settings.get_profile(PROFILE))
