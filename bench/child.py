@@ -70,8 +70,10 @@ async def until_eof(report: Callable[[], dict[str, Any]]) -> None:
 
 async def until_eof_profiled(report: Callable[[], dict[str, Any]], *, profile: bool, cumulative: int) -> None:
     """:func:`until_eof`, under cProfile when ``profile``: the top 30 by own time and the top
-    ``cumulative`` by cumulative time go to stderr at the end."""
-    prof = cProfile.Profile() if profile else None
+    ``cumulative`` by cumulative time go to stderr at the end. Times are the process's CPU time
+    (what the benchmarks compare), not wall time: waiting in epoll or for a peer on the same CPU
+    does not count."""
+    prof = cProfile.Profile(time.process_time) if profile else None
     if prof is not None:
         prof.enable()
     await until_eof(report)
