@@ -34,12 +34,21 @@ Args = StorageArgs
 
 
 def not_ready(node: NodeInfo, mount_points: Iterable[str], tolerance: float) -> list[str]:
+    """The mount points not ready on ``node``: no ``infiniai-fs-<id>`` condition, not ``True``, or a
+    heartbeat older than the node's Ready transition by more than ``tolerance`` seconds."""
     missing = []
     for mp in mount_points:
         cond = node.conditions.get(wellknown.STORAGE_CONDITION_PREFIX + mp)
         if cond is None or cond.status != "True" or cond.heartbeat + tolerance < node.ready_since:
             missing.append(mp)
     return missing
+
+
+def describe_missing(mount_points: list[str]) -> str:
+    """The failure's detail; it does not name the node (per-node reports key by node, and
+    aggregates count the nodes: ``StorageNotReady(3 nodes: mount point fs1 not ready)``)."""
+    noun = "mount point" if len(mount_points) == 1 else "mount points"
+    return f"{noun} {', '.join(mount_points)} not ready"
 
 
 class Plugin:
@@ -59,7 +68,7 @@ class Plugin:
         def check(node: NodeInfo, mps: Iterable[str]) -> Status:
             missing = not_ready(node, mps, tol)
             if missing:
-                return Status.unresolvable(Reason.STORAGE_NOT_READY, f"{node.name}: {', '.join(missing)}")
+                return Status.unresolvable(Reason.STORAGE_NOT_READY, describe_missing(missing))
             return SUCCESS
 
         def mount_points(quota: QuotaInfo) -> tuple[str, ...]:

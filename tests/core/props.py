@@ -2,8 +2,9 @@
 
 The profile ``sky-core`` runs every property test of this package with at least 500 examples and
 no deadline (CI uses it as is). Set ``SKY_CORE_HYPOTHESIS_PROFILE=sky-core-quick`` for a fast local
-run, ``sky-core-soak`` (10,000 examples each) to hunt for rare counter-examples before a release. The decorator :data:`PROPERTY` applies the chosen profile to one test only, so that loading
-it never changes the settings of other test packages.
+run, or ``sky-core-soak`` (10,000 examples each) to hunt for rare counter-examples before a
+release. The decorator :data:`PROPERTY` applies the chosen profile to one test only, so that
+loading it never changes the settings of other test packages.
 """
 
 from __future__ import annotations
