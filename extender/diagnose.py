@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from extender.actions.allocate_job import queue_has_no_quota
 from extender.actions.placement import larger_than_any_node, place_quota
 from extender.binder.status import job_phase
 from extender.cache.convert import format_time
@@ -88,7 +89,6 @@ UNBLOCK: dict[Reason, str] = {
     Reason.QUEUE_NOT_FOUND: "create the job's Queue, or name an existing one",
     Reason.QUOTA_BOUND_ELSEWHERE: "nothing: the pod can only run on its quota's node",
     Reason.NODE_NOT_FOUND: "the quota's node is gone: release_quota moves the quota after its back-off",
-    Reason.NO_RDMA_ZONE: "run the RDMA topology discovery agents so that nodes get NodeTopology objects",
     Reason.ZONE_MISMATCH: "use nodes of one RDMA zone, or drop the job's topology affinity",
     Reason.UNKNOWN_POD: "wait a moment: the scheduler's cache has not seen the pod yet",
     Reason.INTERNAL: "a bug or a failing API server: see the scheduler's log",
@@ -220,11 +220,11 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
 
     quota_tasks = [t for t in tasks if not t.spot]
     missing = [t.name for t in quota_tasks if not t.quota]
-    assign = (
-        Status.unschedulable(Reason.NO_QUOTA, f"{len(missing)}/{len(quota_tasks)} tasks hold no quota")
-        if missing
-        else ok
-    )
+    assign = ok
+    if missing:
+        assign = queue_has_no_quota(ssn, job.queue)
+        if assign.reason is Reason.NO_QUOTA:  # the count says more than "no room left" here
+            assign = Status.unschedulable(Reason.NO_QUOTA, f"{len(missing)}/{len(quota_tasks)} tasks hold no quota")
     gang = gang_members if not gang_members.ok else ssn.stages.tq_ready(job)
 
     unbound = _unbound_quotas(ssn, quota_tasks)

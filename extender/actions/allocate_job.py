@@ -33,6 +33,16 @@ Args = NoArgs
 _PLACED: Final = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING})
 
 
+def queue_has_no_quota(ssn: Session, queue: str) -> Status:
+    """Why a task of ``queue`` finds no quota: ``QueueNotFound`` when nothing of that queue
+    exists — no Queue object and no quota serving it (a typo in the PodGroup's queue, a queue
+    deleted) — else ``NoQuota`` (its quotas are all taken)."""
+    name = queue or "(none)"
+    if queue not in ssn.snap.queues and next(ssn.quotas_of_queue(queue), None) is None:
+        return Status.unschedulable(Reason.QUEUE_NOT_FOUND, f"queue {name} does not exist: no Queue, no quota of it")
+    return Status.unschedulable(Reason.NO_QUOTA, f"queue {name} has no quota with room left")
+
+
 def _to_revalidate(ssn: Session) -> list[QuotaInfo]:
     """Every quota on the first cycle; afterwards those that changed since the previous cycle and
     those claimed by tasks still pending (the only claims that can move)."""
@@ -175,9 +185,7 @@ class Action:
                         Reason.WAITING_FOR_NAMED_QUOTA, f"pod names quota {named}; waiting for room on it: {lack}"
                     )
                 elif not candidates:
-                    result.status = Status.unschedulable(
-                        Reason.NO_QUOTA, f"queue {job.queue or '(none)'} has no quota with room left"
-                    )
+                    result.status = queue_has_no_quota(ssn, job.queue)
                 if first_failure is None:
                     first_failure = (task, result.status, result.failures)
                 continue

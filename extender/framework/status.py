@@ -63,7 +63,6 @@ class Reason(Enum):
     QUOTA_ANTI_AFFINITY = "QuotaAntiAffinity"
     NO_ZONE_FITS = "NoZoneFits"
     ZONE_MISMATCH = "ZoneMismatch"
-    NO_RDMA_ZONE = "NoRDMAZone"
     SPEC_MISMATCH = "SpecMismatch"
     TOPOLOGY_ORDER = "TopologyOrder"
     STATIC_BIND_NODE_NOT_READY = "StaticBindNodeNotReady"

@@ -29,8 +29,11 @@ def _stuck_jobs() -> list[Obj]:
     objs += [b.podgroup("held", labels={"team": "hold"}), b.quota("q-held-0", gpu=1, hca=None)]
     objs.append(b.pod("held-worker-0", group="held", hca=None))
     # QuotaAssignment: its queue has no quota
-    objs.append(b.podgroup("noq", min_member=2, queue="empty"))
+    objs += [b.queue("empty"), b.podgroup("noq", min_member=2, queue="empty")]
     objs += [b.pod(f"noq-worker-{i}", group="noq", hca=None) for i in range(2)]
+    # QuotaAssignment: its queue does not exist (a typo: no Queue, no quota of it)
+    objs.append(b.podgroup("typo", queue="reseach"))
+    objs.append(b.pod("typo-worker-0", group="typo", hca=None))
     # Gang: 3 of the 4 pods exist
     objs += [b.podgroup("gang", min_member=4)] + [b.quota(f"q-gang-{i}", gpu=1, hca=None) for i in range(3)]
     objs += [b.pod(f"gang-worker-{i}", group="gang", quota=f"q-gang-{i}", hca=None) for i in range(3)]
@@ -50,6 +53,11 @@ def _stuck_jobs() -> list[Obj]:
 EXPECTED = {
     "held": ("JobQueue", Reason.JOB_BLOCKED_BY_JOB_QUEUE, "JobBlockedByJobQueue(jobqueue hold is closed)"),
     "noq": ("QuotaAssignment", Reason.NO_QUOTA, "NoQuota(2/2 tasks hold no quota)"),
+    "typo": (
+        "QuotaAssignment",
+        Reason.QUEUE_NOT_FOUND,
+        "QueueNotFound(queue reseach does not exist: no Queue, no quota of it)",
+    ),
     "gang": ("Gang", Reason.GANG_NOT_READY, "GangNotReady(3/4 pods exist)"),
     "wide": (
         "ZoneSelection",
@@ -139,14 +147,14 @@ async def test_the_ladder_details(stuck: Harness) -> None:
 
 
 async def test_stage_agrees_with_the_binders_last_cycle(stuck: Harness) -> None:
-    for job in ("held", "noq", "wide", "fat", "huge"):
+    for job in ("held", "noq", "typo", "wide", "fat", "huge"):
         d = (await stuck.ops(f"/diagnose/job/default/{job}")).json()
         assert d["lastCycle"]["stage"] == d["stage"], job
         assert d["lastCycle"]["reason"] == d["reason"], job
 
 
 async def test_conditions_events_and_filter_speak_the_same_reasons(stuck: Harness) -> None:
-    for job in ("held", "noq", "wide", "fat", "huge"):
+    for job in ("held", "noq", "typo", "wide", "fat", "huge"):
         d = (await stuck.ops(f"/diagnose/job/default/{job}")).json()
         pg = stuck.emulator.get(wellknown.API_VERSION, wellknown.PODGROUPS, job, "default")
         (cond,) = [c for c in pg["status"]["conditions"] if c["type"] == "Unschedulable"]
