@@ -11,7 +11,9 @@ from extender.cache.cache import ClusterCache
 from extender.conf import default_policy
 from extender.framework.session import Session
 from extender.framework.status import Reason, Status
+from extender.scheduler import Scheduler
 from tests import builders as b
+from tests.core.scenarios import binds, cycle, make_cache, write_back
 
 NOW = 1_800_000_000.0
 Obj = dict[str, Any]
@@ -98,3 +100,19 @@ def test_a_closed_queue_admits_no_new_job() -> None:
     job = ssn.job("default/late")
     assert job is not None
     assert ssn.stages.enqueueable(job).message() == "QueueClosed(queue research is closed)"
+
+
+def test_a_quota_that_fits_once_an_idle_quota_is_released_says_so_and_the_release_makes_room() -> None:
+    """n0's 8 GPUs are held by a bound quota nothing claims: the new quota is told
+    QuotaIdleOnlyAfterRelease (a wait, not a refusal) in the cycle that releases the idle one,
+    and binds there in the next."""
+    idle = b.quota("q-idle", gpu=8, hca=None, status={"phase": "QuotaBound", "nodeName": "n0"})
+    cache = make_cache([b.queue("research"), b.node("n0"), idle, b.quota("q-new", gpu=8, hca=None)])
+    b.feed(cache, [b.pod("p", hca=None, gpu=8, quota="q-new")])
+    sched = Scheduler(default_policy())
+    first = cycle(cache, sched)
+    verdict = first.verdicts["default/p"]
+    assert verdict.status.message() == "QuotaIdleOnlyAfterRelease(fits once idle quotas on the node are released)"
+    assert first.quotas["q-idle"].node_name == ""  # released in the same cycle
+    write_back(cache, first)
+    assert binds(cycle(cache, sched, NOW + 1)) == {"q-new": "n0"}
