@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from extender import wellknown
 from extender.cache.cache import ClusterCache
 from extender.conf import default_policy
 from extender.framework.session import Session
@@ -116,3 +117,21 @@ def test_a_quota_that_fits_once_an_idle_quota_is_released_says_so_and_the_releas
     assert first.quotas["q-idle"].node_name == ""  # released in the same cycle
     write_back(cache, first)
     assert binds(cycle(cache, sched, NOW + 1)) == {"q-new": "n0"}
+
+
+def test_a_strict_order_gang_whose_next_rank_would_land_below_its_bound_one_waits_and_says_why() -> None:
+    """Rank 0 is bound to n3 (the highest index); rank 1 needs a whole node and only n0–n2 are
+    free: under strict rank order (enable-topology: "true") that would put task 1 below task 0."""
+    objs: list[Obj] = [b.queue("research")]
+    for i in range(4):
+        objs += [b.node(f"n{i}"), b.topology(f"n{i}", ["s1"])]
+    job = b.training_job("t", 2, gpu=8, hca=8)
+    for o in job:
+        if o["kind"] == "Pod":
+            o["metadata"]["annotations"][wellknown.ANNO_ENABLE_TOPOLOGY] = "true"
+        elif o["metadata"]["name"] == "q-t-0":
+            o["status"] = {"phase": "QuotaBound", "nodeName": "n3", "boundBy": wellknown.COMPONENT}
+    result = cycle(make_cache(objs + job), Scheduler(default_policy()))
+    assert binds(result) == {}
+    verdict = result.verdicts["default/t"]
+    assert verdict.status.message() == "TopologyOrder(task 1 would land on node index 0 < 3)"
