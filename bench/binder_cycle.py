@@ -39,7 +39,7 @@ prints ``seconds_per_quota``, ``peak_rss_mib`` and ``ratio_to_floor`` per size; 
 per-quota cost grows at most ~log n (``seconds_per_quota(n) / seconds_per_quota(1,000) ≤
 1.25 · ln n / ln 1,000``, 25 % for noise) and peak RSS at 10,000 nodes ≤ 1 GiB.
 
-Usage: ``python bench/binder_cycle.py [--nodes 5000] [--jobs 2000] [--workers 8] [--repeat 3]
+Usage: ``python bench/binder_cycle.py [--nodes 5000] [--jobs 2000] [--workers 8] [--repeat 5]
 [--system-pods-per-node 0] [--scale]``; prints one JSON document.
 """
 
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--leaves", type=int, default=40)
     ap.add_argument("--jobs", type=int, default=2000)
     ap.add_argument("--workers", type=int, default=8)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--system-pods-per-node", type=int, default=0, help="running pods of another scheduler per node")
     ap.add_argument("--skip-idle", action="store_true", help="do not measure the idle cycle")
     ap.add_argument("--scale", action="store_true", help="1,000 / 5,000 / 10,000 nodes, one process each")
