@@ -57,15 +57,32 @@ def add_cpu_argument(p: argparse.ArgumentParser) -> None:
     )
 
 
+class _GcClock:
+    """CPU seconds this process spent in the cyclic garbage collector (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._start = 0.0
+        gc.callbacks.append(self._on)
+
+    def _on(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._start
+
+
 async def until_eof(report: Callable[[], dict[str, Any]]) -> None:
-    """Serve until the parent closes stdin; a ``cpu`` line is answered with this process's CPU time."""
+    """Serve until the parent closes stdin; a ``cpu`` line is answered with this process's CPU time
+    (``cpu``) and the part of it spent collecting garbage (``gc_cpu``)."""
     loop = asyncio.get_running_loop()
+    collector = _GcClock()
     while True:
         line = await loop.run_in_executor(None, sys.stdin.readline)
         if not line:
             return
         if line.strip() == "cpu":
-            print(json.dumps({"cpu": time.process_time(), **report()}), flush=True)
+            print(json.dumps({"cpu": time.process_time(), "gc_cpu": collector.seconds, **report()}), flush=True)
 
 
 async def until_eof_profiled(report: Callable[[], dict[str, Any]], *, profile: bool, cumulative: int) -> None:

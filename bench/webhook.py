@@ -42,11 +42,12 @@ server process over its blocks ÷ admissions), ``cpu_ratio_to_floor`` (target �
 ``assigned_share`` (admissions that got a quota; a full cluster would measure the wrong thing),
 ``api_calls_per_admission`` of both (from the emulator's journal: equal by construction,
 checked), the mean reply bytes of both, ``of_which_informer_standin_ms`` (the stand-in's own
-thread CPU, included in the webhook's figure), latencies (client side, for reading). Over the
-sizes: ``flat_ratio`` — ``cpu_ratio_to_floor`` at the largest size ÷ at the smallest (target ≤
-1.3; the floor's work does not grow with the cluster, and dividing by it cancels the machine's
-load, which moves absolute figures measured minutes apart by 20–30 %), ``cpu_ms_growth`` (the
-same with absolute CPU, for reading) — and ``target_met``.
+thread CPU, included in the webhook's figure), ``of_which_gc_ms`` (the cyclic collector's CPU,
+included too), latencies (client side, for reading). Over the sizes: ``flat_ratio`` —
+``cpu_ratio_to_floor`` at the largest size ÷ at the smallest (target ≤ 1.3; the floor's work
+does not grow with the cluster, and dividing by it cancels the machine's load, which moves
+absolute figures measured minutes apart by 20–30 %), ``cpu_ms_growth`` (the same with absolute
+CPU, for reading) — and ``target_met``.
 """
 
 from __future__ import annotations
@@ -250,10 +251,12 @@ class Side:
         assigned = self.end["assigned"] - self.start["assigned"]
         replies = self.end["reply_bytes"] - self.start["reply_bytes"]
         informer = self.end["informer_cpu"] - self.start["informer_cpu"]
+        collected = self.end.get("gc_cpu", 0.0) - self.start.get("gc_cpu", 0.0)
         return {
             "admissions": n,
             "server_cpu_ms_per_admission": round(self.cpu * 1000 / n, 3),
             "of_which_informer_standin_ms": round(informer * 1000 / n, 3),
+            "of_which_gc_ms": round(collected * 1000 / n, 3),
             "assigned_share": round(assigned / n, 4),
             "api_calls_per_admission": {k: round(v / n, 3) for k, v in self.api.items()},
             "reply_bytes_mean": round(replies / n, 1),
