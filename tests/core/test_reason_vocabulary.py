@@ -122,9 +122,7 @@ def test_a_quota_that_fits_once_an_idle_quota_is_released_says_so_and_the_releas
 def test_a_strict_order_gang_whose_next_rank_would_land_below_its_bound_one_waits_and_says_why() -> None:
     """Rank 0 is bound to n3 (the highest index); rank 1 needs a whole node and only n0–n2 are
     free: under strict rank order (enable-topology: "true") that would put task 1 below task 0."""
-    objs: list[Obj] = [b.queue("research")]
-    for i in range(4):
-        objs += [b.node(f"n{i}"), b.topology(f"n{i}", ["s1"])]
+    objs = [b.queue("research"), *b.seed_cluster(leaves=1, per_leaf=4)]  # n0–n3 on s1
     job = b.training_job("t", 2, gpu=8, hca=8)
     for o in job:
         if o["kind"] == "Pod":

@@ -60,9 +60,7 @@ def test_an_rdma_gang_waiting_for_a_mount_point_is_told_storage_not_ready() -> N
     """The verdict of a topology job whose nodes all lack its mount point names storage, not zones."""
     from extender.scheduler import Scheduler
 
-    objs: list[dict[str, Any]] = [b.queue("research")]
-    for i in range(2):
-        objs += [b.node(f"n{i}"), b.topology(f"n{i}", ["s1"])]
+    objs = [b.queue("research"), *b.seed_cluster(leaves=1, per_leaf=2)]  # n0, n1 on s1
     job = b.training_job("train", 2, gpu=1, hca=1)
     for o in job:
         if o["kind"] == "Pod":
