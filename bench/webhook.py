@@ -43,7 +43,7 @@ server process over its blocks ÷ admissions), ``cpu_ratio_to_floor`` (target �
 ``api_calls_per_admission`` of both (from the emulator's journal: equal by construction,
 checked), the mean reply bytes of both, ``of_which_informer_standin_ms`` (the stand-in's own
 thread CPU, included in the webhook's figure), ``of_which_gc_ms`` (the cyclic collector's CPU,
-included too), latencies (client side, for reading). Over the sizes: ``flat_ratio`` —
+included too), ``cpu_ms_per_admission_by_block``, latencies (client side, for reading). Over the sizes: ``flat_ratio`` —
 ``cpu_ratio_to_floor`` at the largest size ÷ at the smallest (target ≤ 1.3; the floor's work
 does not grow with the cluster, and dividing by it cancels the machine's load, which moves
 absolute figures measured minutes apart by 20–30 %), ``cpu_ms_growth`` (the same with absolute
@@ -226,6 +226,7 @@ class Side:
     def __init__(self, child: Child, client: RawClient, emulator: Child) -> None:
         self.child, self.client, self.emulator = child, client, emulator
         self.cpu = 0.0
+        self.blocks: list[tuple[float, int]] = []  # (CPU seconds, admissions) of each block
         self.api: dict[str, int] = {"gets": 0, "writes": 0, "conflicts": 0}
         self.latencies: list[float] = []
         self.start: Obj = {}
@@ -242,6 +243,7 @@ class Side:
             self.latencies.append(time.perf_counter() - t)
         self.end = await self.child.ask()
         self.cpu += self.end["cpu"] - before["cpu"]
+        self.blocks.append((self.end["cpu"] - before["cpu"], self.end["admissions"] - before["admissions"]))
         api1 = await self.emulator.ask()
         for k in self.api:
             self.api[k] += api1[k] - api0[k]
@@ -257,6 +259,7 @@ class Side:
             "server_cpu_ms_per_admission": round(self.cpu * 1000 / n, 3),
             "of_which_informer_standin_ms": round(informer * 1000 / n, 3),
             "of_which_gc_ms": round(collected * 1000 / n, 3),
+            "cpu_ms_per_admission_by_block": [round(c * 1000 / max(1, k), 3) for c, k in self.blocks],
             "assigned_share": round(assigned / n, 4),
             "api_calls_per_admission": {k: round(v / n, 3) for k, v in self.api.items()},
             "reply_bytes_mean": round(replies / n, 1),
