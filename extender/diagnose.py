@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from extender.actions.allocate_job import queue_has_no_quota
+from extender.actions.allocate_job import queue_not_found
 from extender.actions.placement import larger_than_any_node, place_quota
 from extender.binder.status import job_phase
 from extender.cache.convert import format_time
@@ -222,9 +222,9 @@ def diagnose_job(ssn: Session, job: JobInfo, verdict: JobVerdict | None = None) 
     missing = [t.name for t in quota_tasks if not t.quota]
     assign = ok
     if missing:
-        assign = queue_has_no_quota(ssn, job.queue)
-        if assign.reason is Reason.NO_QUOTA:  # the count says more than "no room left" here
-            assign = Status.unschedulable(Reason.NO_QUOTA, f"{len(missing)}/{len(quota_tasks)} tasks hold no quota")
+        assign = queue_not_found(ssn, job.queue) or Status.unschedulable(
+            Reason.NO_QUOTA, f"{len(missing)}/{len(quota_tasks)} tasks hold no quota"
+        )
     gang = gang_members if not gang_members.ok else ssn.stages.tq_ready(job)
 
     unbound = _unbound_quotas(ssn, quota_tasks)

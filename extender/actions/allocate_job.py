@@ -33,14 +33,15 @@ Args = NoArgs
 _PLACED: Final = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING})
 
 
-def queue_has_no_quota(ssn: Session, queue: str) -> Status:
-    """Why a task of ``queue`` finds no quota: ``QueueNotFound`` when nothing of that queue
-    exists — no Queue object and no quota serving it (a typo in the PodGroup's queue, a queue
-    deleted) — else ``NoQuota`` (its quotas are all taken)."""
-    name = queue or "(none)"
-    if queue not in ssn.snap.queues and next(ssn.quotas_of_queue(queue), None) is None:
-        return Status.unschedulable(Reason.QUEUE_NOT_FOUND, f"queue {name} does not exist: no Queue, no quota of it")
-    return Status.unschedulable(Reason.NO_QUOTA, f"queue {name} has no quota with room left")
+def queue_not_found(ssn: Session, queue: str) -> Status | None:
+    """``QueueNotFound`` when nothing of ``queue`` exists — no Queue object and no quota serving
+    it (a typo in the PodGroup's queue, a queue deleted); None when it exists, so that a task of
+    it finding no quota is told ``NoQuota`` (its quotas are all taken)."""
+    if queue in ssn.snap.queues or next(ssn.quotas_of_queue(queue), None) is not None:
+        return None
+    return Status.unschedulable(
+        Reason.QUEUE_NOT_FOUND, f"queue {queue or '(none)'} does not exist: no Queue, no quota of it"
+    )
 
 
 def _to_revalidate(ssn: Session) -> list[QuotaInfo]:
@@ -185,7 +186,9 @@ class Action:
                         Reason.WAITING_FOR_NAMED_QUOTA, f"pod names quota {named}; waiting for room on it: {lack}"
                     )
                 elif not candidates:
-                    result.status = queue_has_no_quota(ssn, job.queue)
+                    result.status = queue_not_found(ssn, job.queue) or Status.unschedulable(
+                        Reason.NO_QUOTA, f"queue {job.queue or '(none)'} has no quota with room left"
+                    )
                 if first_failure is None:
                     first_failure = (task, result.status, result.failures)
                 continue

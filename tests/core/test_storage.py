@@ -6,6 +6,7 @@ and a refusal says ``StorageNotReady``, counted per node when many refuse alike.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -40,7 +41,7 @@ NODES = {
 }
 
 
-def _cache(nodes: dict[str, list[dict[str, Any]]], extra: list[dict[str, Any]] = ()) -> ClusterCache:  # type: ignore[assignment]
+def _cache(nodes: dict[str, list[dict[str, Any]]], extra: Sequence[dict[str, Any]] = ()) -> ClusterCache:
     cache = ClusterCache(clock=lambda: NOW)
     objs = [b.queue("research")] + [b.node(n, conditions=c) for n, c in nodes.items()]
     b.feed(cache, objs + list(extra))
