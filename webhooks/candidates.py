@@ -27,7 +27,9 @@ whenever any of it changes (claim, release, bind, status, reservations, add / up
 ``ClusterCache.quota_listeners``); the next decision rescores just those quotas — one heap push
 per (queue, shape) they serve — and updates the reverse maps (job → quotas it claims or reserves,
 pod → quotas reserved for it, node → quotas bound there) the touched set is read from.
-Stale heap entries are skipped when read and compacted away when they outnumber live ones.
+Stale heap entries are popped when they reach the top (the quotas claimed first are the best
+scored: that is where they gather), skipped when read below it, and compacted away when they
+outnumber live ones.
 
 Time. The neutral score does not depend on time: the only time-dependent part of the TQ score,
 whether a reservation is still live (``QuotaInfo.reservation_for``), concerns a quota only for a
@@ -129,8 +131,12 @@ class _Order:
         self.key.pop(name, None)
 
     def ordered(self) -> Iterator[tuple[float, str]]:
-        """Live entries, best first, without touching the heap (a frontier over its tree)."""
+        """Live entries, best first: stale entries at the top are popped for good (the quotas
+        claimed first are the best scored, so that is where they gather), the rest is read
+        without changing the heap (a frontier over its tree: the reader may stop at any entry)."""
         heap, key = self.heap, self.key
+        while heap and key.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
         if not heap:
             return
         seen: set[str] = set()

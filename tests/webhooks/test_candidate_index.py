@@ -342,3 +342,22 @@ def test_the_heap_walk_yields_live_entries_best_first(steps: list[tuple[str, flo
             order.put(q, lambda _t, _q, v=value: v)
             live[name] = -value
     assert list(order.ordered()) == sorted((v, k) for k, v in live.items())
+
+
+def test_stale_entries_at_the_top_are_dropped_when_read() -> None:
+    """The best-scored quotas are claimed first, so their stale entries gather at the top of the
+    heap: a read pops them for good instead of walking past them at every admission."""
+    from extender.model.quota import QuotaInfo
+    from extender.model.resources import Resource
+    from extender.model.task import TaskInfo
+
+    order = cand._Order("research", TaskInfo(uid="", namespace="", name="", job="", request=Resource({})))
+    for i in range(40):
+        q = QuotaInfo(name=f"q{i:02d}", queue="research", request=Resource({wellknown.RESOURCE_GPU: 1000}))
+        order.put(q, lambda _t, _q, v=float(i): v)
+    for i in range(39, 29, -1):  # the ten best claimed: stale, not enough to compact
+        order.drop(f"q{i:02d}")
+    assert len(order.heap) == 40
+    assert next(order.ordered()) == (-29.0, "q29")
+    assert len(order.heap) == 30 and order.heap[0] == (-29.0, "q29")
+    assert list(order.ordered()) == [(-float(i), f"q{i:02d}") for i in range(29, -1, -1)]
