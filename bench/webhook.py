@@ -2,7 +2,8 @@
 
     python bench/webhook.py                              # --quotas 1000,5000,20000, JSON on stdout
     python bench/webhook.py --quotas 5000 --admissions 900
-    python bench/webhook.py --profile --quotas 20000     # cProfile of the decision path (stderr), no HTTP
+    python bench/webhook.py --in-process --quotas 20000  # the webhook's own CPU per admission, no HTTP
+    python bench/webhook.py --profile --quotas 20000     # the same under cProfile (stderr)
 
 Per size (``--quotas`` quotas over ten queues, half as many nodes: 40 % 8-GPU quotas bound and
 filled by running PodGroup jobs of 8 workers, 60 % free 1-GPU quotas, one in 15 of them
@@ -48,6 +49,15 @@ included too), ``cpu_ms_per_admission_by_block``, latencies (client side, for re
 does not grow with the cluster, and dividing by it cancels the machine's load, which moves
 absolute figures measured minutes apart by 20–30 %), ``cpu_ms_growth`` (the same with absolute
 CPU, for reading) — and ``target_met``.
+
+``--in-process`` measures what the webhook does beyond the floor's HTTP and API work: the same
+admissions through ``webhooks.app.admit`` with the claim written on in-process copies of the
+Quotas (read, ``record_claim``, store; the answer parsed as from the API), the claim's answer and
+the pod's arrival applied to the cache, the stand-in's churn — no TLS, no HTTP, no apiserver — on
+a virtual clock advanced 2.5 ms per admission (the HTTP run's pace), and prints
+``own_cpu_ms_per_admission``. No binder runs, so expired in-flight entries stay counted in the
+cache until their quota changes (in a cluster the leader's status rewrite removes them): over
+many thousands of admissions the queues fill up, which ``assigned_share`` shows.
 """
 
 from __future__ import annotations
@@ -358,31 +368,98 @@ async def client_main(args: argparse.Namespace) -> Obj:
 
 
 # --- profile (no HTTP) ----------------------------------------------------------------------------
-def profile_main(args: argparse.Namespace) -> Obj:
-    """cProfile of dry-run decisions (no claim write) at the largest size, in process."""
-    from webhooks.app import handle
+_PACE = 0.0025  # seconds between admissions in the in-process run: the HTTP run's
+
+
+class _Clock:
+    """Virtual time for the in-process run, advanced ``_PACE`` per admission."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _StoreWriter:
+    """The claim write without HTTP: ``update_quota_status`` on in-process copies of the claimable
+    Quotas (read, ``mutate``, store with a new resourceVersion, return), as the emulator answers it."""
+
+    def __init__(self, objs: list[Obj]) -> None:
+        self.store = {o["metadata"]["name"]: orjson.loads(orjson.dumps(o)) for o in claimable(objs)}
+        self.versions = itertools.count(10)
+
+    async def update_quota_status(self, name: str, mutate: Callable[[Obj], Obj | None]) -> Obj:
+        current = orjson.loads(orjson.dumps(self.store[name]))  # the GET's answer, parsed
+        status = mutate(current)
+        if status is None:
+            return current
+        current["status"] = status
+        current["metadata"]["resourceVersion"] = str(next(self.versions))
+        self.store[name] = current
+        return orjson.loads(orjson.dumps(current))  # the PUT's answer, parsed
+
+
+async def _profiled_admissions(args: argparse.Namespace, size: int) -> Obj:
+    from webhooks.app import admit
+    from webhooks.inflight import InFlightRegistry
     from webhooks.namespaces import NamespaceLabelStore
     from webhooks.state import WebhookState
 
-    size = args.quotas[-1]
-    cache = build_cache(cluster_objects(size, args.seed))
+    clock = _Clock()  # the HTTP run's pace: what expires and arrives when is the same
+    objs = cluster_objects(size, args.seed)
+    cache = build_cache(objs, clock)
     state = WebhookState(
-        cache=cache, policy=default_policy(), namespaces=NamespaceLabelStore(), indexed=not args.no_index
+        cache=cache,
+        policy=default_policy(),
+        namespaces=NamespaceLabelStore(),
+        writer=_StoreWriter(objs),
+        on_claimed=lambda obj: cache.on_quota_update(obj, obj),
+        inflight=InFlightRegistry(ttl=CLAIM_TTL),
+        clock=clock,
+        indexed=not args.no_index,
     )
-    docs = [admission_doc(k, dry_run=True) for k in range(args.admissions)]
-    for d in docs[:200]:
-        handle(state, d)
-    prof = cProfile.Profile()
+    informer = Informer(cache, keep=len(claimable(objs)) // 4, clock=clock)
+    del objs
+    gc.collect()
+    gc.freeze()
+
+    async def one(doc: bytes) -> None:
+        _, answer = await admit(state, doc)
+        informer.admitted(doc, orjson.dumps(answer))
+        clock.now += _PACE
+        informer.step(clock.now)
+
+    counter = itertools.count(1_000_000)
+    for _ in range(args.warmup):
+        await one(admission_doc(next(counter)))
+    docs = [admission_doc(next(counter)) for _ in range(args.admissions)]
+    prof = cProfile.Profile() if args.profile else None
     t0 = time.process_time()
-    prof.enable()
+    if prof is not None:
+        prof.enable()
     for d in docs:
-        handle(state, d)
-    prof.disable()
+        await one(d)
+    if prof is not None:
+        prof.disable()
     cpu = time.process_time() - t0
-    text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(30)
-    print(text.getvalue(), file=sys.stderr)
-    return {"quotas": size, "decision_cpu_ms_profiled": round(cpu * 1000 / len(docs), 4)}
+    if prof is not None:
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
+        print(text.getvalue(), file=sys.stderr)
+    report = informer.report()
+    return {
+        "quotas": size,
+        "own_cpu_ms_per_admission": round(cpu * 1000 / len(docs), 4),
+        "of_which_informer_standin_ms": round(informer.cpu * 1000 / (len(docs) + args.warmup), 4),
+        "assigned_share": round(report["assigned"] / max(1, report["admissions"]), 4),
+        "profiled": prof is not None,
+    }
+
+
+def in_process_main(args: argparse.Namespace) -> Obj:
+    """The webhook's own work per admission, without HTTP or the API (see ``--in-process``)."""
+    return {"sizes": [asyncio.run(_profiled_admissions(args, size)) for size in args.quotas]}
 
 
 def main() -> None:
@@ -395,7 +472,12 @@ def main() -> None:
     p.add_argument("--no-index", action="store_true", help="the webhook without its candidate index (full scan)")
     p.add_argument("--gc-freeze", action=argparse.BooleanOptionalAction, default=True)
     add_cpu_argument(p)
-    p.add_argument("--profile", action="store_true", help="cProfile dry-run decisions in process instead")
+    p.add_argument(
+        "--in-process",
+        action="store_true",
+        help="the webhook's own CPU per admission, in process: no HTTP, claims on in-process Quota copies",
+    )
+    p.add_argument("--profile", action="store_true", help="with --in-process: a cProfile of it (stderr)")
     p.add_argument("--server-profile", action="store_true", help="cProfile the webhook server (its stderr)")
     p.add_argument("--serve", choices=("webhook", "floor", "emulator"), help=argparse.SUPPRESS)
     p.add_argument("--size", type=int, default=0, help=argparse.SUPPRESS)
@@ -406,7 +488,7 @@ def main() -> None:
         asyncio.run(serve_main(args))
         return
     args.quotas = [int(x) for x in str(args.quotas).split(",") if x]
-    result = profile_main(args) if args.profile else asyncio.run(client_main(args))
+    result = in_process_main(args) if args.in_process or args.profile else asyncio.run(client_main(args))
     print(json.dumps(result, indent=2))
 
 

@@ -86,8 +86,8 @@ def claimable(objs: list[Obj]) -> list[Obj]:
     return [o for o in objs if o["kind"] == wellknown.KIND_QUOTA and o["metadata"]["name"].startswith("qb-")]
 
 
-def build_cache(objs: list[Obj]) -> ClusterCache:
-    cache = ClusterCache(reservation_ttl=0)  # churn must not leave reservations behind
+def build_cache(objs: list[Obj], clock: Callable[[], float] = time.time) -> ClusterCache:
+    cache = ClusterCache(reservation_ttl=0, clock=clock)  # churn must not leave reservations behind
     b.feed(cache, objs)
     return cache
 
@@ -128,8 +128,9 @@ def admission_doc(k: int, *, dry_run: bool = False) -> bytes:
 class Informer:
     """Feeds admitted pods into the cache ``FEED_DELAY`` after their answer; deletes old ones."""
 
-    def __init__(self, cache: ClusterCache, keep: int) -> None:
+    def __init__(self, cache: ClusterCache, keep: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.cache = cache
+        self.clock = clock
         self.keep = keep
         self.pending: deque[tuple[float, Obj]] = deque()
         self.alive: deque[tuple[float, Obj]] = deque()
@@ -176,20 +177,23 @@ class Informer:
         meta["resourceVersion"] = "1"
         meta["creationTimestamp"] = b.TS
         pod["status"] = {"phase": "Pending"}
-        self.pending.append((time.monotonic() + FEED_DELAY, pod))
+        self.pending.append((self.clock() + FEED_DELAY, pod))
 
     async def run(self) -> None:
         while True:
             await asyncio.sleep(FEED_DELAY / 2)
-            t0 = time.thread_time()
-            now = time.monotonic()
-            while self.pending and self.pending[0][0] <= now:
-                _, pod = self.pending.popleft()
-                self.cache.on_pod_add(pod)
-                self.alive.append((now, pod))
-            while len(self.alive) > self.keep and self.alive[0][0] <= now - MIN_POD_AGE:
-                self.cache.on_pod_delete(self.alive.popleft()[1])
-            self.cpu += time.thread_time() - t0
+            self.step(self.clock())
+
+    def step(self, now: float) -> None:
+        """Feed the pods due by ``now``; delete the oldest ones (churn)."""
+        t0 = time.thread_time()
+        while self.pending and self.pending[0][0] <= now:
+            _, pod = self.pending.popleft()
+            self.cache.on_pod_add(pod)
+            self.alive.append((now, pod))
+        while len(self.alive) > self.keep and self.alive[0][0] <= now - MIN_POD_AGE:
+            self.cache.on_pod_delete(self.alive.popleft()[1])
+        self.cpu += time.thread_time() - t0
 
     def report(self) -> Obj:
         return {
