@@ -28,8 +28,8 @@ statically bound; 200 PodGroups for gang admissions), three child processes:
   next one if it was claimed first, at most four, as the webhook does), make
   the same claim write with the same client (``KubeWriter.update_quota_status`` with
   ``extender.cache.claims.record_claim``: GET, judge room on the object, PUT with the
-  precondition), and answer a review with the same patch (``quota-name``, ``task-index``) and
-  audit annotations.
+  precondition), and answer a review with the same patch (``quota-name``, ``claim-entry``,
+  ``task-index``) and audit annotations.
 
 Admitted pods — half lone pods with ``generateName``, half members of gangs with a Kubeflow index
 label — request one GPU and one HCA; every admission is a fresh pod. The two servers are

@@ -236,7 +236,8 @@ def with_informer(app: Any, informer: Informer) -> Any:
 # --- the floor ------------------------------------------------------------------------------------
 def floor_app(writer: Any, objs: list[Obj]) -> tuple[Any, Obj]:
     """Parse, take the queue's next free quota from a ring, claim it through the same client with
-    the same rule, answer the same patch. Returns the app and its counters."""
+    the same rule, answer the same patch (``quota-name``, ``claim-entry``, ``task-index``).
+    Returns the app and its counters."""
     from extender.cache.claims import ADMISSION_PREFIX, ClaimEntry, NoRoom, record_claim
     from extender.model.resources import Resource
     from webhooks.review import build_response
@@ -250,6 +251,7 @@ def floor_app(writer: Any, objs: list[Obj]) -> tuple[Any, Obj]:
     index_label = "training.kubeflow.org/replica-index"
     quota_key = wellknown.ANNO_QUOTA_NAME.replace("/", "~1")
     index_key = wellknown.ANNO_TASK_INDEX.replace("/", "~1")
+    entry_key = wellknown.ANNO_CLAIM_ENTRY.replace("/", "~1")
 
     async def app(scope: Obj, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -279,7 +281,10 @@ def floor_app(writer: Any, objs: list[Obj]) -> tuple[Any, Obj]:
                 break
             except NoRoom:
                 counters["refused"] += 1
-        ops: list[Obj] = [{"op": "add", "path": f"/metadata/annotations/{quota_key}", "value": quota}]
+        ops: list[Obj] = [
+            {"op": "add", "path": f"/metadata/annotations/{quota_key}", "value": quota},
+            {"op": "add", "path": f"/metadata/annotations/{entry_key}", "value": entry.uid},
+        ]
         if index is not None:
             ops.append({"op": "add", "path": f"/metadata/annotations/{index_key}", "value": str(index)})
         audit = {"quota": quota, "tier": "free", "outcome": "assigned"}

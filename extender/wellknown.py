@@ -42,6 +42,10 @@ ANNO_ENABLE_TOPOLOGY: Final = PREFIX + "enable-topology-scheduling"
 ANNO_TOPOLOGY_AFFINITY_KEY: Final = PREFIX + "topology-affinity-key"
 """Jobs sharing this key are pulled into the same RDMA zone."""
 ANNO_TASK_INDEX: Final = PREFIX + "task-index"
+ANNO_CLAIM_ENTRY: Final = PREFIX + "claim-entry"
+"""Set by the webhook on a pod it chose a quota for: the uid of the in-flight entry it recorded on
+that Quota (``admission:<request uid>``). The pod's claim accounts for exactly that entry when it
+arrives — a ``generateName`` pod's name is not known at admission."""
 ANNO_HIGHEST_TIER_ALLOWED: Final = PREFIX + "highest-tier-allowed"
 """Highest topology tier the job may span: a number (0 NVLink domain, 1 leaf, 2 spine, 3 core …)
 or a name (``nvlink``/``accelerator``, ``leaf``, ``spine``, ``core``). PodGroup ``spec.topology``

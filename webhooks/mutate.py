@@ -221,11 +221,13 @@ def _quota_decision(
         _annotate_quota(d, patch)
         quota = ssn.quota(d.quota)
         if quota is not None:
+            # a re-invocation keeps the entry its first pass recorded and named on the pod
+            named = annotations.get(wellknown.ANNO_CLAIM_ENTRY, "") if again else ""
             d.entry, d.claim = _claims(
                 quota,
                 task,
                 job,
-                uid=req.uid,
+                uid=named or ADMISSION_PREFIX + req.uid,
                 namespace=namespace,
                 index=index,
                 fingerprint=fp,
@@ -234,6 +236,8 @@ def _quota_decision(
                 inflight=inflight,
                 now=now,
             )
+            # the pod names the entry, so that its claim accounts for exactly this one on arrival
+            patch.set_entry(ANNOTATIONS, wellknown.ANNO_CLAIM_ENTRY, d.entry.uid)
     else:
         _annotate_no_quota(d, patch, config, required)
     d.audit["outcome"] = str(d.outcome)
@@ -314,10 +318,10 @@ def _claims(
     now: float,
 ) -> tuple[ClaimEntry, InFlight | None]:
     """The two records of the pod's claim on the chosen ``quota``: the entry recorded on the
-    quota (``status.tasks``) and the in-flight entry — none when this pod's entry is already
-    in flight (``again``: a re-invocation)."""
+    quota (``status.tasks``, with ``uid``) and the in-flight entry — none when this pod's entry
+    is already in flight (``again``: a re-invocation)."""
     entry = ClaimEntry(
-        uid=ADMISSION_PREFIX + uid,
+        uid=uid,
         namespace=namespace,
         name=task.name,
         job=task.job,

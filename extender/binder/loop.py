@@ -143,11 +143,22 @@ class BinderLoop:
                         maybe = self.on_cycle(report)
                         if maybe is not None:
                             await maybe
+                else:
+                    await self.follow()
             except Exception:  # a bug must not kill the loop: log it; the next cycle starts clean
                 log.exception("binder cycle failed")
             delay = max(0.0, self.period - (time.monotonic() - started))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=delay)
+
+    async def follow(self) -> None:
+        """A replica that is not the leader writes nothing, but its cache still forgets what has
+        expired: an in-flight claim whose pod never came counts as a claim in the cache (for this
+        replica's webhook and extender) until then, and only the leader's status rewrite would
+        otherwise remove it — never, while there is no leader. The quotas stay dirty, for this
+        replica's first cycle should it become the leader."""
+        await self.cache.gate.writable()
+        self.cache.expire_entries()
 
     async def run_cycle(self) -> CycleReport:
         t0 = time.perf_counter()

@@ -369,6 +369,13 @@ class ClusterCache:
         out, self.dirty_quotas = self.dirty_quotas, set()
         return {q for q in out if q in self.quotas}
 
+    def expire_entries(self) -> None:
+        """What has expired by the clock leaves the cache's view — in-flight claims, reservations
+        — and the quotas whose status still shows it are marked dirty (what
+        :meth:`take_dirty_quotas` does first; followers call this every period, see
+        ``BinderLoop.follow``)."""
+        self._expire_reservations(self.clock())
+
     def _expire_reservations(self, now: float) -> None:
         """Expired reservations leave the status every cycle (seed 2.4 ②), also of a quota that
         nothing else changes (still claimed, or statically bound). Judged on what the status

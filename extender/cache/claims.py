@@ -11,9 +11,11 @@ An in-flight entry looks like a pod's entry plus ``expiresAt``; its ``uid`` is
 ``admission:<request uid>`` (or the pod's uid for an inline bind). Every reader counts it as a
 claim until
 
-* the pod it was made for is seen claiming the quota (:meth:`ClaimEntry.accounts_for`: same
-  namespace and name, or for a ``generateName`` pod the name prefix with the same job and task
-  index) — the pod's own claim replaces it and the binder rewrites the entry in the pod's form;
+* the pod it was made for is seen claiming the quota (:meth:`ClaimEntry.accounts_for`: the pod
+  names the entry in its ``claim-entry`` annotation, which the webhook sets with the quota — the
+  name of a ``generateName`` pod is not known at admission; a pod without one: same namespace
+  and name, or the name prefix with the same job and task index) — the pod's own claim replaces
+  it and the binder rewrites the entry in the pod's form;
 * or ``expiresAt`` passes (:data:`DEFAULT_CLAIM_TTL`, 30 s: the pod was never created — another
   admission plugin denied it, the client gave up). The binder leader removes expired entries
   every cycle; writers ignore them when they count room.
@@ -73,13 +75,18 @@ class ClaimEntry:
     def expired(self, now: float) -> bool:
         return now >= self.expires_at
 
-    def accounts_for(self, namespace: str, name: str, job: str, index: int | None) -> bool:
-        """A pod of this identity claiming the quota is the pod this entry was recorded for."""
-        if namespace != self.namespace:
+    def accounts_for(self, pod: QuotaClaim) -> bool:
+        """``pod``'s claim on the quota is the claim this entry was recorded for: the pod names
+        this entry (annotation ``claim-entry``: exactly one pod per entry) — or, for a pod that
+        names none (admitted by an older webhook), the same namespace and name, or for a
+        ``generateName`` entry the name prefix with the same job and task index."""
+        if pod.entry:
+            return pod.entry == self.uid
+        if pod.namespace != self.namespace:
             return False
         if self.name.endswith("*"):
-            return name.startswith(self.name[:-1]) and job == self.job and index == self.index
-        return name == self.name
+            return pod.name.startswith(self.name[:-1]) and pod.job == self.job and pod.index == self.index
+        return pod.name == self.name
 
     def to_api(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -195,9 +202,7 @@ def _live_entries(
     kept: list[Any] = []
     used = Resource.empty()
     counted: set[str] = set()
-    arrived: set[tuple[str, str]] = set()
-    if known is not None:
-        arrived = {(c.namespace, c.name) for c in known.claims.values() if not c.uid.startswith(ADMISSION_PREFIX)}
+    pods = [c for c in known.claims.values() if not c.uid.startswith(ADMISSION_PREFIX)] if known is not None else []
     for raw in status.get("tasks") or ():
         if not isinstance(raw, Mapping):
             continue
@@ -213,7 +218,7 @@ def _live_entries(
             raw.get("taskIndex") if isinstance(raw.get("taskIndex"), int) else None,
         )
         counted.add(uid)
-        if replaces(me, who) or (e is not None and (e.namespace, e.name) in arrived):
+        if replaces(me, who) or (e is not None and any(e.accounts_for(c) for c in pods)):
             continue  # replaced by this pod, or its pod is among the cache's claims (counted below)
         used.iadd(_request_of(raw))
     return kept, used, counted

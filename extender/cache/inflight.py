@@ -53,7 +53,7 @@ def sync(cache: ClusterCache, name: str) -> None:
     for e in entries.values():
         if e.uid in cache._arrived or e.expired(now):
             continue
-        if any(e.accounts_for(c.namespace, c.name, c.job, c.index) for c in pods):
+        if any(e.accounts_for(c) for c in pods):
             cache._arrived.add(e.uid)
             cache.dirty_quotas.add(name)  # the entry is rewritten in the pod's form
             continue

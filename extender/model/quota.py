@@ -19,6 +19,7 @@ from extender.model.enums import Enum
 from extender.model.resources import Resource, Shortfall
 from extender.model.selectors import LabelSelector, NodeAffinity, Toleration, map_key
 from extender.model.task import TaskInfo
+from extender.wellknown import ANNO_CLAIM_ENTRY
 
 __all__ = [
     "ClaimError",
@@ -95,6 +96,7 @@ class QuotaClaim:
     index: int | None
     request: Resource
     created: float = 0.0
+    entry: str = ""  # the in-flight entry its pod was admitted with (annotation claim-entry), "" if none
     # the claimant's TaskInfo.placement_key when the claim was made (a pod's update re-makes its
     # claim): what node filters read of it, without looking the task up (None: not known)
     placement_key: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
@@ -235,7 +237,15 @@ class QuotaInfo:
                 raise ClaimError(f"quota {self.name}: task {task.key} does not fit: " + ", ".join(map(str, short)))
         request = self.governed(task.request)
         claim = QuotaClaim(
-            task.uid, task.namespace, task.name, task.job, task.index, request, task.created, task.placement_key()
+            task.uid,
+            task.namespace,
+            task.name,
+            task.job,
+            task.index,
+            request,
+            task.created,
+            task.annotations.get(ANNO_CLAIM_ENTRY, ""),
+            task.placement_key(),
         )
         self._own_claims()
         self.claims[task.uid] = claim

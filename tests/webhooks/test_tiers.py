@@ -32,7 +32,10 @@ async def test_a_pod_naming_a_quota_that_fits_keeps_it_even_when_another_tier_wo
         again = await hook.again(a)
     assert a.quota == "q-z-free"
     assert a.annotations[REQUIRED] == "q-z-free"  # the creator's choice, never swapped later
-    assert [op["path"] for op in a.ops] == ["/metadata/annotations/scheduling.infini-ai.com~1required-quota"]
+    assert [op["path"] for op in a.ops] == [
+        "/metadata/annotations/scheduling.infini-ai.com~1required-quota",
+        "/metadata/annotations/scheduling.infini-ai.com~1claim-entry",  # the entry its claim accounts for
+    ]
     assert a.response["auditAnnotations"]["tier"] == "required"
     assert len(state.inflight) == 1  # its room is held while the informer catches up
     assert again.ops == []

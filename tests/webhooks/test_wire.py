@@ -65,7 +65,15 @@ async def test_the_sample_review_gets_exactly_the_sample_response(tls: TLSFiles)
     assert a.status_code == 200
     assert a.body["response"]["uid"] == expected["response"]["uid"]
     assert a.body["response"]["patchType"] == "JSONPatch"
-    assert a.ops == h.decode_patch(expected)
+    # the sample's operations, and after quota-name the claim entry the pod's claim accounts for
+    # (``claim-entry``, newer than the sample: the in-flight entry recorded on the quota)
+    sample_ops = h.decode_patch(expected)
+    entry = {
+        "op": "add",
+        "path": "/metadata/annotations/scheduling.infini-ai.com~1claim-entry",
+        "value": "admission:" + expected["response"]["uid"],
+    }
+    assert a.ops == [sample_ops[0], entry, *sample_ops[1:]]
     assert a.annotations[wellknown.ANNO_QUOTA_NAME] == "q-llama-sft-1"
     assert a.annotations[wellknown.ANNO_TASK_INDEX] == "1"
     assert a.body["response"]["auditAnnotations"]["quota"] == "q-llama-sft-1"
@@ -124,7 +132,11 @@ async def test_a_pod_without_an_annotations_map_gets_one_created_first(tls: TLSF
         "path": "/metadata/annotations/scheduling.infini-ai.com~1quota-name",
         "value": "q-0",
     }
-    assert a.annotations == {wellknown.ANNO_QUOTA_NAME: "q-0"}  # "solo" has no ordinal, no index labels
+    # "solo" has no ordinal, no index labels: no task-index
+    assert a.annotations == {
+        wellknown.ANNO_QUOTA_NAME: "q-0",
+        wellknown.ANNO_CLAIM_ENTRY: "admission:" + a.sent["request"]["uid"],
+    }
     assert again.ops == []
 
 

@@ -1,0 +1,119 @@
+"""In-flight claim entries on a Quota (``status.tasks`` with ``expiresAt``) and the pods they were
+recorded for: the cache and the claim writer count each claim once, and every replica forgets
+an entry once it expires (``extender/cache/claims.py``, ``extender/cache/inflight.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import pytest
+
+from extender import wellknown
+from extender.binder.loop import BinderLoop
+from extender.cache.cache import ClusterCache
+from extender.cache.claims import ClaimEntry, NoRoom, record_claim
+from extender.conf import default_policy
+from extender.model.resources import Resource
+from extender.scheduler import Scheduler
+from tests import builders as b
+
+pytestmark = pytest.mark.anyio
+
+GPU = wellknown.RESOURCE_GPU
+NOW = 1_000_000.0
+Obj = dict[str, Any]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _entry(uid: str, name: str = "web-7d9f-*", job: str = "ml/web-7d9f-*", expires_at: float = NOW + 30) -> ClaimEntry:
+    """The entry the webhook records for a lone ``generateName`` pod (its job named after it)."""
+    return ClaimEntry(uid, "ml", name, job, None, Resource({GPU: 1000}), expires_at)
+
+
+def _with_entries(quota: Obj, *entries: ClaimEntry) -> Obj:
+    """The Quota as the API holds it after these claims were written, one PUT each."""
+    obj = copy.deepcopy(quota)
+    for i, e in enumerate(entries):
+        status = record_claim(obj, e, now=NOW)
+        assert status is not None
+        obj["status"] = status
+        obj["metadata"]["resourceVersion"] = str(10 + i)
+    return obj
+
+
+def _arrived(name: str, entry: str | None) -> Obj:
+    """The created pod of such an admission: its generated name, the webhook's annotations."""
+    annotations = {wellknown.ANNO_QUEUE_NAME: "research"}
+    if entry is not None:
+        annotations[wellknown.ANNO_CLAIM_ENTRY] = entry
+    return b.pod(name, namespace="ml", gpu=1, hca=None, quota="q", annotations=annotations)
+
+
+def _cache(quota: Obj, clock: Clock | None = None) -> ClusterCache:
+    cache = ClusterCache(clock=clock or (lambda: NOW))
+    b.feed(cache, [b.node("n0"), quota])
+    return cache
+
+
+def test_a_generated_pod_accounts_for_the_entry_it_names_and_for_no_other() -> None:
+    quota = _with_entries(b.quota("q", gpu=4, hca=None), _entry("admission:a"), _entry("admission:b"))
+    cache = _cache(quota)
+    assert sorted(cache.quotas["q"].claims) == ["admission:a", "admission:b"]
+    cache.on_pod_add(_arrived("web-7d9f-k2x8q", "admission:b"))
+    claims = cache.quotas["q"].claims
+    # its own entry gave way to its claim; the other pod's entry still holds that pod's room
+    assert sorted(c.name for c in claims.values()) == ["web-7d9f-*", "web-7d9f-k2x8q"]
+    assert "admission:a" in claims
+    assert cache.quotas["q"].allocated.get(GPU) == 2000
+
+
+def test_a_pod_naming_another_entry_does_not_take_this_ones_place() -> None:
+    quota = _with_entries(b.quota("q", gpu=4, hca=None), _entry("admission:a"))
+    cache = _cache(quota)
+    cache.on_pod_add(_arrived("web-7d9f-k2x8q", "admission:elsewhere"))
+    assert "admission:a" in cache.quotas["q"].claims
+    assert cache.quotas["q"].allocated.get(GPU) == 2000
+
+
+def test_the_claim_writer_counts_an_arrived_pods_entry_once() -> None:
+    quota = _with_entries(b.quota("q", gpu=2, hca=None), _entry("admission:a"))
+    cache = _cache(quota)
+    cache.on_pod_add(_arrived("web-7d9f-k2x8q", "admission:a"))
+    known = cache.quotas["q"]
+    # 2 GPUs, one pod on it (whose entry the object still lists): room for one more
+    status = record_claim(quota, _entry("admission:c"), now=NOW, known=known)
+    assert status is not None
+    assert [t["uid"] for t in status["tasks"]] == ["admission:a", "admission:c"]
+    with pytest.raises(NoRoom):  # and no more than that
+        record_claim({**quota, "status": status}, _entry("admission:d"), now=NOW, known=known)
+
+
+async def test_a_replica_that_is_not_the_leader_forgets_expired_entries() -> None:
+    clock = Clock()
+    quota = _with_entries(b.quota("q", gpu=1, hca=None), _entry("admission:a", expires_at=NOW + 5))
+    cache = _cache(quota, clock)
+    assert "admission:a" in cache.quotas["q"].claims
+    stop = asyncio.Event()
+
+    def follower() -> bool:
+        stop.set()  # one round of the loop
+        return False
+
+    loop = BinderLoop(cache, Scheduler(default_policy()), writer=None, period=0.0, is_leader=follower)  # type: ignore[arg-type]
+    await loop.run(stop)
+    assert "admission:a" in cache.quotas["q"].claims  # not expired yet
+    clock.now = NOW + 6
+    stop.clear()
+    await loop.run(stop)
+    assert cache.quotas["q"].claims == {}
+    assert cache.quotas["q"].allocated.get(GPU) == 0
+    assert "q" in cache.dirty_quotas  # its status still lists the entry: a leader rewrites it
