@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from extender.cache.convert import format_time, parse_time
-from extender.model.claimant import Claimant, replaces
+from extender.model.claimant import Claimant, is_stand_in, replaces
 from extender.model.quota import QuotaClaim, QuotaInfo
 from extender.model.resources import QuantityError, Resource, format_quantity
 
@@ -84,7 +84,7 @@ class ClaimEntry:
             return pod.entry == self.uid
         if pod.namespace != self.namespace:
             return False
-        if self.name.endswith("*"):
+        if is_stand_in(self.name):
             return pod.name.startswith(self.name[:-1]) and pod.job == self.job and pod.index == self.index
         return pod.name == self.name
 
