@@ -18,6 +18,7 @@ import pytest
 from extender import wellknown
 from tests import builders as b
 from tests.hop1.harness import QUOTA, annos, hop1_cluster, new_pod, over_claimed
+from tests.hop1.test_race import Poller
 
 pytestmark = pytest.mark.anyio
 
@@ -74,3 +75,44 @@ async def test_two_replicas_racing_with_pods_of_one_owner_cannot_both_win_one_qu
         assert sorted(str(annos(p).get(QUOTA)) for p in answered) == ["None", "one"]
         tasks = h.quota("one")["status"]["tasks"]
         assert len(tasks) == 1, tasks
+
+
+@pytest.mark.parametrize("gated", [True, False], ids=["all-in-the-informer-lag", "interleaved"])
+async def test_sixty_generated_pods_through_three_replicas_take_each_place_once(gated: bool) -> None:
+    """60 lone one-GPU pods of five ReplicaSet-like owners for 30 places (30 one-GPU quotas),
+    admitted concurrently through three replicas: no instant of the API state — polled
+    throughout — shows a quota over-claimed, every place is handed out once, and once the pods
+    are in, the leader's loop rewrites every entry in its pod's form and comes to rest."""
+    objs = [*b.seed_cluster(), *(b.quota(f"q1-{i:02d}", gpu=1, hca=None) for i in range(30))]
+    async with hop1_cluster(replicas=2, objs=objs) as h:
+        fronts = [h.apiserver] + [h.apiserver_for(r) for r in h.replicas]
+        pods = []
+        for i in range(60):
+            pod = _generated(f"rs{i % 5}-7d9f-")  # every owner on every replica
+            pod["metadata"]["namespace"] = NS
+            pods.append(pod)
+        with Poller(h) as poller:
+            if gated:
+                answered = await asyncio.gather(*(fronts[i % 3]._admit(p) for i, p in enumerate(pods)))
+                for p in answered:
+                    h.cluster.emulator.create(p)
+            else:
+
+                async def create(i: int, pod: dict[str, Any]) -> dict[str, Any]:
+                    admitted = await fronts[i % 3]._admit(pod)
+                    h.cluster.emulator.create(admitted)
+                    return admitted
+
+                answered = await asyncio.gather(*(create(i, p) for i, p in enumerate(pods)))
+            await h.settle()
+            await poller.stop()
+        assert poller.polls > 3
+        assert poller.broken == [], poller.broken[:3]
+        given = [annos(p).get(QUOTA) for p in answered]
+        assert sum(1 for q in given if q) == 30 and len({q for q in given if q}) == 30
+        await h.cycles_until_quiet()
+        assert over_claimed(h.pods(NS), h.quotas()) == {}
+        for name, obj in h.quotas().items():
+            tasks = (obj.get("status") or {}).get("tasks") or []
+            holders = [p["metadata"]["name"] for p in h.pods(NS) if annos(p).get(QUOTA) == name]
+            assert [t["name"] for t in tasks] == holders and not any(t.get("expiresAt") for t in tasks), obj
