@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from crds.definition import AGE, column, crd, root
 from crds.kube_types import resource_list
-from crds.openapi import Schema, boolean, enum, integer, map_list, obj, string, timestamp
+from crds.openapi import Schema, boolean, enum, integer, map_list, obj, string, string_list, timestamp
 
 
 def tier_limit_fields() -> dict[str, Schema]:
@@ -136,6 +136,16 @@ def _status() -> Schema:
             "tierLimit": string(
                 "The job's highestTierAllowed as the scheduler applies it: a tier name and its mode "
                 "(e.g. leaf (hard)), or none."
+            ),
+            "hold": obj(
+                "The nodes held for the gang while it waits (topology holds: reserve_after_cycles, "
+                "max_holds, hold_seconds); other jobs' quotas are not bound to them. Absent: no hold. "
+                "Kept here so that every replica and a new leader see the hold too.",
+                {
+                    "nodes": string_list("The held nodes, in node-index order.", maxItems=10000),
+                    "since": timestamp("When the hold began (it ends hold_seconds later at most)."),
+                },
+                required=["nodes", "since"],
             ),
         },
     )

@@ -59,6 +59,13 @@ class Scheduler:
         self.policy = policy
         self.memory = SchedulerMemory()
 
+    def take_over(self, recorded: Mapping[str, Hold]) -> None:
+        """This process starts leading (a start, a leader change): what an earlier leadership of
+        it remembered may be stale and is forgotten, and the holds are the ``recorded`` ones (the
+        PodGroups' ``status.hold`` the last leader wrote), so a waiting gang keeps its hold —
+        and its start time — across a leader change."""
+        self.memory = SchedulerMemory(holds=dict(recorded))
+
     def swap_policy(self, policy: Policy) -> None:
         """Replace the policy between cycles (a reload). The memory (back-offs, stuck-cycle
         counters, releases, the last fix) is kept; the next cycle looks at every quota again, as

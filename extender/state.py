@@ -22,6 +22,8 @@ from extender.cache.cache import ClusterCache
 from extender.framework.policy import Policy
 from extender.framework.session import JobVerdict, Session, Snapshot
 from extender.metrics import Metrics
+from extender.plugins.topology.holds import Hold
+from extender.plugins.topology.holds import recorded as recorded_holds
 from extender.policy_reload import PolicyStatus
 
 __all__ = ["ServiceState"]
@@ -51,6 +53,7 @@ class ServiceState:
     policy_status: PolicyStatus | None = None  # where the policy came from, reload errors (GET /policy)
     _snap: Snapshot | None = field(default=None, init=False, repr=False)
     _ssn: Session | None = field(default=None, init=False, repr=False)
+    _recorded: tuple[int, Mapping[str, Hold]] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.recent_binds = _bind_cache(self.clock)
@@ -62,7 +65,8 @@ class ServiceState:
 
         It carries the holds of the binder's scheduler (topology, issue 16) while this replica
         leads, so that a pod the extender binds inline keeps off nodes held for a waiting gang as
-        the binder's own quotas do; a replica that does not lead runs no cycles and knows none."""
+        the binder's own quotas do; a replica that does not lead carries the holds the leader
+        recorded in the PodGroups' ``status.hold``."""
         cache = self.cache
         snap = self._snap
         holds = self._holds()
@@ -74,9 +78,15 @@ class ServiceState:
         return dataclasses.replace(snap, now=cache.clock())
 
     def _holds(self) -> Mapping[str, Any]:
-        if self.loop is None or not self.is_leader():
+        if self.loop is not None and self.is_leader():
+            return self.loop.scheduler.memory.holds
+        recorded = self.cache.recorded_holds
+        if not recorded:
             return _NO_HOLDS
-        return self.loop.scheduler.memory.holds
+        gen = self.cache.generation
+        if self._recorded is None or self._recorded[0] != gen:  # one mapping per cache state
+            self._recorded = (gen, recorded_holds(recorded))
+        return self._recorded[1]
 
     def session(self) -> Session:
         """A session for one extender request (read-only: the verbs never run a Statement).

@@ -38,6 +38,7 @@ from extender.framework.intents import BindQuota
 from extender.framework.session import JobVerdict
 from extender.metrics import Metrics
 from extender.model.quota import QuotaPhase
+from extender.plugins.topology.holds import recorded as recorded_holds
 from extender.scheduler import CycleResult, Scheduler
 
 __all__ = ["BinderLoop", "CycleReport", "Writer"]
@@ -130,6 +131,7 @@ class BinderLoop:
         self._sem = asyncio.Semaphore(concurrency)
         self.pace = LoopShare(loop_share)
         self.statuses = StatusReconciler(cache, writer, guard=self._guarded, count=self._count)
+        self.leading = False  # this loop's last cycle was a leader's (False: it follows, or never ran)
         self._zone_generation = -1  # cache generation the zone labels were last in step with
 
     # --- running -------------------------------------------------------------------------------
@@ -144,6 +146,7 @@ class BinderLoop:
                         if maybe is not None:
                             await maybe
                 else:
+                    self.leading = False
                     await self.follow()
             except Exception:  # a bug must not kill the loop: log it; the next cycle starts clean
                 log.exception("binder cycle failed")
@@ -164,6 +167,9 @@ class BinderLoop:
         t0 = time.perf_counter()
         cache = self.cache
         await cache.gate.writable()  # a large request may be reading the cache off the loop
+        if not self.leading:  # the first cycle of a leadership: start from what the API records
+            self.scheduler.take_over(recorded_holds(cache.recorded_holds))
+            self.leading = True
         cache.expire_assumed()
         snap = cache.snapshot()
 
@@ -191,7 +197,7 @@ class BinderLoop:
             if burst:
                 heap.keep_if_large()
         await self._post_outcomes(result)
-        await self.statuses.reconcile(result.verdicts, result.now)
+        await self.statuses.reconcile(result.verdicts, result.now, self.scheduler.memory.holds)
         await self.statuses.warn_unholdable()
         self._remember_verdicts(result)
         report.seconds = time.perf_counter() - t0

@@ -25,6 +25,7 @@ from extender.framework.session import JobVerdict
 from extender.framework.status import Reason
 from extender.model.capacity import largest_allocatable, unholdable
 from extender.model.job import JobInfo
+from extender.plugins.topology.holds import Hold
 
 __all__ = ["StatusReconciler", "StatusWriter"]
 
@@ -75,12 +76,15 @@ class StatusReconciler:
         self.resync = resync
         self._last_full: float | None = None  # when every object was last looked at
         self._msgs: dict[str, str] = {}  # job → its verdict's message, as of the last pass
+        self._holds: dict[str, Hold] = {}  # job → the binder's hold for it, as of the last pass
         self._phases: dict[str, str] = {}  # job → PodGroup phase, as of the last pass that looked at it
         self._queue_of: dict[str, str] = {}  # job → the queue it was counted in
         self._queue_rv: dict[str, object] = {}  # queue → resourceVersion of the object last looked at
         self._queues_dirty: set[str] = set()  # queues whose pool quotas this reconciler changed
 
-    async def reconcile(self, verdicts: Mapping[str, JobVerdict], now: float) -> None:
+    async def reconcile(
+        self, verdicts: Mapping[str, JobVerdict], now: float, holds: Mapping[str, Hold] | None = None
+    ) -> None:
         """Write every status that differs from its desired value.
 
         Incremental: only jobs the cache marked changed (``ClusterCache.take_changed_jobs``) or
@@ -90,9 +94,10 @@ class StatusReconciler:
         Skipped at once when neither the cache nor the verdicts changed since a pass that
         wrote nothing."""
         cache = self.cache
+        holds = dict(holds or {})
         msgs = {k: f"{v.stage.label}: {v.status.message()}" for k, v in verdicts.items()}
         full = self._last_full is None or now - self._last_full >= self.resync
-        seen = (cache.generation, msgs)
+        seen = (cache.generation, msgs, holds)
         if not full and seen == self._last:
             return
         changed = cache.take_changed_jobs()
@@ -101,7 +106,8 @@ class StatusReconciler:
             keys: set[str] = set(cache.jobs) | set(self._queue_of)
         else:
             keys = changed | {k for k in msgs.keys() | self._msgs.keys() if msgs.get(k) != self._msgs.get(k)}
-        self._msgs = msgs
+            keys |= {k for k in holds.keys() | self._holds.keys() if holds.get(k) != self._holds.get(k)}
+        self._msgs, self._holds = msgs, holds
         stamp = format_time(now)
         writes: list[Awaitable[None]] = []
         queues = set(cache.queues) if full else set(self._queues_dirty)
@@ -119,8 +125,9 @@ class StatusReconciler:
             self._phases[key] = st.job_phase(job, verdict, str(stored.get("phase") or ""))
             self._queue_of[key] = job.queue
             queues.add(job.queue)
-            if obj is not None and st.podgroup_status(job, cache.quotas, verdict, stored, stamp) != stored:
-                writes.append(self._podgroup(job, verdict, stamp))
+            hold = holds.get(key)
+            if obj is not None and st.podgroup_status(job, cache.quotas, verdict, stored, stamp, hold=hold) != stored:
+                writes.append(self._podgroup(job, verdict, stamp, hold))
         for name in cache.queues:
             rv = ((cache.queue_object(name) or {}).get("metadata") or {}).get("resourceVersion")
             if self._queue_rv.get(name) != rv:
@@ -224,11 +231,11 @@ class StatusReconciler:
             self.writes += 1
         self._count(f"{kind}_status", "ok")
 
-    async def _podgroup(self, job: JobInfo, verdict: JobVerdict | None, stamp: str) -> None:
+    async def _podgroup(self, job: JobInfo, verdict: JobVerdict | None, stamp: str, hold: Hold | None) -> None:
         quotas = self.cache.quotas
 
         def mutate(obj: Obj) -> Obj | None:
-            return st.podgroup_status(job, quotas, verdict, _status(obj), stamp)
+            return st.podgroup_status(job, quotas, verdict, _status(obj), stamp, hold=hold)
 
         call = self.writer.patch_podgroup_status(job.namespace, job.name, mutate)
         await self._write("podgroup", job.key, call, lambda o: self.cache.on_podgroup_update(o, o))

@@ -22,6 +22,9 @@ differs from what the API holds. The rules:
 * condition ``Unschedulable``: True with the cycle's reason and message while the job is
   stopped; False (reason ``Scheduled``) once it is admitted and nothing stops it; its
   ``lastTransitionTime`` changes only when its status does.
+* ``hold`` — the nodes the binder holds for the waiting gang and since when
+  (``extender/plugins/topology/holds.py``), absent without a hold: what a new leader continues
+  and what the other replicas' extender keeps pods off.
 
 **Queue**: ``allocated`` Σ request of the queue's alive tasks on nodes; ``specAllocated`` the
 same per GPU spec code of those nodes (nodes without one: ``unknown``); ``running`` jobs of
@@ -42,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from extender.cache.convert import format_time
 from extender.framework.session import FitStage, JobVerdict
 from extender.framework.status import Reason
 from extender.model.job import JobInfo, JobPhase, JobQueueInfo, QueueInfo
@@ -50,6 +54,7 @@ from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource, format_quantity
 from extender.model.task import ON_NODE, TaskStatus
 from extender.model.topology import describe_tier
+from extender.plugins.topology.holds import Hold
 
 __all__ = [
     "UNSCHEDULABLE",
@@ -124,9 +129,12 @@ def podgroup_status(
     verdict: JobVerdict | None,
     stored: Mapping[str, Any],
     now: str,
+    *,
+    hold: Hold | None = None,
 ) -> dict[str, Any]:
     """The whole desired ``status`` of the job's PodGroup, given the ``stored`` one (fields this
-    module does not own are kept; ``now`` is the RFC 3339 time of a condition's transition)."""
+    module does not own are kept; ``now`` is the RFC 3339 time of a condition's transition;
+    ``hold`` the binder's hold for the job, if any)."""
     alive = job.alive_tasks()
     phase = job_phase(job, verdict, str(stored.get("phase") or ""))
     finished = list(job.finished.values())
@@ -151,6 +159,10 @@ def podgroup_status(
     out["conditions"] = others + ([cond] if cond is not None else [])
     if not out["conditions"]:
         del out["conditions"]
+    if hold is not None:
+        out["hold"] = {"nodes": list(hold.nodes), "since": format_time(hold.since)}
+    else:
+        out.pop("hold", None)
     return out
 
 

@@ -84,6 +84,8 @@ class ClusterCache:
         self._podgroups: dict[str, PodGroupSpec] = {}
         self._quota_objs: dict[str, Obj] = {}
         self._podgroup_objs: dict[str, Obj] = {}
+        # job → its PodGroup's status.hold, (nodes, since): the holds the binder leader recorded
+        self.recorded_holds: dict[str, tuple[tuple[str, ...], float]] = {}
         self._queue_objs: dict[str, Obj] = {}  # the API objects, for their status and quota pools
         self._jobqueue_objs: dict[str, Obj] = {}
 

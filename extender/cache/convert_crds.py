@@ -159,6 +159,20 @@ class PodGroupSpec:
     created: float = 0.0
     resource_version: str = ""
     phase: str = ""
+    recorded_hold: tuple[tuple[str, ...], float] | None = None  # status.hold: (nodes, since)
+
+
+def _recorded_hold(status: Mapping[str, Any]) -> tuple[tuple[str, ...], float] | None:
+    """``status.hold`` as (nodes, since), or None when there is none (or it cannot be read: the
+    hold then lives in the leader's memory only, as before it was recorded)."""
+    hold = status.get("hold")
+    if not isinstance(hold, Mapping):
+        return None
+    nodes = hold.get("nodes")
+    if not isinstance(nodes, list) or not nodes or not all(isinstance(n, str) and n for n in nodes):
+        return None
+    since = parse_time(hold.get("since"))
+    return (tuple(nodes), since) if since > 0 else None
 
 
 def podgroup_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> PodGroupSpec:
@@ -175,6 +189,7 @@ def podgroup_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> PodGroupS
     if not isinstance(mm, int) or mm < 1:
         raise ConversionError(f"{describe(obj)}: spec.minMember must be a positive integer, got {mm!r}")
     enabled = topo.get("enabled")
+    status = obj.get("status") or {}
     return PodGroupSpec(
         key=job_key(ns, name),
         namespace=ns,
@@ -189,7 +204,8 @@ def podgroup_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> PodGroupS
         tier_limit=tier_limit,
         created=parse_time(meta.get("creationTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
-        phase=str((obj.get("status") or {}).get("phase") or ""),
+        phase=str(status.get("phase") or ""),
+        recorded_hold=_recorded_hold(status) if isinstance(status, Mapping) else None,
     )
 
 

@@ -47,6 +47,10 @@ def on_podgroup_add(cache: ClusterCache, obj: Obj) -> None:
     cache._ok(what)
     cache._podgroups[pg.key] = pg
     cache._podgroup_objs[pg.key] = obj
+    if pg.recorded_hold is not None:
+        cache.recorded_holds[pg.key] = pg.recorded_hold
+    else:
+        cache.recorded_holds.pop(pg.key, None)
     job = cache.jobs.get(pg.key) or new_job(cache, pg.key, pg.namespace)
     refresh_job(cache, job)
     cache._bump()
@@ -57,6 +61,7 @@ def on_podgroup_delete(cache: ClusterCache, obj: Obj) -> None:
     key = f"{meta.get('namespace') or 'default'}/{name_of(obj)}"
     cache._podgroups.pop(key, None)
     cache._podgroup_objs.pop(key, None)
+    cache.recorded_holds.pop(key, None)
     job = cache.jobs.get(key)
     if job is not None:
         if not job.tasks:

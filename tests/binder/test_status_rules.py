@@ -205,3 +205,38 @@ def test_gpus_summary_lists_the_configured_gpu_resources_in_order() -> None:
     assert desired_quota_status(cache, cache.quotas["q0"], 1_800_000_000.0)["gpus"] == "4 amd.com/gpu"
     default = _cache(objs)  # default --gpu-resources: nvidia.com/gpu only
     assert desired_quota_status(default, default.quotas["q0"], 1_800_000_000.0)["gpus"] == ""
+
+
+def test_the_hold_is_recorded_while_it_lasts_and_read_back_by_the_cache() -> None:
+    from extender.plugins.topology.holds import Hold
+
+    cache = _job(2, min_member=2, phases=["Pending", "Pending"], nodes=[None, None])
+    job = cache.jobs["default/j"]
+    waiting = _verdict(FitStage.ZONE_SELECTION, Reason.NO_ZONE_FITS)
+    held = st.podgroup_status(job, cache.quotas, waiting, {}, NOW, hold=Hold(("n2", "n3"), 1_800_000_000.0))
+    assert held["hold"] == {"nodes": ["n2", "n3"], "since": "2027-01-15T08:00:00Z"}
+    group = copy.deepcopy(cache.podgroup_object("default/j"))
+    assert group is not None
+    group["status"] = held
+    cache.on_podgroup_update(group, group)
+    assert cache.recorded_holds == {"default/j": (("n2", "n3"), 1_800_000_000.0)}
+    # the hold ended: the field goes, and so does what the cache read of it
+    ended = st.podgroup_status(job, cache.quotas, None, held, LATER)
+    assert "hold" not in ended
+    group["status"] = ended
+    cache.on_podgroup_update(group, group)
+    assert cache.recorded_holds == {}
+
+
+@pytest.mark.parametrize(
+    "hold",
+    [{"nodes": [], "since": NOW}, {"nodes": ["n2"]}, {"nodes": [3], "since": NOW}, "n2", {"nodes": "n2", "since": NOW}],
+)
+def test_an_unreadable_recorded_hold_is_no_hold(hold: object) -> None:
+    cache = _job(1, min_member=1, phases=["Pending"], nodes=[None])
+    group = copy.deepcopy(cache.podgroup_object("default/j"))
+    assert group is not None
+    group["status"] = {"hold": hold}
+    cache.on_podgroup_update(group, group)
+    assert cache.recorded_holds == {}
+    assert "default/j" in cache.jobs  # the PodGroup itself is read as before

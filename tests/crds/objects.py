@@ -175,6 +175,7 @@ PODGROUP: dict[str, Any] = {
         "failed": 0,
         "boundQuotas": 4,
         "tierLimit": "leaf (hard)",
+        "hold": {"nodes": ["n4", "n5"], "since": "2025-11-29T10:00:00Z"},
     },
 }  # fmt: skip
 

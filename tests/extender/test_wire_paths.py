@@ -16,6 +16,7 @@ from tests import builders as b
 from tests.extender.wire import (
     FILTER_KEYS,
     JSON,
+    NOW,
     RecordingWriter,
     args,
     args_full,
@@ -315,9 +316,31 @@ async def test_inline_filter_keeps_off_nodes_held_for_a_waiting_gang(inline_cach
     async with served(state_of(inline_cache, loop=loop, is_leader=lambda: leads)) as c:
         r = await c.post("/filter", content=args(dict(pod), INLINE_NODES), headers=JSON)
         only = await c.post("/filter", content=args(dict(pod), ["n0"]), headers=JSON)
-    if not leads:  # a replica that runs no cycles knows no holds
+    if not leads:  # a replica that runs no cycles knows only recorded holds (none here: no PodGroup)
         assert r.json()["NodeNames"] == ["n0", "n1"]
         return
     assert r.json()["NodeNames"] == ["n1"]
     assert only.json()["NodeNames"] == []
     assert only.json()["FailedNodes"] == {"n0": "NodeHeldForGang(held for gang default/big)"}
+
+
+async def test_a_replica_that_does_not_lead_keeps_off_the_holds_the_leader_recorded(inline_cache: ClusterCache) -> None:
+    """The leader records each hold in its PodGroup's ``status.hold``: a replica that runs no
+    cycles reads it from its cache, and its inline filter keeps off the held nodes too; once the
+    leader removes it (the hold ended), the node is offered again."""
+    pod = inline_cache.pod(_solo_uid(inline_cache))
+    assert pod is not None
+    group = b.podgroup("big", min_member=4)
+    from extender.cache.convert import format_time
+
+    since = format_time(NOW - 5)
+    group["status"] = {"phase": "Unschedulable", "hold": {"nodes": ["n0"], "since": since}}
+    inline_cache.on_podgroup_add(group)
+    state = state_of(inline_cache, is_leader=lambda: False)
+    async with served(state) as c:
+        held = await c.post("/filter", content=args(dict(pod), ["n0"]), headers=JSON)
+        ended = dict(group, status={"phase": "Pending"}, metadata={**group["metadata"], "resourceVersion": "2"})
+        inline_cache.on_podgroup_update(group, ended)
+        free = await c.post("/filter", content=args(dict(pod), ["n0"]), headers=JSON)
+    assert held.json()["FailedNodes"] == {"n0": "NodeHeldForGang(held for gang default/big)"}
+    assert free.json()["NodeNames"] == ["n0"]

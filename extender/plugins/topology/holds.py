@@ -22,7 +22,11 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   of failed cycles starts over (so others may use the nodes for ``reserve_after_cycles`` cycles).
 
 Holds live between cycles in the scheduler's memory; a session sees them in ``Snapshot.holds``
-and reports the set it leaves under :data:`NOTE`.
+and reports the set it leaves under :data:`NOTE`. The binder records each in its PodGroup's
+``status.hold`` (``extender/binder/status.py``): a replica that starts leading continues the holds
+recorded there (:meth:`extender.scheduler.Scheduler.take_over`), and the replicas that do not
+lead keep inline binds off them too (``extender/state.py``). A hold of a job without a PodGroup
+is not recorded.
 """
 
 from __future__ import annotations
@@ -38,7 +42,17 @@ if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
     from extender.plugins.topology.planner import GangPlanner
 
-__all__ = ["EXPIRED_NOTE", "FAILED_NOTE", "NOTE", "Hold", "HoldBook", "better_hold", "choose_hold", "describe_nodes"]
+__all__ = [
+    "EXPIRED_NOTE",
+    "FAILED_NOTE",
+    "NOTE",
+    "Hold",
+    "HoldBook",
+    "better_hold",
+    "choose_hold",
+    "describe_nodes",
+    "recorded",
+]
 
 NOTE: Final = "topology.holds"  # Session.notes key: the holds the session leaves
 FAILED_NOTE: Final = "topology.unplaced"  # Session.notes key: the gangs whose plan failed this cycle
@@ -49,6 +63,11 @@ EXPIRED_NOTE: Final = "topology.expired"  # Session.notes key: the gangs whose h
 class Hold:
     nodes: tuple[str, ...]  # in node-index order
     since: float  # when it began (epoch seconds)
+
+
+def recorded(holds: Mapping[str, tuple[tuple[str, ...], float]]) -> dict[str, Hold]:
+    """The holds as the PodGroups' ``status.hold`` record them (job → (nodes, since))."""
+    return {job: Hold(nodes, since) for job, (nodes, since) in holds.items()}
 
 
 class HoldBook:
