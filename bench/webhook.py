@@ -55,9 +55,9 @@ admissions through ``webhooks.app.admit`` with the claim written on in-process c
 Quotas (read, ``record_claim``, store; the answer parsed as from the API), the claim's answer and
 the pod's arrival applied to the cache, the stand-in's churn — no TLS, no HTTP, no apiserver — on
 a virtual clock advanced 2.5 ms per admission (the HTTP run's pace), and prints
-``own_cpu_ms_per_admission``. No binder runs, so expired in-flight entries stay counted in the
-cache until their quota changes (in a cluster the leader's status rewrite removes them): over
-many thousands of admissions the queues fill up, which ``assigned_share`` shows.
+``own_cpu_ms_per_admission``. Every admitted pod arrives, so each in-flight entry gives way to
+its pod's claim; no binder runs to rewrite the statuses (``assigned_share`` stays 1.0 over 20,000
+admissions at 5,000 quotas).
 """
 
 from __future__ import annotations
