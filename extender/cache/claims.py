@@ -218,10 +218,18 @@ def _live_entries(
             raw.get("taskIndex") if isinstance(raw.get("taskIndex"), int) else None,
         )
         counted.add(uid)
-        if replaces(me, who) or (e is not None and any(e.accounts_for(c) for c in pods)):
+        if replaces(me, who) or (e is not None and _arrived(e, pods)):
             continue  # replaced by this pod, or its pod is among the cache's claims (counted below)
         used.iadd(_request_of(raw))
     return kept, used, counted
+
+
+def _arrived(e: ClaimEntry, pods: Iterable[QuotaClaim]) -> bool:
+    """The cache knows the pod ``e`` was recorded for: a pod that names ``e``, or one that names
+    no entry and has the entry's exact name. Not by a ``generateName`` prefix (the cache's rule
+    for pods admitted by an older webhook): every pod of that owner shares it, and the writer,
+    which judges room, counts an entry it cannot tie to one pod."""
+    return any(c.entry == e.uid if c.entry else (c.namespace, c.name) == (e.namespace, e.name) for c in pods)
 
 
 def _known_claims(known: QuotaInfo | None, me: Claimant, counted: set[str]) -> Resource:
