@@ -158,9 +158,12 @@ class BinderLoop:
         """A replica that is not the leader writes nothing, but its cache still forgets what has
         expired: an in-flight claim whose pod never came counts as a claim in the cache (for this
         replica's webhook and extender) until then, and only the leader's status rewrite would
-        otherwise remove it — never, while there is no leader. The quotas stay dirty, for this
-        replica's first cycle should it become the leader."""
+        otherwise remove it — never, while there is no leader; a pod its extender assumed on a
+        node (a bind in flight) counts there until the API shows the bind or the assumption
+        expires. The quotas stay dirty, for this replica's first cycle should it become the
+        leader."""
         await self.cache.gate.writable()
+        self.cache.expire_assumed()
         self.cache.expire_entries()
 
     async def run_cycle(self) -> CycleReport:
