@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeVar
 from extender import heap, wellknown
 from extender.actions import fix_quota_binding, release_quota
 from extender.binder.pacing import LoopShare
-from extender.binder.placements import placements_by_tier
+from extender.binder.placements import extra_leaves, placements_by_tier
 from extender.binder.plan import OWNED_STATUS_FIELDS, PodPatch, QuotaStatusWrite, WritePlan, merge_inflight, plan_writes
 from extender.binder.reconcile import StatusReconciler
 from extender.cache.cache import ClusterCache
@@ -467,35 +467,6 @@ class BinderLoop:
         holds = self.scheduler.memory.holds
         m.gang_holds.set(len(holds))
         m.held_nodes.set(len({n for h in holds.values() for n in h.nodes}))
-
-
-def extra_leaves(cache: ClusterCache) -> int:
-    """Topology jobs whose bound quotas span more zones than the gang needed.
-
-    A gang of n quotas (one per node) needs ``ceil(n / largest zone of its GPU model)`` zones.
-    """
-    largest: dict[str, int] = {}
-    for (spec, _zone), nodes in cache.zones().items():
-        largest[spec] = max(largest.get(spec, 0), len(nodes))
-    count = 0
-    for job in cache.jobs.values():
-        if not job.topology:
-            continue
-        names = {t.quota for t in job.alive_tasks() if t.quota}
-        quotas = [cache.quotas.get(n) for n in names]
-        if not quotas or any(q is None or not q.node_name for q in quotas):
-            continue
-        zones = set()
-        spec = ""
-        for q in quotas:
-            node = cache.nodes.get(q.node_name) if q is not None else None
-            if node is not None:
-                zones.add(node.zone or node.name)
-                spec = node.spec
-        biggest = largest.get(spec, 1) or 1
-        if len(zones) > -(-len(quotas) // biggest):
-            count += 1
-    return count
 
 
 def _log_binding(quota: str, before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> None:

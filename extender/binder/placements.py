@@ -1,4 +1,5 @@
-"""Which tier each placement spans, for ``sky_gang_placements_total{tier}``.
+"""Which tier each placement spans, for ``sky_gang_placements_total{tier}``, and how many
+placements span more zones than they needed, for ``sky_topology_extra_leaves``.
 
 A job counts as placed in the cycle that commits (writes successfully) a BindQuota of one of its
 quotas and leaves every quota its pods claim bound. Its tier is the highest one its nodes span
@@ -11,12 +12,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from extender.framework.intents import BindQuota
 from extender.model.job import JobInfo
 from extender.model.topology import describe_tier, spanned_tier
 
-__all__ = ["placement_tier", "placements_by_tier"]
+if TYPE_CHECKING:
+    from extender.cache.cache import ClusterCache
+
+__all__ = ["extra_leaves", "placement_tier", "placements_by_tier"]
 
 
 def placement_tier(nodes: Sequence[str], node_tiers: Callable[[str], Sequence[str]]) -> str:
@@ -48,3 +53,32 @@ def placements_by_tier(
         if all(nodes):
             out[placement_tier(nodes, node_tiers)] += 1
     return out
+
+
+def extra_leaves(cache: ClusterCache) -> int:
+    """Topology jobs whose bound quotas span more zones than the gang needed.
+
+    A gang of n quotas (one per node) needs ``ceil(n / largest zone of its GPU model)`` zones.
+    """
+    largest: dict[str, int] = {}
+    for (spec, _zone), nodes in cache.zones().items():
+        largest[spec] = max(largest.get(spec, 0), len(nodes))
+    count = 0
+    for job in cache.jobs.values():
+        if not job.topology:
+            continue
+        names = {t.quota for t in job.alive_tasks() if t.quota}
+        quotas = [cache.quotas.get(n) for n in names]
+        if not quotas or any(q is None or not q.node_name for q in quotas):
+            continue
+        zones = set()
+        spec = ""
+        for q in quotas:
+            node = cache.nodes.get(q.node_name) if q is not None else None
+            if node is not None:
+                zones.add(node.zone or node.name)
+                spec = node.spec
+        biggest = largest.get(spec, 1) or 1
+        if len(zones) > -(-len(quotas) // biggest):
+            count += 1
+    return count
