@@ -20,6 +20,7 @@ node and per zone, updated only for the nodes a gang takes. It writes nothing to
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 from extender.framework.policy import Policy
@@ -174,7 +175,7 @@ def greedy_floor(snap: Snapshot) -> dict[str, str]:
 # --- the policy floor ------------------------------------------------------------------------
 
 
-def policy_floor(snap: Snapshot, policy: Policy) -> dict[str, str]:
+def policy_floor(snap: Snapshot, policy: Policy, parts: dict[str, float] | None = None) -> dict[str, str]:
     """The capacity floor plus what the *configured policy* obliges any implementation of the
     seed's design to do for the same input, and nothing more:
 
@@ -188,8 +189,15 @@ def policy_floor(snap: Snapshot, policy: Policy) -> dict[str, str]:
     * one Statement operation per quota and one commit per gang (the seed's transaction: the
       plugins' event handlers follow every bind).
 
-    Zones and their order are the capacity floor's. Returns quota → node."""
+    Zones and their order are the capacity floor's. Returns quota → node. ``parts``, when given,
+    receives the seconds of each obligation: ``session``, ``judge`` (select and predicate),
+    ``score`` (node_order), ``statement`` (the operations, their handlers, the commits); the rest
+    of the run is the capacity floor's work."""
+    spent = parts if parts is not None else {}
+    clock = time.perf_counter
+    t0 = clock()
     ssn = Session(snap, policy)
+    spent["session"] = spent.get("session", 0.0) + clock() - t0
     qn = ssn.qn
     room = _Room(snap)
     judged: dict[object, dict[str, bool]] = {}  # shape key → node → eligible
@@ -205,7 +213,9 @@ def policy_floor(snap: Snapshot, policy: Policy) -> dict[str, str]:
         key = ssn.filter_key(rep)
         ok = judged.get(key)
         if ok is None:
+            t0 = clock()
             ok = judged[key] = {n.name: _eligible(ssn, rep, n) for n in ssn.nodes()}
+            spent["judge"] = spent.get("judge", 0.0) + clock() - t0
         shape: Shape = tuple(sorted((r, v) for r, v in rep.request.q.items() if v > 0))
         fits, per_zone = room.of(shape, (key, ok))
         zones = _choose_zones(room, per_zone, len(unbound))
@@ -217,11 +227,13 @@ def policy_floor(snap: Snapshot, policy: Policy) -> dict[str, str]:
         for z in zones:
             members = snap.zones[room.zones[z]]
             nodes = [n for n in members if fits[n] > 0]  # index order
+            t0 = clock()
             for n in nodes:
                 if n not in scored:
                     node = ssn.node(n)
                     assert node is not None
                     scored[n] = qn.node_order(rep, node)
+            spent["score"] = spent.get("score", 0.0) + clock() - t0
             m = min(left, per_zone[z])
             if len(nodes) >= m:  # distinct nodes: the m best scored, in index order
                 best = set(sorted(nodes, key=lambda n: -scored[n])[:m])
@@ -230,6 +242,8 @@ def policy_floor(snap: Snapshot, policy: Policy) -> dict[str, str]:
                 part = _assign(room, z, fits, m)
             plan += part
             left -= m
+        in_statement = 0.0
+        t0 = clock()
         stmt = ssn.statement()
         ranks = iter(sorted(unbound, key=lambda q: (q.rank if q.rank is not None else 0, q.name)))
         for node_name, k in plan:
@@ -237,10 +251,13 @@ def policy_floor(snap: Snapshot, policy: Policy) -> dict[str, str]:
                 q = next(ranks)
                 stmt.allocate_quota_to_node(q.name, node_name)
                 out[q.name] = node_name
+            in_statement += clock() - t0
             room.take(node_name, shape, k)
             for s in scores.values():
                 s.pop(node_name, None)
+            t0 = clock()
         stmt.commit()
+        spent["statement"] = spent.get("statement", 0.0) + in_statement + clock() - t0
     return out
 
 
