@@ -216,3 +216,31 @@ def test_at_most_max_holds_gangs_hold_the_oldest_first() -> None:
     for _ in range(3):
         c.cycle()
     assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3"), "default/big2": ("n4", "n5", "n6", "n7")}
+
+
+def test_a_new_leader_continues_a_recorded_hold_and_lets_an_expired_one_go() -> None:
+    """``Scheduler.take_over``: the holds the PodGroups record replace what the new leader's
+    scheduler remembered; a hold keeps its start, so one older than ``hold_seconds`` ends at once."""
+    from extender.plugins.topology.holds import Hold
+
+    c = Cluster(reserve_after_cycles=1, hold_seconds=60)
+    c.cycle()
+    c.cycle()
+    held = dict(c.scheduler.memory.holds)
+    assert {job: h.nodes for job, h in held.items()} == {"default/big": ("n0", "n1", "n2", "n3")}
+
+    fresh = Scheduler(c.scheduler.policy)
+    fresh.take_over(held)
+    c.scheduler = fresh
+    c.submit_single("solo")
+    c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    assert c.scheduler.memory.holds["default/big"].since == held["default/big"].since
+    assert c.node_of("q-solo") == ""  # kept off the held nodes from the new leader's first cycle
+
+    old = {"default/big": Hold(("n0", "n1", "n2", "n3"), c.now - 61)}  # begun before hold_seconds
+    c.scheduler = Scheduler(c.scheduler.policy)
+    c.scheduler.take_over(old)
+    c.cycle()
+    assert c.holds() == {}
+    assert c.node_of("q-solo") == "n1"
