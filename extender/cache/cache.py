@@ -105,7 +105,7 @@ class ClusterCache:
         # in-flight claims recorded on the quotas (status.tasks entries with expiresAt), and the
         # ones whose pod was seen claiming the quota (never counted again: the pod's claim is)
         self._inflight: dict[str, dict[str, ClaimEntry]] = {}
-        self._arrived: set[str] = set()
+        self._arrived: dict[str, str] = {}  # in-flight entry → the pod that accounts for it
 
         self.generation = 0
         self.dirty_quotas: set[str] = set()  # derived status (claims, reservations) may differ from the API

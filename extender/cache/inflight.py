@@ -1,11 +1,12 @@
 """The cache's side of in-flight claims (the rule is :mod:`extender.cache.claims`).
 
-The cache keeps, per quota, the in-flight entries its status lists (``_inflight``) and the uids
-of those whose pod has since been seen claiming the quota (``_arrived``: never counted again —
-the pod's own claim is). :func:`sync` makes a quota's claims include exactly its entries that
-are unexpired and not arrived; it runs whenever the quota's object or one of its pod claims
-changes, and every binder cycle for the quotas with an expired or arrived entry
-(:func:`expire`), which then go dirty so that the leader rewrites their status.
+The cache keeps, per quota, the in-flight entries its status lists (``_inflight``) and, for those
+whose pod has since been seen claiming the quota, that pod's uid (``_arrived``: entry → pod; never
+counted again — the pod's own claim is; one pod accounts for one entry). :func:`sync` makes a
+quota's claims include exactly its entries that are unexpired and not arrived; it runs whenever
+the quota's object or one of its pod claims changes, and every binder cycle for the quotas with
+an expired or arrived entry (:func:`expire`), which then go dirty so that the leader rewrites
+their status.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def read_entries(cache: ClusterCache, name: str, obj: Obj) -> None:
     """Take the in-flight entries of quota ``name`` from its object as just delivered."""
     entries = entries_of(obj)
     gone = cache._inflight.get(name, {}).keys() - entries.keys()
-    cache._arrived.difference_update(gone)
+    for uid in gone:
+        cache._arrived.pop(uid, None)
     if entries:
         cache._inflight[name] = entries
     else:
@@ -34,7 +36,8 @@ def read_entries(cache: ClusterCache, name: str, obj: Obj) -> None:
 
 def forget_quota(cache: ClusterCache, name: str) -> None:
     """The quota was deleted: its entries, and what arrived of them, are forgotten."""
-    cache._arrived.difference_update(cache._inflight.pop(name, {}))
+    for uid in cache._inflight.pop(name, {}):
+        cache._arrived.pop(uid, None)
 
 
 def sync(cache: ClusterCache, name: str) -> None:
@@ -50,11 +53,14 @@ def sync(cache: ClusterCache, name: str) -> None:
     now = cache.clock()
     pods = [c for c in q.claims.values() if not c.uid.startswith(ADMISSION_PREFIX)]
     want: dict[str, ClaimEntry] = {}
+    taken = {cache._arrived[uid] for uid in entries if uid in cache._arrived}  # pods already matched
     for e in entries.values():
         if e.uid in cache._arrived or e.expired(now):
             continue
-        if any(e.accounts_for(c) for c in pods):
-            cache._arrived.add(e.uid)
+        pod = next((c for c in pods if c.uid not in taken and e.accounts_for(c)), None)
+        if pod is not None:
+            taken.add(pod.uid)
+            cache._arrived[e.uid] = pod.uid
             cache.dirty_quotas.add(name)  # the entry is rewritten in the pod's form
             continue
         want[e.uid] = e

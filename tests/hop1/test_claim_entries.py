@@ -117,3 +117,21 @@ async def test_a_replica_that_is_not_the_leader_forgets_expired_entries() -> Non
     assert cache.quotas["q"].claims == {}
     assert cache.quotas["q"].allocated.get(GPU) == 0
     assert "q" in cache.dirty_quotas  # its status still lists the entry: a leader rewrites it
+
+
+def test_a_pod_admitted_by_an_older_webhook_accounts_for_one_entry_only() -> None:
+    """Entries recorded before the webhook named them on the pod (an upgrade): two workers of one
+    gang from ``generateName``, without a task index, share prefix and job; the first to arrive
+    takes the place of one entry, and the other entry keeps holding its pod's room."""
+    gang = {"name": "train-worker-*", "job": "ml/train"}
+    quota = _with_entries(b.quota("q", gpu=4, hca=None), _entry("admission:a", **gang), _entry("admission:b", **gang))
+    cache = _cache(quota)
+    pod = b.pod("train-worker-x7k2p", namespace="ml", group="train", gpu=1, hca=None, quota="q")
+    cache.on_pod_add(pod)
+    claims = cache.quotas["q"].claims
+    assert sorted(c.name for c in claims.values()) == ["train-worker-*", "train-worker-x7k2p"]
+    assert cache.quotas["q"].allocated.get(GPU) == 2000
+    second = b.pod("train-worker-p9q4z", namespace="ml", group="train", gpu=1, hca=None, quota="q")
+    cache.on_pod_add(second)
+    assert sorted(c.name for c in cache.quotas["q"].claims.values()) == ["train-worker-p9q4z", "train-worker-x7k2p"]
+    assert cache.quotas["q"].allocated.get(GPU) == 2000
