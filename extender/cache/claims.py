@@ -76,10 +76,13 @@ class ClaimEntry:
         return now >= self.expires_at
 
     def accounts_for(self, pod: QuotaClaim) -> bool:
-        """``pod``'s claim on the quota is the claim this entry was recorded for: the pod names
-        this entry (annotation ``claim-entry``: exactly one pod per entry) — or, for a pod that
-        names none (admitted by an older webhook), the same namespace and name, or for a
-        ``generateName`` entry the name prefix with the same job and task index."""
+        """``pod``'s claim on the quota is the claim this entry was recorded for: the entry carries
+        the pod's uid (an inline bind's), or the pod names this entry (annotation
+        ``claim-entry``: exactly one pod per entry) — or, for a pod that names none (admitted by
+        an older webhook), the same namespace and name, or for a ``generateName`` entry the name
+        prefix with the same job and task index."""
+        if pod.uid == self.uid:
+            return True
         if pod.entry:
             return pod.entry == self.uid
         if pod.namespace != self.namespace:
@@ -229,7 +232,10 @@ def _arrived(e: ClaimEntry, pods: Iterable[QuotaClaim]) -> bool:
     no entry and has the entry's exact name. Not by a ``generateName`` prefix (the cache's rule
     for pods admitted by an older webhook): every pod of that owner shares it, and the writer,
     which judges room, counts an entry it cannot tie to one pod."""
-    return any(c.entry == e.uid if c.entry else (c.namespace, c.name) == (e.namespace, e.name) for c in pods)
+    for c in pods:
+        if c.uid == e.uid or (c.entry == e.uid if c.entry else (c.namespace, c.name) == (e.namespace, e.name)):
+            return True
+    return False
 
 
 def _known_claims(known: QuotaInfo | None, me: Claimant, counted: set[str]) -> Resource:

@@ -135,3 +135,18 @@ def test_a_pod_admitted_by_an_older_webhook_accounts_for_one_entry_only() -> Non
     cache.on_pod_add(second)
     assert sorted(c.name for c in cache.quotas["q"].claims.values()) == ["train-worker-p9q4z", "train-worker-x7k2p"]
     assert cache.quotas["q"].allocated.get(GPU) == 2000
+
+
+def test_an_inline_binds_entry_gives_way_to_its_pod_even_when_the_pod_names_another() -> None:
+    """The extender's inline bind records the entry under the pod's own uid; the pod may still
+    carry the claim-entry its admission named on another quota (the bind chose this one)."""
+    pod = _arrived("solo", "admission:elsewhere")
+    uid = pod["metadata"]["uid"]
+    quota = b.quota("q", gpu=2, hca=None)
+    cache = _cache(quota)
+    cache.on_pod_add(pod)
+    inline = ClaimEntry(uid, "ml", "solo", "ml/solo", None, Resource({GPU: 1000}), NOW + 30)
+    written = _with_entries(quota, inline)
+    cache.on_quota_update(quota, written)
+    assert cache.claim_arrived(uid)  # the leader rewrites the entry in the pod's form
+    assert cache.quotas["q"].allocated.get(GPU) == 1000
