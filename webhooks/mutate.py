@@ -38,7 +38,7 @@ admitted without one, annotated with ``scheduling-reason``, and the binder loop 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -50,6 +50,7 @@ from extender.framework.pipeline import place
 from extender.framework.policy import Policy
 from extender.framework.session import Session, Snapshot
 from extender.framework.status import Reason, Status
+from extender.model.claimant import is_stand_in
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.model.resources import QuantityError, Resource
@@ -201,7 +202,8 @@ def _quota_decision(
     fp = fingerprint(namespace, task.name, task.job, index)
     snap = cache.snapshot(now)
     live = inflight.live(snap.quotas, now)
-    view = overlay_snapshot(snap, task, live, (required, fp) if required else None, cache.opts)
+    again = _reinvoked(required, fp, task, annotations, live)
+    view = overlay_snapshot(snap, task, live, (required, fp) if again else None, cache.opts)
     ssn = Session(view, policy)
     job = ssn.job(task.job)
     assert job is not None  # the overlay put it there
@@ -210,7 +212,6 @@ def _quota_decision(
     d.snapshot = snap
     d.inherit_from = task.inherit_from
     # a re-invocation sees this webhook's own earlier answer in quota-name: not the creator's choice
-    again = bool(required) and any(e.quota == required and e.fingerprint == fp for e in live)
     own = again and not annotations.get(wellknown.ANNO_REQUIRED_QUOTA)
     if required and not own:
         # the creator's choice is kept in required-quota; quota-name only while it holds room
@@ -242,6 +243,19 @@ def _quota_decision(
         _annotate_no_quota(d, patch, config, required)
     d.audit["outcome"] = str(d.outcome)
     return d
+
+
+def _reinvoked(
+    required: str, fp: str, task: TaskInfo, annotations: Mapping[str, str], live: Iterable[InFlight]
+) -> bool:
+    """This admission is the webhook called again on its own answer (``reinvocationPolicy:
+    IfNeeded``): the pod names the quota of one of this replica's in-flight entries with its
+    fingerprint. Pods of one ``generateName`` template share their stand-in name, hence their
+    fingerprint; for them it also takes the ``claim-entry`` this webhook wrote — a sibling
+    created from the same template, naming the same quota, is a new pod."""
+    if not required or not any(e.quota == required and e.fingerprint == fp for e in live):
+        return False
+    return not is_stand_in(task.name) or bool(annotations.get(wellknown.ANNO_CLAIM_ENTRY))
 
 
 def _injects(
