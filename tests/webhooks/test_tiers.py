@@ -356,19 +356,19 @@ def _kf(index: int) -> dict[str, str]:
     return {"training.kubeflow.org/replica-index": str(index)}
 
 
+def _from_template(quota: str) -> dict[str, Any]:
+    """A pod of a ``generateName`` template whose creator names ``quota``."""
+    return h.admission_pod(None, generate_name="web-7d9f-", namespace=NS, queue_anno="research", quota=quota)
+
+
 async def test_pods_of_one_template_naming_a_quota_each_keep_the_creators_choice(tls: TLSFiles) -> None:
     """Two pods from one ``generateName`` template that names quota ``q-two`` (room for both):
     at admission they share the stand-in name, so the second is not the first one re-invoked —
     each keeps the creator's choice in required-quota and gets the quota."""
-    objs = [*nodes(), b.quota("q-two", gpu=2, hca=2)]
-    state = h.make_state(objs)
+    state = h.make_state([*nodes(), b.quota("q-two", gpu=2, hca=2)])
     async with h.serve(state, tls) as hook:
-        first, second = [
-            await hook.pod(
-                h.admission_pod(None, generate_name="web-7d9f-", namespace=NS, queue_anno="research", quota="q-two")
-            )
-            for _ in range(2)
-        ]
+        first = await hook.pod(_from_template("q-two"))
+        second = await hook.pod(_from_template("q-two"))
         again = await hook.again(second)  # the second one re-invoked is still recognised
     for a in (first, second):
         assert a.quota == "q-two" and a.annotations[REQUIRED] == "q-two"
@@ -380,15 +380,10 @@ async def test_pods_of_one_template_naming_a_quota_each_keep_the_creators_choice
 async def test_a_sibling_from_the_same_template_does_not_take_a_full_named_quota(tls: TLSFiles) -> None:
     """The same template naming a one-pod quota: the first pod holds its room in flight, and the
     second — a new pod, not the first one re-invoked — waits for that quota."""
-    objs = [*nodes(), b.quota("q-one", gpu=1, hca=1)]
-    state = h.make_state(objs)
+    state = h.make_state([*nodes(), b.quota("q-one", gpu=1, hca=1)])
     async with h.serve(state, tls) as hook:
-        first, second = [
-            await hook.pod(
-                h.admission_pod(None, generate_name="web-7d9f-", namespace=NS, queue_anno="research", quota="q-one")
-            )
-            for _ in range(2)
-        ]
+        first = await hook.pod(_from_template("q-one"))
+        second = await hook.pod(_from_template("q-one"))
     assert first.quota == "q-one"
     assert second.quota is None and second.annotations[REQUIRED] == "q-one"
     assert second.reason is not None and second.reason.startswith("WaitingForNamedQuota(")
