@@ -23,7 +23,8 @@ statically bound; 200 PodGroups for gang admissions), three child processes:
   expire after 0.5 s here (production: 30 s), so that a quota freed by churn is claimable again
   within the run: a pod arrives after 20 ms.
 * **floor** — the least any correct webhook must do for the same request, served the same way:
-  parse the AdmissionReview with orjson, take the pod's queue (its annotation, or its PodGroup's
+  parse the AdmissionReview with orjson, read the pod's request (``convert.pod_request``: what
+  the claim records), take the pod's queue (its annotation, or its PodGroup's
   from a dict), take the next free quota of that queue from a ring (no scoring, no cache; the
   next one if it was claimed first, at most four, as the webhook does), make
   the same claim write with the same client (``KubeWriter.update_quota_status`` with

@@ -235,10 +235,11 @@ def with_informer(app: Any, informer: Informer) -> Any:
 
 # --- the floor ------------------------------------------------------------------------------------
 def floor_app(writer: Any, objs: list[Obj]) -> tuple[Any, Obj]:
-    """Parse, take the queue's next free quota from a ring, claim it through the same client with
-    the same rule, answer the same patch (``quota-name``, ``claim-entry``, ``task-index``).
-    Returns the app and its counters."""
+    """Parse, read the pod's request, take the queue's next free quota from a ring, claim it
+    through the same client with the same rule, answer the same patch (``quota-name``,
+    ``claim-entry``, ``task-index``). Returns the app and its counters."""
     from extender.cache.claims import ADMISSION_PREFIX, ClaimEntry, NoRoom, record_claim
+    from extender.cache.convert import pod_request
     from extender.model.resources import Resource
     from webhooks.review import build_response
 
@@ -246,7 +247,7 @@ def floor_app(writer: Any, objs: list[Obj]) -> tuple[Any, Obj]:
     rings: dict[str, deque[str]] = {}
     for o in claimable(objs):
         rings.setdefault(o["spec"]["queueName"], deque()).append(o["metadata"]["name"])
-    request = Resource({wellknown.RESOURCE_GPU: 1000, wellknown.RESOURCE_RDMA_HCA: 1000})
+    governed = (wellknown.RESOURCE_GPU, wellknown.RESOURCE_RDMA_HCA)  # what every claimable quota governs
     counters: Obj = {"admissions": 0, "assigned": 0, "reply_bytes": 0, "informer_cpu": 0.0, "refused": 0}
     index_label = "training.kubeflow.org/replica-index"
     quota_key = wellknown.ANNO_QUOTA_NAME.replace("/", "~1")
@@ -269,7 +270,7 @@ def floor_app(writer: Any, objs: list[Obj]) -> tuple[Any, Obj]:
             name=meta.get("name") or meta.get("generateName", "") + "*",
             job=f"{req['namespace']}/{group or meta.get('generateName', '') + '*'}",
             index=index,
-            request=request,
+            request=Resource({k: v for k, v in pod_request(req["object"]).q.items() if k in governed}),
             expires_at=time.time() + CLAIM_TTL,
         )
         mutate = functools.partial(record_claim, entry=entry, now=time.time())
