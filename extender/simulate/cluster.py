@@ -101,6 +101,10 @@ class LocalCluster:
         await self.emulator.start_async()
         self.emulator.load_yaml(crd_directory())
         self._api = kube_client.from_url(self.emulator.url, token=self.emulator.token)
+        await self._start_runtime()
+        return self
+
+    async def _start_runtime(self) -> None:
         self.runtime = Runtime(
             self.settings,
             api=self._api,
@@ -110,7 +114,6 @@ class LocalCluster:
         )
         await self.runtime.start(serve=self.serve, run_loop=self.run_loop)
         await self.runtime.wait_synced()
-        return self
 
     async def stop(self) -> None:
         if self.runtime is not None:
@@ -118,6 +121,13 @@ class LocalCluster:
         if self._api is not None:
             await kube_client.close(self._api)
         await self.emulator.stop_async()
+
+    async def restart(self) -> None:
+        """The service's process is replaced (a rollout, a crash): the runtime stops and a new one
+        starts on the same API with fresh informers, cache and scheduler memory, as a new pod of
+        the Deployment would, and leads from its first cycle on."""
+        await self.rt.stop()
+        await self._start_runtime()
 
     async def __aenter__(self) -> LocalCluster:
         return await self.start()

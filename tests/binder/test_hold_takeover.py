@@ -18,7 +18,6 @@ import yaml
 from extender import wellknown
 from extender.conf import default_policy_text, load_policy_text
 from extender.framework.policy import Policy
-from extender.service import Runtime
 from extender.simulate.cluster import LocalCluster
 from tests import builders as b
 
@@ -51,15 +50,6 @@ def _recorded_hold(cl: LocalCluster) -> Obj | None:
     return hold
 
 
-async def _new_leader(cl: LocalCluster, policy: Policy) -> None:
-    """The leader's process is gone; another one starts on the same API (its own informers and
-    cache, its scheduler's memory empty) and leads from its first cycle on."""
-    await cl.rt.stop()
-    cl.runtime = Runtime(cl.settings, api=cl._api, policy=policy)
-    await cl.rt.start(serve=False, run_loop=False)
-    await cl.rt.wait_synced()
-
-
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "status-lost"])
 async def test_a_new_leader_continues_the_hold_its_predecessor_recorded(recorded: bool) -> None:
     policy = _policy()
@@ -73,7 +63,7 @@ async def test_a_new_leader_continues_the_hold_its_predecessor_recorded(recorded
             del group["status"]["hold"]
             cl.emulator.update(group, subresource="status")
 
-        await _new_leader(cl, policy)
+        await cl.restart()  # the leader's process is gone; a fresh one leads from its first cycle
         cl.apply([b.quota("q-solo", gpu=8, hca=None), b.pod("solo", quota="q-solo", gpu=8, hca=None)])
         await cl.cycles(2)
         solo = cl.quota_nodes()["q-solo"]
