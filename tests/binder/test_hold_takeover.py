@@ -72,5 +72,5 @@ async def test_a_new_leader_continues_the_hold_its_predecessor_recorded(recorded
             return
         assert solo == ""  # n1–n3 are free, but held for the gang
         assert _recorded_hold(cl) == hold  # the same hold, the same start: hold_seconds counts on
-        verdict = cl.rt.loop.scheduler.memory.holds["default/big"]
-        assert list(verdict.nodes) == HELD
+        held = cl.rt.loop.scheduler.memory.holds["default/big"]
+        assert list(held.nodes) == HELD
