@@ -367,7 +367,7 @@ class ClusterCache:
     def take_dirty_quotas(self) -> set[str]:
         """Quotas whose derived status may differ from the API since the last call (the binder
         calls this every cycle: quotas whose status shows an expired reservation are among them)."""
-        self._expire_reservations(self.clock())
+        self.expire_entries()
         out, self.dirty_quotas = self.dirty_quotas, set()
         return {q for q in out if q in self.quotas}
 
@@ -375,13 +375,10 @@ class ClusterCache:
         """What has expired by the clock leaves the cache's view — in-flight claims, reservations
         — and the quotas whose status still shows it are marked dirty (what
         :meth:`take_dirty_quotas` does first; followers call this every period, see
-        ``BinderLoop.follow``)."""
-        self._expire_reservations(self.clock())
-
-    def _expire_reservations(self, now: float) -> None:
-        """Expired reservations leave the status every cycle (seed 2.4 ②), also of a quota that
-        nothing else changes (still claimed, or statically bound). Judged on what the status
-        *shows*, so a write that raced the expiry is simply redone next cycle."""
+        ``BinderLoop.follow``). Expired reservations leave the status every cycle (seed 2.4 ②),
+        also of a quota that nothing else changes (still claimed, or statically bound). Judged on
+        what the status *shows*, so a write that raced the expiry is simply redone next cycle."""
+        now = self.clock()
         reservations.mark_expired_shown(self, now)
         inflight.expire(self, now)
         reservations.drop_expired_pending(self, now)

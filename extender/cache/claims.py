@@ -75,19 +75,19 @@ class ClaimEntry:
     def expired(self, now: float) -> bool:
         return now >= self.expires_at
 
-    def accounts_for(self, pod: QuotaClaim) -> bool:
+    def accounts_for(self, pod: QuotaClaim, *, by_prefix: bool = True) -> bool:
         """``pod``'s claim on the quota is the claim this entry was recorded for: the entry carries
         the pod's uid (an inline bind's), or the pod names this entry (annotation
         ``claim-entry``: exactly one pod per entry) — or, for a pod that names none (admitted by
-        an older webhook), the same namespace and name, or for a ``generateName`` entry the name
-        prefix with the same job and task index."""
+        an older webhook), the same namespace and name, or (``by_prefix``) for a ``generateName``
+        entry the name prefix with the same job and task index."""
         if pod.uid == self.uid:
             return True
         if pod.entry:
             return pod.entry == self.uid
         if pod.namespace != self.namespace:
             return False
-        if is_stand_in(self.name):
+        if is_stand_in(self.name) and by_prefix:
             return pod.name.startswith(self.name[:-1]) and pod.job == self.job and pod.index == self.index
         return pod.name == self.name
 
@@ -228,14 +228,11 @@ def _live_entries(
 
 
 def _arrived(e: ClaimEntry, pods: Iterable[QuotaClaim]) -> bool:
-    """The cache knows the pod ``e`` was recorded for: a pod that names ``e``, or one that names
-    no entry and has the entry's exact name. Not by a ``generateName`` prefix (the cache's rule
-    for pods admitted by an older webhook): every pod of that owner shares it, and the writer,
-    which judges room, counts an entry it cannot tie to one pod."""
-    for c in pods:
-        if c.uid == e.uid or (c.entry == e.uid if c.entry else (c.namespace, c.name) == (e.namespace, e.name)):
-            return True
-    return False
+    """The cache knows the pod ``e`` was recorded for (:meth:`ClaimEntry.accounts_for`), but not
+    by a ``generateName`` prefix (the cache's rule for pods admitted by an older webhook): every
+    pod of that owner shares it, and the writer, which judges room, counts an entry it cannot tie
+    to one pod."""
+    return any(e.accounts_for(c, by_prefix=False) for c in pods)
 
 
 def _known_claims(known: QuotaInfo | None, me: Claimant, counted: set[str]) -> Resource:

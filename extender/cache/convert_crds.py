@@ -205,7 +205,7 @@ def podgroup_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> PodGroupS
         created=parse_time(meta.get("creationTimestamp")),
         resource_version=str(meta.get("resourceVersion") or ""),
         phase=str(status.get("phase") or ""),
-        recorded_hold=_recorded_hold(status) if isinstance(status, Mapping) else None,
+        recorded_hold=_recorded_hold(status),
     )
 
 

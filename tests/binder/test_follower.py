@@ -19,7 +19,8 @@ pytestmark = pytest.mark.anyio
 NOW = 1_000_000.0
 
 
-async def _one_round(loop: BinderLoop) -> None:
+async def one_round(loop: BinderLoop) -> None:
+    """One round of ``loop.run``: its leadership as ``loop.is_leader`` says, then it stops."""
     stop = asyncio.Event()
     follower = loop.is_leader
 
@@ -39,10 +40,10 @@ async def test_a_follower_forgets_a_bind_it_assumed_once_the_assumption_expires(
     (uid,) = cache.task_job
     cache.assume(uid, "n0")  # this replica's extender bound it inline; the API never showed it
     loop = BinderLoop(cache, Scheduler(default_policy()), writer=None, is_leader=lambda: False)  # type: ignore[arg-type]
-    await _one_round(loop)
+    await one_round(loop)
     assert uid in cache.assumed and cache.nodes["n0"].has_task(uid)  # not expired yet
     clock[0] = NOW + 31
-    await _one_round(loop)
+    await one_round(loop)
     assert cache.assumed == {}
     assert not cache.nodes["n0"].has_task(uid)
     job = cache.jobs[cache.task_job[uid]]

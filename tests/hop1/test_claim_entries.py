@@ -4,7 +4,6 @@ an entry once it expires (``extender/cache/claims.py``, ``extender/cache/infligh
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any
 
@@ -18,6 +17,7 @@ from extender.conf import default_policy
 from extender.model.resources import Resource
 from extender.scheduler import Scheduler
 from tests import builders as b
+from tests.binder.test_follower import one_round
 
 pytestmark = pytest.mark.anyio
 
@@ -102,18 +102,11 @@ async def test_a_replica_that_is_not_the_leader_forgets_expired_entries() -> Non
     quota = _with_entries(b.quota("q", gpu=1, hca=None), _entry("admission:a", expires_at=NOW + 5))
     cache = _cache(quota, clock)
     assert "admission:a" in cache.quotas["q"].claims
-    stop = asyncio.Event()
-
-    def follower() -> bool:
-        stop.set()  # one round of the loop
-        return False
-
-    loop = BinderLoop(cache, Scheduler(default_policy()), writer=None, period=0.0, is_leader=follower)  # type: ignore[arg-type]
-    await loop.run(stop)
+    loop = BinderLoop(cache, Scheduler(default_policy()), writer=None, is_leader=lambda: False)  # type: ignore[arg-type]
+    await one_round(loop)
     assert "admission:a" in cache.quotas["q"].claims  # not expired yet
     clock.now = NOW + 6
-    stop.clear()
-    await loop.run(stop)
+    await one_round(loop)
     assert cache.quotas["q"].claims == {}
     assert cache.quotas["q"].allocated.get(GPU) == 0
     assert "q" in cache.dirty_quotas  # its status still lists the entry: a leader rewrites it
