@@ -8,6 +8,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from extender import wellknown
 from extender.binder.loop import BinderLoop
@@ -18,6 +20,7 @@ from extender.model.resources import Resource
 from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.binder.test_follower import one_round
+from tests.core.props import PROPERTY
 
 pytestmark = pytest.mark.anyio
 
@@ -143,3 +146,33 @@ def test_an_inline_binds_entry_gives_way_to_its_pod_even_when_the_pod_names_anot
     cache.on_quota_update(quota, written)
     assert cache.claim_arrived(uid)  # the leader rewrites the entry in the pod's form
     assert cache.quotas["q"].allocated.get(GPU) == 1000
+
+
+# --- against an exact count ---------------------------------------------------------------------
+# Pods of a few owners, each admitted once (its entry recorded on the quota, named on the pod as
+# the webhook does), a random subset of them arriving in a random order: every moment, the room
+# the cache counts and the room the claim writer counts are exactly the pods that arrived plus
+# the entries whose pod has not — one GPU each, nothing counted twice, nothing missed.
+_POD = st.tuples(st.integers(0, 2), st.booleans(), st.booleans())  # owner, generateName?, arrives?
+
+
+@PROPERTY
+@given(pods=st.lists(_POD, min_size=1, max_size=6), order=st.randoms(use_true_random=False))
+def test_the_cache_and_the_writer_count_each_admitted_pod_once(pods: list[tuple[int, bool, bool]], order: Any) -> None:
+    entries, arrivals = [], []
+    for i, (owner, generated, arrives) in enumerate(pods):
+        name = f"web-{owner}-*" if generated else f"web-{owner}-p{i}"
+        entries.append(_entry(f"admission:{i}", name=name, job=f"ml/{name}"))
+        if arrives:
+            arrivals.append(_arrived(f"web-{owner}-g{i}" if generated else name, f"admission:{i}"))
+    quota = _with_entries(b.quota("q", gpu=len(pods) + 1, hca=None), *entries)
+    cache = _cache(quota)
+    order.shuffle(arrivals)
+    for n, pod in enumerate([None, *arrivals]):
+        if pod is not None:
+            cache.on_pod_add(pod)
+        assert cache.quotas["q"].allocated.get(GPU) == len(pods) * 1000, f"after {n} arrivals"
+        # the next pod of owner 0, from its template: no earlier pod is its predecessor
+        new = _entry("admission:new", name="web-0-*", job="ml/web-0-*")
+        status = record_claim(quota, new, now=NOW, known=cache.quotas["q"])
+        assert status is not None and status["allocated"] == {GPU: str(len(pods) + 1)}
