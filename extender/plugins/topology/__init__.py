@@ -125,7 +125,7 @@ class _Topology:
         if isinstance(plan, Status):
             return plan
         first = plan.nodes.get(quota.name)
-        rest = [] if job.strict_order else sorted(set(plan.nodes.values()) - {first})
+        rest = [] if job.strict_order else plan.others(first)
         if not first:
             return rest
         if plan.shape is not None and self.memo.shape_of(quota) == plan.shape:

@@ -64,6 +64,7 @@ class ShapeFit:
     ready: dict[ZoneId, list[Candidate]] = field(default_factory=dict)  # zone → its candidates as last
     # listed (dropped when a bind or release changes one of them)
     offers: dict[ZoneId, ZoneOffer] = field(default_factory=dict)  # dropped when the zone changes
+    spec_offers: dict[str, list[ZoneOffer]] = field(default_factory=dict)  # dropped when a zone changes
 
 
 class FitMemo:
@@ -229,6 +230,17 @@ class FitMemo:
             self.shapes[sid].offers[zid] = made
         return made
 
+    def spec_offers(self, quota: QuotaInfo, sid: int | None, spec: str) -> list[ZoneOffer]:
+        """:meth:`offer` of every zone of ``spec``, in the order of ``spec_zones``."""
+        zones = self.spec_zones.get(spec, [])
+        if sid is None:
+            return [self.offer(quota, None, z) for z in zones]
+        known = self.shapes[sid].spec_offers
+        listed = known.get(spec)
+        if listed is None:
+            listed = known[spec] = [self.offer(quota, sid, z) for z in zones]
+        return listed
+
     def score(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> float:
         """The node's QN score (``node_order`` + ``batch_node_order``) for quotas like ``quota``."""
         qn = self.ssn.qn
@@ -297,6 +309,7 @@ class FitMemo:
         for fit in self.shapes.values():
             fit.score.pop(node_name, None)
             fit.offers.pop(zid, None)
+            fit.spec_offers.pop(zid[0], None)
             fit.ready.pop(zid, None)
             old = fit.capacity.get(node_name)
             if old is None:

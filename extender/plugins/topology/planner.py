@@ -54,6 +54,13 @@ class GangPlan:
     nodes: dict[str, str]  # unbound quota → node
     zones: list[ZoneId]
     shape: int | None = None  # the quota shape the nodes were judged for (None: judge each quota)
+    _by_name: list[str] | None = None
+
+    def others(self, first: str | None) -> list[str]:
+        """The plan's nodes but ``first``, by name: where a quota may go when its own refuses it."""
+        if self._by_name is None:
+            self._by_name = sorted(set(self.nodes.values()))
+        return [n for n in self._by_name if n != first]
 
 
 @dataclass(slots=True)
@@ -292,6 +299,12 @@ class GangPlanner:
         base = memo.offer(head, sid, zid)
         return ZoneOffer(zid, base.size, cap, base.untouched, base.first_index, affinity)
 
+    def _offers(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str) -> list[ZoneOffer]:
+        """:meth:`_offer` of every zone of ``spec``."""
+        if not job.affinity_key and not self._holding():
+            return self.memo.spec_offers(head, sid, spec)
+        return [self._offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, [])]
+
     def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
         cands = self.memo.candidates(head, sid, zid)
         if not self._holding():
@@ -320,7 +333,7 @@ class GangPlanner:
                     return None
                 chosen += more
         else:
-            picked = self._lowest_tier([self._offer(job, head, sid, z) for z in zones], need)
+            picked = self._lowest_tier(self._offers(job, head, sid, spec), need)
             if picked is None:
                 return None
             chosen = picked
