@@ -16,7 +16,7 @@ answer for a shape, so nothing else is re-evaluated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from extender.framework.session import Session
@@ -278,6 +278,17 @@ class FitMemo:
             return {}
         zones = set(self.spec_zones.get(spec, ()))
         return {n: s for n, s in self.shapes[sid].refusals.items() if self.zone_of.get(n) in zones}
+
+    def span(self, zones: Sequence[ZoneId]) -> int:
+        """The highest tier a set of zones spans: 1 for one leaf, 2 for leaves of one spine, …
+        (``levels + 1``: the whole cluster)."""
+        if len(zones) <= 1:
+            return 1
+        for level in range(2, self.levels + 1):
+            names = {self.zone_tiers[z].get(level) for z in zones}
+            if len(names) == 1 and None not in names:
+                return level
+        return self.levels + 1
 
     def untouched(self, zid: ZoneId) -> bool:
         return self._touched.get(zid, 0) == 0

@@ -260,7 +260,7 @@ class GangPlanner:
     def _key(self, chosen: Sequence[ZoneOffer], spec: str) -> tuple[int, int, int, int, int, int, int, str]:
         """What ranks the plans of specs (rule 1): tier spanned, zones, affinity, then costs."""
         return (
-            self._span(chosen),
+            self.memo.span([z.id for z in chosen]),
             len(chosen),
             -sum(z.affinity for z in chosen),
             sum(z.capacity for z in chosen if z.untouched),
@@ -378,7 +378,7 @@ class GangPlanner:
         slots = [Slot(c.name, c.index) for c, n in choose_nodes(block, need, pack=self.pack) for _ in range(n)]
         zids = sorted({memo.zone_of[c.name] for c in block})
         offers = [self._offer(job, head, sid, z) for z in zids]
-        key = (self._span(offers), len(block), 0, 0, sum(c.capacity for c in block), len(block), block[0].index, spec)
+        key = (memo.span(zids), len(block), 0, 0, sum(c.capacity for c in block), len(block), block[0].index, spec)
         return _SpecPlan(key, offers, slots)
 
     # --- tiers above the leaf ----------------------------------------------------------------
@@ -433,18 +433,6 @@ class GangPlanner:
             if near is not None:
                 return near
         return choose_zones(others, need)
-
-    def _span(self, zones: Sequence[ZoneOffer]) -> int:
-        """The highest tier a set of zones spans: 1 for one leaf, 2 for leaves of one spine, …
-        (``levels + 1``: the whole cluster)."""
-        if len(zones) <= 1:
-            return 1
-        tiers = self.memo.zone_tiers
-        for level in range(2, self.memo.levels + 1):
-            names = {tiers[z.id].get(level) for z in zones}
-            if len(names) == 1 and None not in names:
-                return level
-        return self.memo.levels + 1
 
     def _holding(self) -> bool:
         return self.holds.any()
