@@ -198,7 +198,6 @@ def policy_floor(snap: Snapshot, policy: Policy, parts: dict[str, float] | None 
     t0 = clock()
     ssn = Session(snap, policy)
     spent["session"] = spent.get("session", 0.0) + clock() - t0
-    qn = ssn.qn
     room = _Room(snap)
     judged: dict[object, dict[str, bool]] = {}  # shape key → node → eligible
     scores: dict[object, dict[str, float]] = {}  # shape key → node → score (dropped on a bind)
@@ -222,26 +221,8 @@ def policy_floor(snap: Snapshot, policy: Policy, parts: dict[str, float] | None 
         if not zones:
             continue
         scored = scores.setdefault(key, {})
-        plan: list[tuple[str, int]] = []
-        left = len(unbound)
-        for z in zones:
-            members = snap.zones[room.zones[z]]
-            nodes = [n for n in members if fits[n] > 0]  # index order
-            t0 = clock()
-            for n in nodes:
-                if n not in scored:
-                    node = ssn.node(n)
-                    assert node is not None
-                    scored[n] = qn.node_order(rep, node)
-            spent["score"] = spent.get("score", 0.0) + clock() - t0
-            m = min(left, per_zone[z])
-            if len(nodes) >= m:  # distinct nodes: the m best scored, in index order
-                best = set(sorted(nodes, key=lambda n: -scored[n])[:m])
-                part = [(n, 1) for n in nodes if n in best]
-            else:
-                part = _assign(room, z, fits, m)
-            plan += part
-            left -= m
+        workers = len(unbound)
+        plan = _scored_plan(ssn, room, rep, zones, fit=(fits, per_zone), scored=scored, workers=workers, spent=spent)
         in_statement = 0.0
         t0 = clock()
         stmt = ssn.statement()
@@ -259,6 +240,43 @@ def policy_floor(snap: Snapshot, policy: Policy, parts: dict[str, float] | None 
         stmt.commit()
         spent["statement"] = spent.get("statement", 0.0) + in_statement + clock() - t0
     return out
+
+
+def _scored_plan(
+    ssn: Session,
+    room: _Room,
+    rep: QuotaInfo,
+    zones: Sequence[int],
+    *,
+    fit: tuple[Mapping[str, int], Sequence[int]],
+    scored: dict[str, float],
+    workers: int,
+    spent: dict[str, float],
+) -> list[tuple[str, int]]:
+    """(node, quotas) in the chosen ``zones``: the best-scored nodes with room (distinct while the
+    zone has enough), in index order; ``scored`` keeps each node's QN score until a bind."""
+    fits, per_zone = fit
+    plan: list[tuple[str, int]] = []
+    left = workers
+    for z in zones:
+        members = room.snap.zones[room.zones[z]]
+        nodes = [n for n in members if fits[n] > 0]  # index order
+        t0 = time.perf_counter()
+        for n in nodes:
+            if n not in scored:
+                node = ssn.node(n)
+                assert node is not None
+                scored[n] = ssn.qn.node_order(rep, node)
+        spent["score"] = spent.get("score", 0.0) + time.perf_counter() - t0
+        m = min(left, per_zone[z])
+        if len(nodes) >= m:  # distinct nodes: the m best scored, in index order
+            best = set(sorted(nodes, key=lambda n: -scored[n])[:m])
+            part = [(n, 1) for n in nodes if n in best]
+        else:
+            part = _assign(room, z, fits, m)
+        plan += part
+        left -= m
+    return plan
 
 
 def _eligible(ssn: Session, quota: QuotaInfo, node: NodeInfo) -> bool:
