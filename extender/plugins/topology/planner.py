@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from extender import wellknown
 from extender.framework.session import Session
@@ -54,7 +54,7 @@ class GangPlan:
     nodes: dict[str, str]  # unbound quota → node
     zones: list[ZoneId]
     shape: int | None = None  # the quota shape the nodes were judged for (None: judge each quota)
-    _by_name: list[str] | None = None
+    _by_name: list[str] | None = field(default=None, repr=False, compare=False)  # its nodes, sorted once
 
     def others(self, first: str | None) -> list[str]:
         """The plan's nodes but ``first``, by name: where a quota may go when its own refuses it."""
