@@ -17,6 +17,10 @@ Three cases, each a statement of its own:
   scheduler bound it (``status.boundBy``): a ``nodeName`` another controller wrote is left.
 * **Lost nodes.** A quota bound to a node that no longer exists, with no placed task, is released.
 
+The last two cases also run before hop ② as the action ``release_idle_quota`` (the default
+policy lists it after ``allocate_job``), so that the room they give back is planned with in the
+same cycle; here they catch what that action did not (a policy without it).
+
 Counters and back-offs live in the scheduler between cycles: this action reads them from the
 snapshot and leaves its updates in ``ssn.notes[NAME]``.
 """
@@ -83,10 +87,9 @@ class Action:
         self.args = args
 
     def execute(self, ssn: Session) -> None:
-        notes = ReleaseNotes()
-        ssn.notes[NAME] = notes
+        notes = notes_of(ssn)
         self.release_stuck_jobs(ssn, notes)
-        self.release_idle(ssn, notes)
+        release_idle(ssn, notes)  # whatever release_idle_quota (if it ran) did not take back yet
 
     def release_stuck_jobs(self, ssn: Session, notes: ReleaseNotes) -> None:
         memory = ssn.snap.stuck_cycles
@@ -143,22 +146,33 @@ class Action:
             notes.releases[job.key] = k + 1
             ssn.verdict(job.key, FitStage.BIND, Status.unschedulable(Reason.RELEASED_UNSCHEDULABLE, why))
 
-    def release_idle(self, ssn: Session, notes: ReleaseNotes) -> None:
-        names = ssn.snap.release_candidates
-        candidates = list(ssn.quotas()) if names is None else [q for q in map(ssn.quota, sorted(names)) if q]
-        for quota in candidates:
-            if not quota.node_name or quota.static_bind_node or not quota.bound_by:
-                continue  # unbound, static, or bound by another controller (the QN pipeline skips those)
-            if quota.is_idle(ssn.now):
-                why = "no task claims it and no reservation holds it"
-            elif ssn.node(quota.node_name) is None and not any(
-                (t := ssn.task(uid)) is not None and t.node for uid in quota.claims
-            ):
-                why = f"node {quota.node_name} no longer exists"
-            else:
-                continue
-            node = quota.node_name
-            stmt = ssn.statement()
-            stmt.release_quota(quota.name, why)
-            stmt.commit()
-            notes.released.append((quota.name, node, why))
+
+def notes_of(ssn: Session) -> ReleaseNotes:
+    """This cycle's release notes (one object for ``release_idle_quota`` and ``release_quota``)."""
+    notes = ssn.notes.get(NAME)
+    if not isinstance(notes, ReleaseNotes):
+        notes = ssn.notes[NAME] = ReleaseNotes()
+    return notes
+
+
+def release_idle(ssn: Session, notes: ReleaseNotes) -> None:
+    """The idle and lost-node cases of the module docstring: each released quota in a statement
+    of its own, recorded in ``notes.released``."""
+    names = ssn.snap.release_candidates
+    candidates = list(ssn.quotas()) if names is None else [q for q in map(ssn.quota, sorted(names)) if q]
+    for quota in candidates:
+        if not quota.node_name or quota.static_bind_node or not quota.bound_by:
+            continue  # unbound, static, or bound by another controller (the QN pipeline skips those)
+        if quota.is_idle(ssn.now):
+            why = "no task claims it and no reservation holds it"
+        elif ssn.node(quota.node_name) is None and not any(
+            (t := ssn.task(uid)) is not None and t.node for uid in quota.claims
+        ):
+            why = f"node {quota.node_name} no longer exists"
+        else:
+            continue
+        node = quota.node_name
+        stmt = ssn.statement()
+        stmt.release_quota(quota.name, why)
+        stmt.commit()
+        notes.released.append((quota.name, node, why))

@@ -29,12 +29,20 @@ from typing import Any, Protocol, TypeVar
 from extender import heap, wellknown
 from extender.actions import fix_quota_binding, release_quota
 from extender.binder.pacing import LoopShare
-from extender.binder.placements import extra_leaves, placements_by_tier
-from extender.binder.plan import OWNED_STATUS_FIELDS, PodPatch, QuotaStatusWrite, WritePlan, merge_inflight, plan_writes
+from extender.binder.placements import committed_by_tier, extra_leaves
+from extender.binder.plan import (
+    OWNED_STATUS_FIELDS,
+    PodPatch,
+    QuotaStatusWrite,
+    WritePlan,
+    after_freeing,
+    in_order,
+    merge_inflight,
+    plan_writes,
+)
 from extender.binder.reconcile import StatusReconciler
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
-from extender.framework.intents import BindQuota
 from extender.framework.session import JobVerdict
 from extender.metrics import Metrics
 from extender.model.quota import QuotaPhase
@@ -192,7 +200,7 @@ class BinderLoop:
             report = CycleReport(ran=True, result=result)
             # a burst's writes make as many objects again (every quota's new document): still no
             # collection until they are done, then they are frozen as the cycle's were
-            failed_quotas = await self._write_quotas(plan.quotas, self.cache.clock(), report)
+            failed_quotas = await self._write_quota_statuses(plan.quotas, self.cache.clock(), report)
             self._count_placements(result)
             pods = [p for p in plan.pods if not self._depends_on(p, failed_quotas)]
             await self._write_pods(pods, report)
@@ -228,6 +236,17 @@ class BinderLoop:
                 await self.pace.run(one(item))
 
         await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(items)))))
+
+    async def _write_quota_statuses(self, writes: list[QuotaStatusWrite], now: float, report: CycleReport) -> set[str]:
+        """The writes that free a node first, then the rest (``plan.in_order``); a bind onto a node
+        whose freeing write failed waits for the next cycle. Returns the quotas not written."""
+        freeing, rest = in_order(writes)
+        failed = await self._write_quotas(freeing, now, report)
+        ready, waiting = after_freeing(rest, freeing, failed)
+        for w in waiting:
+            self.cache.dirty_quotas.add(w.name)
+            self._count("quota_status", "skipped")
+        return failed | {w.name for w in waiting} | await self._write_quotas(ready, now, report)
 
     async def _write_quotas(self, writes: list[QuotaStatusWrite], now: float, report: CycleReport) -> set[str]:
         failed: set[str] = set()
@@ -423,27 +442,10 @@ class BinderLoop:
             self.metrics.writes.labels(kind=kind, result=outcome).inc()
 
     def _count_placements(self, result: CycleResult) -> None:
-        """``sky_gang_placements_total{tier}`` from the binds this cycle committed (the cache holds
-        every successful write's answer, so a bind is committed when its quota is on its node)."""
+        """``sky_gang_placements_total{tier}`` from the binds this cycle committed."""
         if self.metrics is None:
             return
-        cache = self.cache
-
-        def quota_node(name: str) -> str:
-            q = cache.quotas.get(name)
-            return q.node_name if q is not None else ""
-
-        def node_tiers(name: str) -> tuple[str, ...]:
-            node = cache.nodes.get(name)
-            return node.tiers if node is not None else ()
-
-        committed = [i for i in result.intents if isinstance(i, BindQuota) and quota_node(i.quota) == i.node]
-        keys: set[str] = set()
-        for b in committed:
-            quota = cache.quotas.get(b.quota)
-            keys.update(cache.task_job[uid] for uid in (quota.claims if quota else ()) if uid in cache.task_job)
-        jobs = [cache.jobs[k] for k in sorted(keys) if k in cache.jobs]
-        for tier, n in placements_by_tier(committed, jobs, quota_node, node_tiers).items():
+        for tier, n in committed_by_tier(self.cache, result.intents).items():
             self.metrics.gang_placements.labels(tier=tier).inc(n)
 
     def _observe(self, result: CycleResult, report: CycleReport) -> None:

@@ -21,7 +21,7 @@ from extender.model.topology import describe_tier, spanned_tier
 if TYPE_CHECKING:
     from extender.cache.cache import ClusterCache
 
-__all__ = ["extra_leaves", "placement_tier", "placements_by_tier"]
+__all__ = ["committed_by_tier", "extra_leaves", "placement_tier", "placements_by_tier"]
 
 
 def placement_tier(nodes: Sequence[str], node_tiers: Callable[[str], Sequence[str]]) -> str:
@@ -53,6 +53,28 @@ def placements_by_tier(
         if all(nodes):
             out[placement_tier(nodes, node_tiers)] += 1
     return out
+
+
+def committed_by_tier(cache: ClusterCache, intents: Iterable[object]) -> Counter[str]:
+    """:func:`placements_by_tier` of a cycle's ``intents`` against the cache after its writes
+    (which holds every successful write's answer: a bind is committed when its quota is on its
+    node)."""
+
+    def quota_node(name: str) -> str:
+        q = cache.quotas.get(name)
+        return q.node_name if q is not None else ""
+
+    def node_tiers(name: str) -> tuple[str, ...]:
+        node = cache.nodes.get(name)
+        return node.tiers if node is not None else ()
+
+    committed = [i for i in intents if isinstance(i, BindQuota) and quota_node(i.quota) == i.node]
+    keys: set[str] = set()
+    for b in committed:
+        quota = cache.quotas.get(b.quota)
+        keys.update(cache.task_job[uid] for uid in (quota.claims if quota else ()) if uid in cache.task_job)
+    jobs = [cache.jobs[k] for k in sorted(keys) if k in cache.jobs]
+    return placements_by_tier(committed, jobs, quota_node, node_tiers)
 
 
 def extra_leaves(cache: ClusterCache) -> int:

@@ -4,12 +4,14 @@ The binder reconciles rather than replays: for each quota it computes the *desir
 the session's final state and the cache's derived claims, and writes only what differs from what
 the API holds. Intents that only concern pods (claims moved by allocate_job) become annotation
 patches, coalesced per pod (the last one wins). Quota statuses come first, then pod annotations
-(``quota-node`` makes kube-scheduler re-queue a pending pod at once).
+(``quota-node`` makes kube-scheduler re-queue a pending pod at once). Each quota write says which
+node it frees and which it takes, so that the loop can write the releases before the binds that
+use their room (invariant 1 at every instant on the API objects).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +32,10 @@ __all__ = [
     "PodPatch",
     "QuotaStatusWrite",
     "WritePlan",
+    "after_freeing",
     "desired_quota_status",
     "gpu_summary",
+    "in_order",
     "merge_inflight",
     "plan_writes",
 ]
@@ -57,6 +61,8 @@ class QuotaStatusWrite:
     name: str
     status: dict[str, Any]  # desired values of OWNED_STATUS_FIELDS
     phase_changed: bool
+    frees: str = ""  # the node this write takes the quota off (a release, a move), else ""
+    takes: str = ""  # the node this write puts the quota on (a bind, a move), else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +210,9 @@ def plan_writes(cache: ClusterCache, result: CycleResult, *, extra_quotas: Itera
         current = _persisted(cache.quota_object(name))
         if _normalized(desired) != current:
             phase_changed = current.get("phase", QuotaPhase.EMPTY.value) != desired["phase"]
-            plan.quotas.append(QuotaStatusWrite(name, desired, phase_changed))
+            was, will = current.get("nodeName") or "", desired.get("nodeName") or ""
+            frees, takes = (was, will) if was != will else ("", "")
+            plan.quotas.append(QuotaStatusWrite(name, desired, phase_changed, frees, takes))
 
     # pod annotations: claims moved this cycle, then quota-node on pending pods
     patches: dict[str, PodPatch] = {}
@@ -254,6 +262,29 @@ def plan_writes(cache: ClusterCache, result: CycleResult, *, extra_quotas: Itera
                 patches[t.uid] = patch
     plan.pods = sorted(patches.values(), key=lambda p: (p.namespace, p.name))
     return plan
+
+
+def in_order(writes: Iterable[QuotaStatusWrite]) -> tuple[list[QuotaStatusWrite], list[QuotaStatusWrite]]:
+    """(the writes that take a quota off a node, the others): written in that order, no instant on
+    the API counts a released quota and a bind that uses its room on one node (invariant 1)."""
+    freeing: list[QuotaStatusWrite] = []
+    rest: list[QuotaStatusWrite] = []
+    for w in writes:
+        (freeing if w.frees else rest).append(w)
+    return freeing, rest
+
+
+def after_freeing(
+    rest: Iterable[QuotaStatusWrite], freeing: Iterable[QuotaStatusWrite], failed: Collection[str]
+) -> tuple[list[QuotaStatusWrite], list[QuotaStatusWrite]]:
+    """(the writes of ``rest`` that may go now, those that put a quota on a node a ``failed``
+    freeing write was to free: they wait for the next cycle)."""
+    blocked = {w.frees for w in freeing if w.name in failed}
+    ready: list[QuotaStatusWrite] = []
+    waiting: list[QuotaStatusWrite] = []
+    for w in rest:
+        (waiting if w.takes in blocked else ready).append(w)
+    return ready, waiting
 
 
 def _queue_to_keep(cache: ClusterCache, result: CycleResult, uid: str) -> str:

@@ -76,11 +76,11 @@ async def test_a100_and_h100_never_mix_within_a_job() -> None:
 async def test_gang_of_four_where_only_three_nodes_fit_binds_nothing() -> None:
     async with LocalCluster() as cl:
         objs = b.seed_cluster()
-        # fill 5 of the 8 nodes completely with statically bound quotas of another queue
+        # fill 5 of the 8 nodes completely with quotas of another queue that another controller
+        # bound (never released by the scheduler, which an idle quota of its own would be)
         for i in range(5):
-            objs.append(
-                b.quota(f"full-{i}", queue="other", gpu=8, hca=8, status={"phase": "QuotaBound", "nodeName": f"n{i}"})
-            )
+            status = {"phase": "QuotaBound", "nodeName": f"n{i}", "boundBy": None}
+            objs.append(b.quota(f"full-{i}", queue="other", gpu=8, hca=8, status=status))
         cl.apply(objs + b.training_job("four", 4, gpu=8, hca=8))
         report = await cl.cycle()
         nodes = cl.quota_nodes()

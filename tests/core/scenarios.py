@@ -16,13 +16,24 @@ from typing import Any
 
 from extender import wellknown
 from extender.cache.cache import ClusterCache
-from extender.conf import default_policy
+from extender.conf import default_policy, default_policy_text, load_policy_text
 from extender.framework.intents import BindQuota, ClaimQuota, ReleaseClaim
+from extender.framework.policy import Policy
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 
 NOW = 1_800_000_000.0
 POLICY = default_policy()
+
+
+def policy_without(action: str) -> Policy:
+    """The default policy with one action left out of its list (as an older policy file has it)."""
+    text = default_policy_text()
+    line = f"  - {action}\n"
+    assert line in text, f"the default policy lists no plain {action!r}"
+    return load_policy_text(text.replace(line, ""), f"default policy without {action}")
+
+
 GPU = wellknown.RESOURCE_GPU
 HCA = wellknown.RESOURCE_RDMA_HCA
 QUEUE_ANNO = {wellknown.ANNO_QUEUE_NAME: "research"}

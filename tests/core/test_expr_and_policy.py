@@ -358,7 +358,14 @@ def test_a_stage_expression_error_carries_the_caret() -> None:
 
 def test_the_default_policy_loads_with_typed_arguments() -> None:
     p = default_policy()
-    assert p.action_names == ("fix_quota_binding", "allocate_job", "allocate_zone", "allocate_quota", "release_quota")
+    assert p.action_names == (
+        "fix_quota_binding",
+        "allocate_job",
+        "release_idle_quota",
+        "allocate_zone",
+        "allocate_quota",
+        "release_quota",
+    )
     doc = yaml.safe_load(default_policy_text())
     assert set(p.plugins) == set(doc["plugins"])
     storage = p.plugins["storage"]

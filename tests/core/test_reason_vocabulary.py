@@ -14,7 +14,7 @@ from extender.framework.session import Session
 from extender.framework.status import Reason, Status
 from extender.scheduler import Scheduler
 from tests import builders as b
-from tests.core.scenarios import binds, cycle, make_cache, write_back
+from tests.core.scenarios import binds, cycle, make_cache, policy_without, write_back
 
 NOW = 1_800_000_000.0
 Obj = dict[str, Any]
@@ -104,13 +104,15 @@ def test_a_closed_queue_admits_no_new_job() -> None:
 
 
 def test_a_quota_that_fits_once_an_idle_quota_is_released_says_so_and_the_release_makes_room() -> None:
-    """n0's 8 GPUs are held by a bound quota nothing claims: the new quota is told
+    """n0's 8 GPUs are held by a bound quota nothing claims, and the policy gives idle quotas back
+    only at the end of the cycle (no ``release_idle_quota``): the new quota is told
     QuotaIdleOnlyAfterRelease (a wait, not a refusal) in the cycle that releases the idle one,
-    and binds there in the next."""
+    and binds there in the next. (With the default policy it binds in the first cycle:
+    tests/core/test_release_idle.py.)"""
     idle = b.quota("q-idle", gpu=8, hca=None, status={"phase": "QuotaBound", "nodeName": "n0"})
     cache = make_cache([b.queue("research"), b.node("n0"), idle, b.quota("q-new", gpu=8, hca=None)])
     b.feed(cache, [b.pod("p", hca=None, gpu=8, quota="q-new")])
-    sched = Scheduler(default_policy())
+    sched = Scheduler(policy_without("release_idle_quota"))
     first = cycle(cache, sched)
     verdict = first.verdicts["default/p"]
     assert verdict.status.message() == "QuotaIdleOnlyAfterRelease(fits once idle quotas on the node are released)"

@@ -28,8 +28,10 @@ def place(objs: list[dict[str, Any]], job: str, workers: int, gpu: int = 8) -> l
 
 
 def busy(node: str, gpu: int = 8) -> list[dict[str, Any]]:
-    """A whole node (or ``gpu`` GPUs of it) held by another queue's bound quota."""
-    return [b.quota(f"busy-{node}", queue="ops", gpu=gpu, hca=None, status={"phase": "QuotaBound", "nodeName": node})]
+    """A whole node (or ``gpu`` GPUs of it) held by another queue's quota, bound by another
+    controller (the scheduler would give an idle quota of its own back before it plans)."""
+    status = {"phase": "QuotaBound", "nodeName": node, "boundBy": None}
+    return [b.quota(f"busy-{node}", queue="ops", gpu=gpu, hca=None, status=status)]
 
 
 def labelled(name: str, index: int, **labels: str) -> dict[str, Any]:

@@ -171,7 +171,7 @@ async def _an_invalid_edit(h: Any, path: Path, caplog: pytest.LogCaptureFixture,
     assert rt.policy is retuned and _uses(h) == {id(retuned)}
     errors = [r for r in caplog.records if r.name == "extender.policy_reload" and r.levelno >= logging.ERROR]
     assert len(errors) == 1, [r.getMessage() for r in errors]  # once, not once per look
-    assert f"{path}: actions[3]: unknown action 'allocate_quotas'" in errors[0].getMessage()
+    assert f"{path}: actions[4]: unknown action 'allocate_quotas'" in errors[0].getMessage()
     m = await _metrics(h)
     assert (_reloads(m, "ok"), _reloads(m, "invalid")) == (1, 1)
     assert m[("sky_policy_reload_failing", ())] == 1
@@ -180,7 +180,7 @@ async def _an_invalid_edit(h: Any, path: Path, caplog: pytest.LogCaptureFixture,
     assert doc["sha256"] == _sha(RETUNED)
     err = doc["reload"]["lastError"]
     assert err["result"] == "invalid" and err["sha256"] == _sha(INVALID)
-    assert err["message"].startswith(f"{path}: actions[3]: unknown action 'allocate_quotas'")
+    assert err["message"].startswith(f"{path}: actions[4]: unknown action 'allocate_quotas'")
     await _expect_healthy(h)
     # the binder still cycles with the policy in effect
     report = await h.cycle()

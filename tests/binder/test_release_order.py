@@ -1,0 +1,102 @@
+"""The binder writes the releases of a cycle before the binds that use their room (invariant 1
+at every instant on the API objects): the default policy gives an idle quota back before hop ②
+plans (``release_idle_quota``), so a gang may be bound in the room it freed in the same cycle.
+
+Every instant is checked on the quotas' watch stream (the order every client sees): a watch is
+open from before the cycle and its events are replayed one by one."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+from extender import wellknown
+from extender.emulator.selection import Selection
+from extender.emulator.watch import Watcher
+from extender.model.resources import Resource
+from extender.simulate.cluster import LocalCluster
+from tests import builders as b
+
+pytestmark = pytest.mark.anyio
+
+GPU_PER_NODE = 8000  # milli-GPUs
+
+
+def _objects() -> list[dict[str, Any]]:
+    """Leaf s0: n0, n1; leaf s1: n2. 4 GPUs of n1 are held by done-0, an idle quota the scheduler
+    bound; a gang of four 4-GPU workers fits s0 whole only once done-0 is released."""
+    objs: list[dict[str, Any]] = []
+    for i, leaf in enumerate(["s0", "s0", "s1"]):
+        objs += [b.node(f"n{i}"), b.topology(f"n{i}", [leaf])]
+    objs.append(b.quota("done-0", queue="other", gpu=4, hca=None, status={"phase": "QuotaBound", "nodeName": "n1"}))
+    return objs + b.training_job("big", 4, gpu=4)
+
+
+def _watch(cl: LocalCluster) -> Watcher:
+    rt = cl.emulator.resource(wellknown.API_VERSION, wellknown.QUOTAS)
+    return cl.emulator.store.watch(rt, Selection(), asyncio.get_running_loop(), resource_version="0")
+
+
+async def _over_commits(w: Watcher) -> list[dict[str, int]]:
+    """Replay the watch: after each event, the nodes whose bound quotas exceed 8 GPUs."""
+    await asyncio.sleep(0)  # the watcher's items are delivered through the loop
+    quotas: dict[str, dict[str, Any]] = {}
+    broken = []
+    while not w.queue.empty():
+        item = w.queue.get_nowait()
+        if item.obj is None or item.type not in ("ADDED", "MODIFIED", "DELETED"):
+            continue
+        name = item.obj["metadata"]["name"]
+        if item.type == "DELETED":
+            quotas.pop(name, None)
+        else:
+            quotas[name] = item.obj
+        on: defaultdict[str, int] = defaultdict(int)
+        for q in quotas.values():
+            node = (q.get("status") or {}).get("nodeName")
+            if node:
+                on[node] += Resource.from_list(q["spec"]["request"]).get(wellknown.RESOURCE_GPU)
+        over = {n: v for n, v in on.items() if v > GPU_PER_NODE}
+        if over:
+            broken.append(over)
+    w.stop()
+    return broken
+
+
+async def test_a_gang_bound_in_the_room_an_idle_quota_freed_is_written_after_the_release() -> None:
+    """done-0's release is slow to land (200 ms of latency): the binds onto n1 wait for it."""
+    async with LocalCluster() as cl:
+        cl.apply(_objects())
+        await cl.settle()
+        w = _watch(cl)
+        cl.emulator.faults.add("update", "quotas/status", name="done-0", latency=0.2)
+        await cl.cycle()
+        assert await _over_commits(w) == []
+        nodes = cl.quota_nodes()
+        assert nodes["done-0"] == ""
+        assert sorted(nodes[f"q-big-{i}"] for i in range(4)) == ["n0", "n0", "n1", "n1"]
+
+
+async def test_a_bind_onto_a_node_whose_release_failed_waits_for_the_next_cycle() -> None:
+    """done-0's release fails (the API answers 500 to every try this cycle): the binds onto n1 are
+    not written, the ones onto n0 are; the next cycle, with the API well again, finishes the gang
+    in s0 — and no instant shows n1 over-committed."""
+    async with LocalCluster() as cl:
+        cl.apply(_objects())
+        await cl.settle()
+        w = _watch(cl)
+        fault = cl.emulator.faults.add("update", "quotas/status", name="done-0", code=500)
+        report = await cl.cycle()
+        nodes = cl.quota_nodes()
+        assert nodes["done-0"] == "n1"
+        assert sorted(nodes[f"q-big-{i}"] for i in range(4)) == ["", "", "n0", "n0"]
+        assert any("done-0" in f for f in report.failed)
+        cl.emulator.faults.remove(fault)
+        await cl.cycle()
+        assert await _over_commits(w) == []
+        nodes = cl.quota_nodes()
+        assert nodes["done-0"] == ""
+        assert sorted(nodes[f"q-big-{i}"] for i in range(4)) == ["n0", "n0", "n1", "n1"]
