@@ -23,11 +23,12 @@ from extender.model.resources import Resource
 
 
 def future_quota_idle(ssn: Session, node: NodeInfo) -> Resource:
-    """``quota_idle`` once the non-static quotas bound here that nothing holds are released."""
+    """``quota_idle`` once the quotas bound here that release_quota gives back are released: the
+    idle ones the scheduler bound (never a static one, never one another controller bound)."""
     out = node.quota_idle.clone()
     for name, request in node.quota_allocated.items():
         q = ssn.quota(name)
-        if q is not None and not q.static_bind_node and q.is_idle(ssn.now):
+        if q is not None and q.bound_by and not q.static_bind_node and q.is_idle(ssn.now):
             out.iadd(request)
     return out
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from extender.framework.intents import ReleaseQuota
+from extender.framework.status import Reason
 from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.scenarios import binds, cycle, make_cache, policy_without
@@ -46,3 +47,15 @@ def test_a_policy_that_does_not_run_release_idle_quota_still_releases_idle_quota
     assert [i.quota for i in result.intents if isinstance(i, ReleaseQuota)] == ["done-0"]
     assert "n2" in binds(result).values()
 
+
+def test_an_idle_quota_another_controller_bound_is_not_promised_to_be_released() -> None:
+    """release_quota never gives back a binding another controller wrote, so a quota that fits
+    only in its room is told InsufficientQuotaIdle, not QuotaIdleOnlyAfterRelease (a wait that
+    would never end)."""
+    theirs = b.quota("q-theirs", gpu=8, hca=None, status={"phase": "QuotaBound", "nodeName": "n0", "boundBy": None})
+    cache = make_cache([b.queue("research"), b.node("n0"), theirs, b.quota("q-new", gpu=8, hca=None)])
+    b.feed(cache, [b.pod("p", hca=None, gpu=8, quota="q-new")])
+    for policy in (None, policy_without("release_idle_quota")):
+        result = cycle(cache, Scheduler(policy) if policy is not None else None)
+        assert result.verdicts["default/p"].status.reason is Reason.INSUFFICIENT_QUOTA_IDLE
+        assert not [i for i in result.intents if isinstance(i, ReleaseQuota)]
