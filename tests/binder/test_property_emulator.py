@@ -125,7 +125,7 @@ def _schedulable(node: dict[str, Any]) -> bool:
 
 
 @settings(
-    max_examples=20,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=True,
