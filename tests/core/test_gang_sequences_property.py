@@ -1,6 +1,7 @@
 """Property over time: random clusters (leaves, two GPU models, NotReady nodes, idle quotas left by
 finished jobs) and random sequences of gang arrivals, completions (the pods go, their quotas keep
-reservations for ``reservation_ttl``) and time passing, one binder cycle after each step, its
+reservations for ``reservation_ttl``), nodes lost (with their pods) or flipping Ready, and time
+passing, one binder cycle after each step, its
 writes fed back as the binder makes them (``boundBy`` on binds) and every pod of a bound quota
 started on the quota's node.
 
@@ -32,6 +33,7 @@ from tests.core.scenarios import NOW, POLICY, policy_without
 
 Node = tuple[str, str, bool]  # GPU model, leaf, ready
 Step = tuple[str, int, int]  # ("arrive", workers, GPUs each) | ("finish", which, 0) | ("advance", seconds, 0)
+# | ("lose", node, 0): the node is deleted with its pods | ("flip", node, 0): its Ready condition flips
 IDLE_REASONS = ("no task claims it", "no longer exists")  # release_idle's reasons: before hop ②
 
 
@@ -86,6 +88,8 @@ def worlds(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, Node], list
         st.tuples(st.just("arrive"), st.integers(1, 6), st.sampled_from([1, 2, 4, 8])),
         st.tuples(st.just("finish"), st.integers(0, 9), st.just(0)),
         st.tuples(st.just("advance"), st.sampled_from([1, 100, 700]), st.just(0)),
+        st.tuples(st.just("lose"), st.integers(0, 11), st.just(0)),
+        st.tuples(st.just("flip"), st.integers(0, 11), st.just(0)),
     )
     return objs, nodes, draw(st.lists(step, min_size=2, max_size=10))
 
@@ -97,6 +101,8 @@ def check_cycle(cache: ClusterCache, result: CycleResult, nodes: dict[str, Node]
         if q.node_name:
             on[q.node_name].iadd(q.request)
     for name, total in on.items():
+        if name not in cache.nodes:
+            continue
         assert total.less_equal(cache.nodes[name].allocatable), f"invariant 1 broken on {name}: {total}"
     bound = {i.quota for i in result.intents if isinstance(i, BindQuota)}
     before = result.session.snap.quotas
@@ -130,6 +136,7 @@ def check_cycle(cache: ClusterCache, result: CycleResult, nodes: dict[str, Node]
 
 def run(objs: list[dict[str, Any]], nodes: dict[str, Node], steps: list[Step], policy: Policy) -> int:
     """Play ``steps``, checking every cycle; returns how many gangs were placed."""
+    nodes = dict(nodes)  # as nodes go or flip
     now = NOW
     cache = ClusterCache(clock=lambda: now)
     b.feed(cache, objs)
@@ -149,6 +156,28 @@ def run(objs: list[dict[str, Any]], nodes: dict[str, Node], steps: list[Step], p
                     if pod is not None:
                         cache.on_pod_delete(pod)
                 del gangs[gang]
+        elif kind == "lose":
+            name = f"n{x}"
+            obj = cache.node_object(name)
+            if name in cache.nodes and obj is not None:
+                # its pods go with it
+                for job in list(cache.jobs.values()):
+                    for t in list(job.tasks.values()):
+                        if t.node == name and (pod := cache.pod(t.uid)) is not None:
+                            cache.on_pod_delete(pod)
+                cache.on_node_delete(obj)
+                nodes[name] = (nodes[name][0], nodes[name][1], False)
+        elif kind == "flip":
+            name = f"n{x}"
+            obj = cache.node_object(name)
+            if name in cache.nodes and obj is not None:
+                new = _bump(obj)
+                ready = not nodes[name][2]
+                for c in new["status"]["conditions"]:
+                    if c["type"] == "Ready":
+                        c["status"] = "True" if ready else "False"
+                cache.on_node_update(obj, new)
+                nodes[name] = (nodes[name][0], nodes[name][1], ready)
         else:
             now += x
         result = sched.run_once(cache.snapshot(now))
