@@ -25,6 +25,10 @@ from tests import builders as b
 NOW = 1_800_000_000.0
 POLICY = default_policy()
 
+GPU = wellknown.RESOURCE_GPU
+HCA = wellknown.RESOURCE_RDMA_HCA
+QUEUE_ANNO = {wellknown.ANNO_QUEUE_NAME: "research"}
+
 
 def policy_without(action: str) -> Policy:
     """The default policy with one action left out of its list (as an older policy file has it)."""
@@ -32,11 +36,6 @@ def policy_without(action: str) -> Policy:
     line = f"  - {action}\n"
     assert line in text, f"the default policy lists no plain {action!r}"
     return load_policy_text(text.replace(line, ""), f"default policy without {action}")
-
-
-GPU = wellknown.RESOURCE_GPU
-HCA = wellknown.RESOURCE_RDMA_HCA
-QUEUE_ANNO = {wellknown.ANNO_QUEUE_NAME: "research"}
 
 
 def make_cache(objs: list[dict[str, Any]], now: float = NOW) -> ClusterCache:
