@@ -19,7 +19,7 @@ Three cases, each a statement of its own:
 
 The last two cases also run before hop ② as the action ``release_idle_quota`` (the default
 policy lists it after ``allocate_job``), so that the room they give back is planned with in the
-same cycle; here they catch what that action did not (a policy without it).
+same cycle; here they run only if that action did not (a policy without it).
 
 Counters and back-offs live in the scheduler between cycles: this action reads them from the
 snapshot and leaves its updates in ``ssn.notes[NAME]``.
@@ -77,6 +77,7 @@ class ReleaseNotes:
     backoff: dict[str, float] = field(default_factory=dict)  # job → not before
     releases: dict[str, int] = field(default_factory=dict)  # job → times released so far
     released: list[tuple[str, str, str]] = field(default_factory=list)  # (quota, node, reason)
+    idle_done: bool = False  # the idle and lost-node cases ran this cycle (release_idle_quota)
 
 
 class Action:
@@ -89,7 +90,8 @@ class Action:
     def execute(self, ssn: Session) -> None:
         notes = notes_of(ssn)
         self.release_stuck_jobs(ssn, notes)
-        release_idle(ssn, notes)  # whatever release_idle_quota (if it ran) did not take back yet
+        if not notes.idle_done:  # a policy without release_idle_quota
+            release_idle(ssn, notes)
 
     def release_stuck_jobs(self, ssn: Session, notes: ReleaseNotes) -> None:
         memory = ssn.snap.stuck_cycles
@@ -157,7 +159,9 @@ def notes_of(ssn: Session) -> ReleaseNotes:
 
 def release_idle(ssn: Session, notes: ReleaseNotes) -> None:
     """The idle and lost-node cases of the module docstring: each released quota in a statement
-    of its own, recorded in ``notes.released``."""
+    of its own, recorded in ``notes.released``. Once a cycle: nothing between hop ① and the end
+    of the cycle makes a bound quota idle or loses a node."""
+    notes.idle_done = True
     names = ssn.snap.release_candidates
     candidates = list(ssn.quotas()) if names is None else [q for q in map(ssn.quota, sorted(names)) if q]
     for quota in candidates:

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from extender.framework.intents import BindQuota
+from extender.framework.intents import BindQuota, Intent
 from extender.model.job import JobInfo
 from extender.model.topology import describe_tier, spanned_tier
 
@@ -55,7 +55,7 @@ def placements_by_tier(
     return out
 
 
-def committed_by_tier(cache: ClusterCache, intents: Iterable[object]) -> Counter[str]:
+def committed_by_tier(cache: ClusterCache, intents: Iterable[Intent]) -> Counter[str]:
     """:func:`placements_by_tier` of a cycle's ``intents`` against the cache after its writes
     (which holds every successful write's answer: a bind is committed when its quota is on its
     node)."""
