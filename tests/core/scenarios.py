@@ -60,20 +60,22 @@ def binds(result: CycleResult) -> dict[str, str]:
     return {i.quota: i.node for i in result.intents if isinstance(i, BindQuota)}
 
 
-def _bump(obj: dict[str, Any]) -> dict[str, Any]:
+def bumped(obj: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``obj`` with the next resourceVersion (an informer's update of it)."""
     new = copy.deepcopy(obj)
     meta = new["metadata"]
     meta["resourceVersion"] = str(int(meta.get("resourceVersion") or "1") + 1)
     return new
 
 
-def write_back(cache: ClusterCache, result: CycleResult) -> None:
-    """What the binder writes after a cycle, delivered back as informer updates."""
+def write_back(cache: ClusterCache, result: CycleResult, *, bound_by: bool = False) -> None:
+    """What the binder writes after a cycle, delivered back as informer updates (``bound_by``:
+    with ``status.boundBy`` on the quotas it binds, as the binder writes it)."""
     for intent in result.intents:
         if isinstance(intent, ClaimQuota | ReleaseClaim):
             old = cache.pod(intent.task)
             assert old is not None
-            new = _bump(old)
+            new = bumped(old)
             annotations = new["metadata"].setdefault("annotations", {})
             if isinstance(intent, ClaimQuota):
                 annotations[wellknown.ANNO_QUOTA_NAME] = intent.quota
@@ -83,8 +85,12 @@ def write_back(cache: ClusterCache, result: CycleResult) -> None:
     for name, q in result.quotas.items():
         old = cache.quota_object(name)
         assert old is not None
-        new = _bump(old)
+        new = bumped(old)
         new["status"] = {**(old.get("status") or {}), "phase": str(q.phase), "nodeName": q.node_name}
+        if bound_by:
+            new["status"].pop("boundBy", None)
+            if q.node_name:
+                new["status"]["boundBy"] = wellknown.COMPONENT
         cache.on_quota_update(old, new)
     cache.check()
 

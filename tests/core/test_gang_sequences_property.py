@@ -1,9 +1,9 @@
 """Property over time: random clusters (leaves, two GPU models, NotReady nodes, idle quotas left by
 finished jobs) and random sequences of gang arrivals, completions (the pods go, their quotas keep
 reservations for ``reservation_ttl``), nodes lost (with their pods) or flipping Ready, and time
-passing, one binder cycle after each step, its
-writes fed back as the binder makes them (``boundBy`` on binds) and every pod of a bound quota
-started on the quota's node.
+passing; one binder cycle after each step, its writes fed back as the binder makes them
+(``scenarios.write_back`` with ``boundBy`` on binds) and every pod of a bound quota started on
+the quota's node.
 
 After every cycle: invariant 1 (Σ requests of the quotas bound to a node ≤ its allocatable), and
 every gang bound in the cycle is bound whole, on one GPU model, and spans several leaves only if
@@ -13,14 +13,12 @@ room than the gang saw, since idle quotas go back before hop ② plans), with th
 
 from __future__ import annotations
 
-import copy
 from collections import defaultdict
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender import wellknown
 from extender.cache.cache import ClusterCache
 from extender.framework.intents import BindQuota, ReleaseQuota
 from extender.framework.policy import Policy
@@ -29,7 +27,7 @@ from extender.plugins.topology.fitmemo import capacity_for
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
-from tests.core.scenarios import NOW, POLICY, policy_without
+from tests.core.scenarios import NOW, POLICY, bumped, policy_without, write_back
 
 Node = tuple[str, str, bool]  # GPU model, leaf, ready
 Step = tuple[str, int, int]  # ("arrive", workers, GPUs each) | ("finish", which, 0) | ("advance", seconds, 0)
@@ -37,36 +35,19 @@ Step = tuple[str, int, int]  # ("arrive", workers, GPUs each) | ("finish", which
 IDLE_REASONS = ("no task claims it", "no longer exists")  # release_idle's reasons: before hop ②
 
 
-def _bump(obj: dict[str, Any]) -> dict[str, Any]:
-    new = copy.deepcopy(obj)
-    new["metadata"]["resourceVersion"] = str(int(new["metadata"].get("resourceVersion") or "1") + 1)
-    return new
-
-
-def write_back(cache: ClusterCache, result: CycleResult) -> None:
-    """The cycle's quota statuses as the binder writes them, then each pod of a bound quota
-    running on its node (as kube-scheduler and the kubelet would make it)."""
-    for name, q in result.quotas.items():
-        old = cache.quota_object(name)
-        assert old is not None
-        new = _bump(old)
-        status = {**(old.get("status") or {}), "phase": str(q.phase), "nodeName": q.node_name}
-        status.pop("boundBy", None)
-        if q.node_name:
-            status["boundBy"] = wellknown.COMPONENT
-        new["status"] = status
-        cache.on_quota_update(old, new)
+def start_bound_pods(cache: ClusterCache) -> None:
+    """Every pod of a bound quota runs on the quota's node (as kube-scheduler and the kubelet
+    would make it)."""
     for job in list(cache.jobs.values()):
         for t in list(job.tasks.values()):
             q = cache.quotas.get(t.quota) if t.quota and not t.node else None
             old = cache.pod(t.uid) if q is not None and q.node_name else None
             if q is None or old is None:
                 continue
-            new = _bump(old)
+            new = bumped(old)
             new["spec"]["nodeName"] = q.node_name
             new["status"] = {**(new.get("status") or {}), "phase": "Running"}
             cache.on_pod_update(old, new)
-    cache.check()
 
 
 @st.composite
@@ -171,7 +152,7 @@ def run(objs: list[dict[str, Any]], nodes: dict[str, Node], steps: list[Step], p
             name = f"n{x}"
             obj = cache.node_object(name)
             if name in cache.nodes and obj is not None:
-                new = _bump(obj)
+                new = bumped(obj)
                 ready = not nodes[name][2]
                 for c in new["status"]["conditions"]:
                     if c["type"] == "Ready":
@@ -181,7 +162,8 @@ def run(objs: list[dict[str, Any]], nodes: dict[str, Node], steps: list[Step], p
         else:
             now += x
         result = sched.run_once(cache.snapshot(now))
-        write_back(cache, result)
+        write_back(cache, result, bound_by=True)
+        start_bound_pods(cache)
         check_cycle(cache, result, nodes, gangs)
         placed += len({i.quota.rsplit("-", 1)[0] for i in result.intents if isinstance(i, BindQuota)})
     return placed
