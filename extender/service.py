@@ -24,6 +24,7 @@ from extender import heap, wellknown
 from extender.api import extender as extender_api
 from extender.api import ops as ops_api
 from extender.binder.loop import BinderLoop
+from extender.cache import departures
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import ConvertOptions, pod_job_key, task_index
 from extender.cache.gate import ReadGate
@@ -37,6 +38,7 @@ from extender.conf import (
 )
 from extender.framework.policy import Policy
 from extender.kube import client as kube_client
+from extender.kube.errors import KubeError
 from extender.kube.informer import Informer, Resource
 from extender.kube.leader import LeaderElector
 from extender.kube.writer import KubeWriter
@@ -70,6 +72,8 @@ INFORMED: tuple[tuple[Resource, str], ...] = (
 # like kube-scheduler: terminal pods hold nothing (a pod that turns Failed or Succeeded arrives
 # as a DELETED event carrying its final state, which is what the reservation logic needs)
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+DEPARTURE_READS = 16
+"""Pods read at once after the sync (:meth:`Runtime._adopt_departures`)."""
 
 
 class _CacheHandler:
@@ -157,6 +161,8 @@ class Runtime:
         self.webhook_state: WebhookState | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._stop = asyncio.Event()
+        self._ready = asyncio.Event()  # set by _when_synced
+        self._sync_task: asyncio.Task[None] | None = None
 
     @staticmethod
     def _initial_policy(settings: ServeSettings, given: Policy | None) -> tuple[Policy, PolicyStatus]:
@@ -192,7 +198,9 @@ class Runtime:
 
     # --- state ---------------------------------------------------------------------------------
     def synced(self) -> bool:
-        return bool(self.informers) and all(i.synced.is_set() for i in self.informers)
+        """The informers have listed everything once, and the places of pods that went while no
+        replica watched are kept (:meth:`_adopt_departures`): the cache may be judged from."""
+        return self._ready.is_set()
 
     def is_leader(self) -> bool:
         if not self.settings.leader_elect:
@@ -220,6 +228,7 @@ class Runtime:
         )
         self.informers.append(ns_informer)
         ns_informer.start()
+        self._sync_task = asyncio.create_task(self._when_synced(), name="cache sync")
         if s.leader_elect:
             self.elector = LeaderElector(
                 self.writer,
@@ -306,7 +315,36 @@ class Runtime:
                 await asyncio.wait_for(self._stop.wait(), timeout=self.settings.gc_refreeze_seconds)
 
     async def wait_synced(self, timeout: float = 30.0) -> None:
-        await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers)), timeout)
+        await asyncio.wait_for(self._ready.wait(), timeout)
+
+    async def _when_synced(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self.informers))
+        await self._adopt_departures()
+        self._ready.set()
+
+    async def _adopt_departures(self) -> None:
+        """Keep the places of the pods that went while no replica watched (``status.tasks``
+        entries whose pod the synced cache does not hold, :mod:`extender.cache.departures`):
+        each pod is read once by name, at most ``DEPARTURE_READS`` at a time; one that cannot be
+        read keeps its place."""
+        assert self.writer is not None
+        writer, found = self.writer, departures.unseen(self.cache)
+        limit = asyncio.Semaphore(DEPARTURE_READS)
+
+        async def one(d: departures.Departure) -> bool:
+            async with limit:
+                try:
+                    pod, readable = await writer.get_pod(d.namespace, d.name), True
+                except KubeError as exc:
+                    log.warning("pod %s/%s (quota %s) could not be read: its place is kept (%s)", d.namespace,
+                                d.name, d.quota, exc)  # fmt: skip
+                    pod, readable = None, False
+            await self.cache.gate.writable()
+            return departures.adopt(self.cache, d, pod, readable=readable)
+
+        kept = sum(await asyncio.gather(*(one(d) for d in found)))
+        if found:
+            log.info("%d of %d pods that went while no replica watched keep their places", kept, len(found))
 
     async def start_servers(self) -> None:
         s = self.settings
@@ -367,6 +405,10 @@ class Runtime:
         """Stop the servers together (each drains its requests in flight: one grace period, not one
         per server), then the loops, the elector and the informers."""
         self._stop.set()
+        if self._sync_task is not None:
+            self._sync_task.cancel()  # it may wait for informers that never synced
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._sync_task
         stopped = await asyncio.gather(*(srv.stop() for srv in self.servers.values()), return_exceptions=True)
         for failure in stopped:
             if isinstance(failure, BaseException):

@@ -7,7 +7,8 @@ the quota's :class:`QuotaInfo` shows the persisted ones and the pending ones tog
 restarted in the slot (:meth:`QuotaInfo.reservation_for`) consumes it; a deleted job's
 reservations go at once. Expired reservations leave the status every binder cycle, judged on
 what the status *shows* (``_reservation_expiry``: quota → earliest expiry it shows), so a write
-that raced the expiry is simply redone next cycle.
+that raced the expiry is simply redone next cycle. A pod that went while no replica watched gets
+its reservation once the cache has synced (:mod:`extender.cache.departures`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "drop_expired_pending",
     "forget_job",
     "forget_quota",
+    "keep",
     "mark_expired_shown",
     "read_persisted",
     "reserve",
@@ -65,9 +67,15 @@ def reserve(cache: ClusterCache, quota_name: str, task: TaskInfo, pod: Obj, reas
         expires_at=cache.clock() + cache.reservation_ttl,
         request=quota.governed(task.request),  # what the slot keeps free, as a claim counts it
     )
-    cache.pending_reservations[quota_name][task.uid] = r
+    keep(cache, quota_name, r)
+
+
+def keep(cache: ClusterCache, quota_name: str, r: ReservedTask) -> None:
+    """Record ``r`` as a pending reservation of the quota (the binder leader writes it)."""
+    quota = cache.quotas[quota_name]
+    cache.pending_reservations[quota_name][r.pod_uid] = r
     cache.dirty_quotas.add(quota_name)
-    quota.reserved = (*tuple(x for x in quota.reserved if x.pod_uid != task.uid), r)
+    quota.reserved = (*tuple(x for x in quota.reserved if x.pod_uid != r.pod_uid), r)
     cache._notify(quota_name)
 
 

@@ -42,7 +42,8 @@ API_CALLS: Final[frozenset[ApiCall]] = frozenset(
         ApiCall("create", wellknown.GROUP, wellknown.QUOTAS),
         ApiCall("update", wellknown.GROUP, wellknown.QUOTAS),
         ApiCall("delete", wellknown.GROUP, wellknown.QUOTAS),
-        # pods
+        # pods (get: the pods that went while no replica watched, read once after the sync)
+        ApiCall("get", "", "pods"),
         ApiCall("create", "", "pods", "binding"),
         ApiCall("patch", "", "pods"),
         ApiCall("create", "", "pods", "eviction"),

@@ -456,6 +456,15 @@ class KubeWriter:
         )
         return self._ok(resp, f"patch node {node}")
 
+    async def get_pod(self, namespace: str, name: str) -> Obj | None:
+        """The pod of that name as the API holds it now, or None if there is none (read once
+        after the cache synced, for the pods that went while no replica watched:
+        :mod:`extender.cache.departures`)."""
+        resp = await self._call("get", "", "v1", "pods", namespace=namespace, name=name)
+        if resp.status == 404:
+            return None
+        return self._ok(resp, f"get pod {namespace}/{name}")
+
     # ------------------------------------------------------------------------------------------
     # leases (leader election)
 

@@ -78,6 +78,7 @@ def _serve_writer_calls() -> set[Any]:
         _call("create", GROUP, "quotas"),
         _call("update", GROUP, "quotas"),
         _call("delete", GROUP, "quotas"),
+        _call("get", "", "pods"),  # a pod that went while no replica watched, read once after the sync
         _call("create", "", "pods", "binding"),
         _call("patch", "", "pods"),
         _call("create", "", "pods", "eviction"),

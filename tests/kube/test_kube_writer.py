@@ -208,6 +208,8 @@ async def test_declared_api_calls_are_exactly_the_ones_used(emu: Emulator, api: 
     )
     await w.bind_pod(ns, "p", p["metadata"]["uid"], node)
     await w.patch_pod_annotations(ns, "p", {"a": "b"})
+    assert (await w.get_pod(ns, "p") or {})["metadata"]["annotations"]["a"] == "b"
+    assert await w.get_pod(ns, "gone") is None  # a 404 is an answer, not an error
     involved = {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": ns, "uid": p["metadata"]["uid"]}
     await w.post_event(involved, "Normal", "Test", "once")
     await w.post_event(involved, "Normal", "Test", "once")  # aggregated: a patch
