@@ -319,7 +319,10 @@ class Runtime:
 
     async def _when_synced(self) -> None:
         await asyncio.gather(*(i.synced.wait() for i in self.informers))
-        await self._adopt_departures()
+        try:
+            await self._adopt_departures()
+        except Exception:  # a bug here must not keep the service from ever being ready
+            log.exception("keeping the places of pods that went while no replica watched failed")
         self._ready.set()
 
     async def _adopt_departures(self) -> None:
