@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 from extender.cache import jobs, reservations
 from extender.cache.meta import Obj
-from extender.model.quota import ReservedTask
 from extender.model.resources import QuantityError, Resource
 from extender.model.task import TaskInfo, TaskStatus, job_key
 
@@ -128,15 +127,5 @@ def adopt(cache: ClusterCache, d: Departure, pod: Obj | None, *, readable: bool 
     reason = reason_now(d, pod) if readable else "Deleted"
     if reason is None:
         return False
-    r = ReservedTask(
-        job=d.job,
-        index=d.index,
-        namespace=d.namespace,
-        pod_name=d.name,
-        pod_uid=d.uid,
-        reason=reason,
-        expires_at=cache.clock() + cache.reservation_ttl,
-        request=d.request,
-    )
-    reservations.keep(cache, d.quota, r)
+    reservations.reserve(cache, d.quota, d.task(), reason)
     return True

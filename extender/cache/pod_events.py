@@ -88,7 +88,7 @@ def apply_pod(cache: ClusterCache, old: Obj | None, obj: Obj) -> None:
         return
     # a claiming pod that just failed leaves a reservation (a succeeded one does not)
     if had_claim and terminal_now and task.status is TaskStatus.FAILED and prev is not None:
-        reservations.reserve(cache, had_claim, task, prev, "Failed")
+        reservations.reserve(cache, had_claim, task, "Failed")
     _add_task(cache, task)
     cache._bump()
 
@@ -176,7 +176,7 @@ def _remove_task(cache: ClusterCache, uid: str, *, deleted: Obj | None) -> None:
                 and not job.podgroup_missing  # its PodGroup was deleted: the job is gone
                 and not jobs.has_successor(job, task)
             ):
-                reservations.reserve(cache, task.quota, task, deleted, reservations.disruption_reason(deleted))
+                reservations.reserve(cache, task.quota, task, reservations.disruption_reason(deleted))
     if not job.tasks and not job.has_podgroup:
         del cache.jobs[key]
         cache.changed_jobs.add(key)

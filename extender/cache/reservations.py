@@ -29,7 +29,6 @@ __all__ = [
     "drop_expired_pending",
     "forget_job",
     "forget_quota",
-    "keep",
     "mark_expired_shown",
     "read_persisted",
     "reserve",
@@ -51,9 +50,9 @@ def disruption_reason(obj: Obj) -> str:
     return "Deleted"
 
 
-def reserve(cache: ClusterCache, quota_name: str, task: TaskInfo, pod: Obj, reason: str) -> None:
+def reserve(cache: ClusterCache, quota_name: str, task: TaskInfo, reason: str) -> None:
     """Keep ``task``'s place in the quota it claimed (nothing when the quota is gone or
-    reservations are off: ``reservation_ttl`` ≤ 0)."""
+    reservations are off: ``reservation_ttl`` ≤ 0); the binder leader writes it."""
     quota = cache.quotas.get(quota_name)
     if quota is None or cache.reservation_ttl <= 0:
         return
@@ -67,15 +66,9 @@ def reserve(cache: ClusterCache, quota_name: str, task: TaskInfo, pod: Obj, reas
         expires_at=cache.clock() + cache.reservation_ttl,
         request=quota.governed(task.request),  # what the slot keeps free, as a claim counts it
     )
-    keep(cache, quota_name, r)
-
-
-def keep(cache: ClusterCache, quota_name: str, r: ReservedTask) -> None:
-    """Record ``r`` as a pending reservation of the quota (the binder leader writes it)."""
-    quota = cache.quotas[quota_name]
-    cache.pending_reservations[quota_name][r.pod_uid] = r
+    cache.pending_reservations[quota_name][task.uid] = r
     cache.dirty_quotas.add(quota_name)
-    quota.reserved = (*tuple(x for x in quota.reserved if x.pod_uid != r.pod_uid), r)
+    quota.reserved = (*tuple(x for x in quota.reserved if x.pod_uid != task.uid), r)
     cache._notify(quota_name)
 
 
