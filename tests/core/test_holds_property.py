@@ -1,0 +1,271 @@
+"""Holds over random histories (issue 16 item 4, ``extender/plugins/topology/holds.py``).
+
+Random small clusters (1–3 leaves of 1–4 nodes, one or two GPU models) live through random steps:
+gangs and one-pod jobs arrive, running jobs finish or are evicted (their places kept for
+``reservation_ttl``), waiting jobs are deleted with their PodGroup, nodes go (their jobs fail as a
+whole) or flip Ready, the clock jumps, and the scheduler restarts (a new process taking over the
+holds the PodGroups' ``status.hold`` recorded). Every cycle runs
+the real scheduler on a real cache, its writes applied as the binder plans them, and checks:
+
+- what every cycle must keep (``check_cycle``: invariant 1, whole gangs, one GPU model, no more
+  leaves than needed);
+- at most ``max_holds`` holds, none older than ``hold_seconds``, none of a job that is gone or
+  whose quotas are all bound;
+- no quota of another job is bound to a node held for a job at the start and at the end of the
+  cycle (a hold may move or end within the cycle; then its old nodes are free again).
+
+At the end everything running finishes, cycle after cycle, and every gang that fits the empty
+cluster must have been placed: holds never keep a gang (or another) waiting forever.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bench.cache_writes import apply_plan
+from extender.binder.plan import plan_writes
+from extender.cache.cache import ClusterCache
+from extender.conf import default_policy_text, load_policy_text
+from extender.framework.intents import BindQuota
+from extender.framework.policy import Policy
+from extender.plugins.topology.holds import recorded as recorded_holds
+from extender.scheduler import CycleResult, Scheduler
+from tests import builders as b
+from tests.core.props import PROPERTY
+from tests.core.scenarios import NOW, bumped
+from tests.core.test_gang_sequences_property import Node, check_cycle, start_bound_pods
+
+Step = tuple[str, int, int]  # (kind, count | index | seconds, GPUs per worker)
+Holds = dict[str, tuple[tuple[str, ...], float]]  # job → (held nodes, since)
+Gangs = dict[str, tuple[int, int]]  # job name → (workers, GPUs each)
+World = tuple[list[dict[str, Any]], dict[str, Node], list[Step], dict[str, Any]]
+DRAIN_CYCLES = 80
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> World:
+    objs: list[dict[str, Any]] = []
+    nodes: dict[str, Node] = {}
+    models = ["A100", "H100"][: draw(st.integers(1, 2))]
+    for leaf in range(draw(st.integers(1, 3))):
+        for _ in range(draw(st.integers(2, 4))):
+            name, model = f"n{len(nodes)}", draw(st.sampled_from(models))
+            objs += [b.node(name, gpu_model=model, index=len(nodes)), b.topology(name, [f"s{leaf}"])]
+            nodes[name] = (model, f"s{leaf}", True)
+    arrive = st.tuples(st.just("arrive"), st.integers(1, 6), st.sampled_from([1, 2, 4, 8]))
+    trickle = st.tuples(st.just("trickle"), st.integers(2, 6), st.sampled_from([1, 4, 8]))
+    step = st.one_of(  # gangs and trickles twice over: what makes holds and tests them
+        arrive,
+        arrive,
+        trickle,
+        trickle,
+        st.tuples(st.just("single"), st.just(1), st.sampled_from([1, 4, 8])),
+        st.tuples(st.just("finish"), st.integers(0, 9), st.just(0)),
+        st.tuples(st.just("evict"), st.integers(0, 9), st.just(0)),
+        st.tuples(st.just("delete"), st.integers(0, 9), st.just(0)),
+        st.tuples(st.just("cycles"), st.integers(1, 5), st.just(0)),
+        st.tuples(st.just("cycles"), st.integers(1, 5), st.just(0)),
+        st.tuples(st.just("advance"), st.sampled_from([1, 30, 700]), st.just(0)),
+        st.tuples(st.just("lose"), st.integers(0, 11), st.just(0)),
+        st.tuples(st.just("flip"), st.integers(0, 11), st.just(0)),
+        st.tuples(st.just("restart"), st.just(0), st.just(0)),
+    )
+    topology = {
+        "reserve_after_cycles": draw(st.sampled_from([1, 2])),
+        "max_holds": draw(st.sampled_from([1, 2, 3])),
+        "hold_seconds": draw(st.sampled_from([3.0, 20.0, 600.0])),
+        "pack_workers": draw(st.booleans()),
+    }
+    return objs, nodes, draw(st.lists(step, min_size=4, max_size=16)), topology
+
+
+def policy_with(topology: dict[str, Any]) -> Policy:
+    doc = yaml.safe_load(default_policy_text())
+    doc["plugins"]["topology"].update(topology)
+    return load_policy_text(yaml.safe_dump(doc))
+
+
+def holds_of(sched: Scheduler) -> Holds:
+    return {job: (h.nodes, h.since) for job, h in sched.memory.holds.items()}
+
+
+def placed(cache: ClusterCache, gang: str, workers: int) -> bool:
+    return all(cache.quotas[f"q-{gang}-{k}"].node_name for k in range(workers))
+
+
+def check_holds(
+    cache: ClusterCache,
+    result: CycleResult,
+    start: Holds,
+    end: Holds,
+    gangs: Gangs,
+    topology: dict[str, Any],
+    now: float,
+) -> None:
+    """The hold properties of the module docstring for one cycle (AssertionError names the break)."""
+    assert len(end) <= topology["max_holds"], f"{len(end)} holds, at most {topology['max_holds']}: {end}"
+    for job, (_, since) in end.items():
+        assert now - since < topology["hold_seconds"], f"hold of {job} since {since} outlived its time at {now}"
+        assert job in cache.jobs, f"hold of a gone job {job}"
+        gang = job.split("/", 1)[1]
+        assert gang not in gangs or not placed(cache, gang, gangs[gang][0]), f"placed job {job} still holds"
+    for intent in result.intents:
+        if not isinstance(intent, BindQuota):
+            continue
+        owner = "default/" + intent.quota.removeprefix("q-").rsplit("-", 1)[0]
+        for job, (held, _) in start.items():
+            kept = job in end and intent.node in held and intent.node in end[job][0]
+            assert job == owner or not kept, f"{intent.quota} bound to {intent.node}, held for {job} all cycle"
+
+
+class History:
+    """One random history: the cache, the scheduler (replaced on restart) and the jobs alive."""
+
+    def __init__(self, objs: list[dict[str, Any]], nodes: dict[str, Node], topology: dict[str, Any]) -> None:
+        self.now = NOW
+        self.cache = ClusterCache(clock=lambda: self.now)
+        b.feed(self.cache, objs)
+        self.nodes = dict(nodes)  # as nodes go or flip
+        self.topology = topology
+        self.policy = policy_with(topology)
+        self.sched = Scheduler(self.policy)
+        self.gangs: Gangs = {}
+
+    def cycle(self) -> None:
+        start = holds_of(self.sched)
+        result = self.sched.run_once(self.cache.snapshot(self.now))
+        apply_plan(self.cache, plan_writes(self.cache, result, extra_quotas=self.cache.take_dirty_quotas()))
+        start_bound_pods(self.cache)
+        check_cycle(self.cache, result, self.nodes, {g: w for g, (w, _) in self.gangs.items()})
+        check_holds(self.cache, result, start, holds_of(self.sched), self.gangs, self.topology, self.now)
+        self.now += 1.0
+
+    def end_job(self, gang: str, *, succeeded: bool = False, with_podgroup: bool = False) -> None:
+        """The job's pods go: finished (``succeeded``: they turned Succeeded, which the pod watch
+        sees as a delete) or not (deleted or failed while running: their places are kept)."""
+        key = f"default/{gang}"
+        for pod in [self.cache.pod(uid) for uid in list(self.cache.jobs[key].tasks)]:
+            if pod is not None:
+                gone = bumped(dict(pod))
+                if succeeded:
+                    gone["status"] = {**(gone.get("status") or {}), "phase": "Succeeded"}
+                self.cache.on_pod_delete(gone)
+        podgroup = self.cache.podgroup_object(key) if with_podgroup else None
+        if podgroup is not None:
+            self.cache.on_podgroup_delete(podgroup)
+        del self.gangs[gang]
+
+    def running(self) -> list[str]:
+        return [g for g, (w, _) in self.gangs.items() if placed(self.cache, g, w)]
+
+    def lose(self, name: str) -> None:
+        """The node goes; every job with a pod there fails as a whole (a gang cannot run in part)."""
+        obj = self.cache.node_object(name)
+        if obj is None:
+            return
+        for job in list(self.cache.jobs.values()):
+            gang = job.key.split("/", 1)[1]
+            if gang in self.gangs and any(t.node == name for t in job.tasks.values()):
+                self.end_job(gang)
+        self.cache.on_node_delete(obj)
+        self.nodes[name] = (*self.nodes[name][:2], False)
+
+    def flip(self, name: str) -> None:
+        obj = self.cache.node_object(name)
+        if obj is None:
+            return
+        new, ready = bumped(dict(obj)), not self.nodes[name][2]
+        for condition in new["status"]["conditions"]:
+            if condition["type"] == "Ready":
+                condition["status"] = "True" if ready else "False"
+        self.cache.on_node_update(obj, new)
+        self.nodes[name] = (*self.nodes[name][:2], ready)
+
+    def play(self, n: int, step: Step) -> None:
+        kind, x, gpu = step
+        if kind in ("arrive", "single"):
+            b.feed(self.cache, b.training_job(f"j{n}", x, gpu=gpu, hca=1 if kind == "arrive" else None))
+            self.gangs[f"j{n}"] = (x, gpu)
+        elif kind == "trickle":  # one-pod jobs arriving one a cycle: what a waiting gang starves of
+            for k in range(x):
+                b.feed(self.cache, b.training_job(f"j{n}t{k}", 1, gpu=gpu, hca=None))
+                self.gangs[f"j{n}t{k}"] = (1, gpu)
+                self.cycle()
+            return
+        elif kind in ("finish", "evict", "delete"):
+            running = self.running()
+            pick = [g for g in self.gangs if (g in running) == (kind != "delete")]
+            if pick:
+                self.end_job(pick[x % len(pick)], succeeded=kind == "finish", with_podgroup=kind == "delete")
+        elif kind in ("lose", "flip"):
+            (self.lose if kind == "lose" else self.flip)(f"n{x}")
+        elif kind == "advance":
+            self.now += x
+        elif kind == "restart":
+            self.sched = Scheduler(self.policy)
+            self.sched.take_over(recorded_holds(self.cache.recorded_holds))
+        for _ in range(x if kind == "cycles" else 1):
+            self.cycle()
+
+    def drain(self) -> Gangs:
+        """Everything running finishes, cycle after cycle; returns the gangs that fit the empty
+        cluster and still wait."""
+        for _ in range(DRAIN_CYCLES):
+            if not self.gangs:
+                break
+            for gang in self.running():
+                self.end_job(gang, succeeded=True)
+            self.now += 50
+            self.cycle()
+        return {g: v for g, v in self.gangs.items() if self.fits_empty(*v)}
+
+    def fits_empty(self, workers: int, gpu: int) -> bool:
+        ready = [(m, name) for name, (m, _, r) in self.nodes.items() if r and name in self.cache.nodes]
+        return any(sum(min(8 // gpu, workers) for m, _ in ready if m == model) >= workers for model, _ in ready)
+
+
+def run(world: World) -> History:
+    objs, nodes, steps, topology = world
+    history = History(objs, nodes, topology)
+    for n, step in enumerate(steps):
+        history.play(n, step)
+    left = history.drain()
+    assert not left, f"never placed though they fit the empty cluster: {left}; holds {holds_of(history.sched)}"
+    return history
+
+
+@PROPERTY
+@given(worlds())
+def test_holds_keep_their_nodes_end_in_time_and_starve_no_gang(world: World) -> None:
+    run(world)
+
+
+def test_the_checker_catches_a_bind_to_a_held_node_a_stale_hold_and_a_hold_of_a_placed_job() -> None:
+    """The hold checks can fail: the same cycle's facts, each with one fact changed."""
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, [b.node("n0"), b.topology("n0", ["s0"]), *b.training_job("big", 2, gpu=8)])
+    b.feed(cache, b.training_job("small", 1, gpu=1, hca=None))
+    topology = {"max_holds": 1, "hold_seconds": 20.0}
+    result = Scheduler(policy_with({})).run_once(cache.snapshot(NOW))
+    assert [(i.quota, i.node) for i in result.intents if isinstance(i, BindQuota)] == [("q-small-0", "n0")]
+    apply_plan(cache, plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas()))
+    gangs: Gangs = {"big": (2, 8), "small": (1, 1)}
+    held: Holds = {"default/big": (("n0",), NOW - 5)}
+    check_holds(cache, result, {}, held, gangs, topology, NOW)  # the hold began this cycle: fine
+    breaks: dict[str, tuple[Holds, Holds, float]] = {
+        "bound to n0, held for default/big": (held, held, NOW),
+        "outlived its time": ({}, held, NOW + 30),
+        "placed job default/small still holds": ({}, {"default/small": (("n0",), NOW)}, NOW),
+        "2 holds, at most 1": ({}, {**held, "default/small": (("n0",), NOW)}, NOW),
+    }
+    for message, (start, end, now) in breaks.items():
+        try:
+            check_holds(cache, result, start, end, gangs, topology, now)
+        except AssertionError as exc:
+            assert message in str(exc), (message, exc)
+        else:
+            raise AssertionError(f"the checker missed: {message}")
