@@ -14,6 +14,7 @@ room than the gang saw, since idle quotas go back before hop ② plans), with th
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 from hypothesis import given
@@ -48,6 +49,20 @@ def start_bound_pods(cache: ClusterCache) -> None:
             new["spec"]["nodeName"] = q.node_name
             new["status"] = {**(new.get("status") or {}), "phase": "Running"}
             cache.on_pod_update(old, new)
+
+
+def placed(cache: ClusterCache, gang: str, workers: int) -> bool:
+    """Every quota of the gang (``q-<gang>-<k>``, as ``builders.training_job`` names them) is bound."""
+    return all(cache.quotas[f"q-{gang}-{k}"].node_name for k in range(workers))
+
+
+def set_ready(cache: ClusterCache, node: Mapping[str, Any], ready: bool) -> None:
+    """The node's Ready condition turns ``ready`` (an informer's update of it)."""
+    new = bumped(dict(node))
+    for condition in new["status"]["conditions"]:
+        if condition["type"] == "Ready":
+            condition["status"] = "True" if ready else "False"
+    cache.on_node_update(node, new)
 
 
 @st.composite
@@ -123,13 +138,13 @@ def run(objs: list[dict[str, Any]], nodes: dict[str, Node], steps: list[Step], p
     b.feed(cache, objs)
     sched = Scheduler(policy)
     gangs: dict[str, int] = {}
-    placed = 0
+    bound_gangs = 0
     for n, (kind, x, gpu) in enumerate(steps):
         if kind == "arrive":
             b.feed(cache, b.training_job(f"j{n}", x, gpu=gpu, hca=1))
             gangs[f"j{n}"] = x
         elif kind == "finish":
-            running = [g for g, w in gangs.items() if all(cache.quotas[f"q-{g}-{k}"].node_name for k in range(w))]
+            running = [g for g, w in gangs.items() if placed(cache, g, w)]
             if running:
                 gang = running[x % len(running)]
                 job = cache.jobs[f"default/{gang}"]
@@ -152,12 +167,8 @@ def run(objs: list[dict[str, Any]], nodes: dict[str, Node], steps: list[Step], p
             name = f"n{x}"
             obj = cache.node_object(name)
             if name in cache.nodes and obj is not None:
-                new = bumped(obj)
                 ready = not nodes[name][2]
-                for c in new["status"]["conditions"]:
-                    if c["type"] == "Ready":
-                        c["status"] = "True" if ready else "False"
-                cache.on_node_update(obj, new)
+                set_ready(cache, obj, ready)
                 nodes[name] = (nodes[name][0], nodes[name][1], ready)
         else:
             now += x
@@ -165,8 +176,8 @@ def run(objs: list[dict[str, Any]], nodes: dict[str, Node], steps: list[Step], p
         write_back(cache, result, bound_by=True)
         start_bound_pods(cache)
         check_cycle(cache, result, nodes, gangs)
-        placed += len({i.quota.rsplit("-", 1)[0] for i in result.intents if isinstance(i, BindQuota)})
-    return placed
+        bound_gangs += len({i.quota.rsplit("-", 1)[0] for i in result.intents if isinstance(i, BindQuota)})
+    return bound_gangs
 
 
 @PROPERTY

@@ -1,11 +1,11 @@
 """Holds over random histories (issue 16 item 4, ``extender/plugins/topology/holds.py``).
 
-Random small clusters (1–3 leaves of 1–4 nodes, one or two GPU models) live through random steps:
+Random small clusters (1–3 leaves of 2–4 nodes, one or two GPU models) live through random steps:
 gangs and one-pod jobs arrive, running jobs finish or are evicted (their places kept for
 ``reservation_ttl``), waiting jobs are deleted with their PodGroup, nodes go (their jobs fail as a
 whole) or flip Ready, the clock jumps, and the scheduler restarts (a new process taking over the
-holds the PodGroups' ``status.hold`` recorded). Every cycle runs
-the real scheduler on a real cache, its writes applied as the binder plans them, and checks:
+holds the PodGroups' ``status.hold`` recorded). Every cycle runs the real scheduler on a real
+cache, its writes applied as the binder plans them, and checks:
 
 - what every cycle must keep (``check_cycle``: invariant 1, whole gangs, one GPU model, no more
   leaves than needed);
@@ -20,8 +20,10 @@ cluster must have been placed: holds never keep a gang (or another) waiting fore
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
@@ -37,7 +39,7 @@ from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.scenarios import NOW, bumped
-from tests.core.test_gang_sequences_property import Node, check_cycle, start_bound_pods
+from tests.core.test_gang_sequences_property import Node, check_cycle, placed, set_ready, start_bound_pods
 
 Step = tuple[str, int, int]  # (kind, count | index | seconds, GPUs per worker)
 Holds = dict[str, tuple[tuple[str, ...], float]]  # job → (held nodes, since)
@@ -91,10 +93,6 @@ def policy_with(topology: dict[str, Any]) -> Policy:
 
 def holds_of(sched: Scheduler) -> Holds:
     return {job: (h.nodes, h.since) for job, h in sched.memory.holds.items()}
-
-
-def placed(cache: ClusterCache, gang: str, workers: int) -> bool:
-    return all(cache.quotas[f"q-{gang}-{k}"].node_name for k in range(workers))
 
 
 def check_holds(
@@ -178,11 +176,8 @@ class History:
         obj = self.cache.node_object(name)
         if obj is None:
             return
-        new, ready = bumped(dict(obj)), not self.nodes[name][2]
-        for condition in new["status"]["conditions"]:
-            if condition["type"] == "Ready":
-                condition["status"] = "True" if ready else "False"
-        self.cache.on_node_update(obj, new)
+        ready = not self.nodes[name][2]
+        set_ready(self.cache, obj, ready)
         self.nodes[name] = (*self.nodes[name][:2], ready)
 
     def play(self, n: int, step: Step) -> None:
@@ -263,9 +258,5 @@ def test_the_checker_catches_a_bind_to_a_held_node_a_stale_hold_and_a_hold_of_a_
         "2 holds, at most 1": ({}, {**held, "default/small": (("n0",), NOW)}, NOW),
     }
     for message, (start, end, now) in breaks.items():
-        try:
+        with pytest.raises(AssertionError, match=re.escape(message)):
             check_holds(cache, result, start, end, gangs, topology, now)
-        except AssertionError as exc:
-            assert message in str(exc), (message, exc)
-        else:
-            raise AssertionError(f"the checker missed: {message}")
