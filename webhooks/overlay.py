@@ -77,7 +77,7 @@ def _job_of_one(key: str, namespace: str, queue: str, task: TaskInfo | None) -> 
         priority=task.priority if task is not None else 0,
         priority_class=task.priority_class if task is not None else "",
         has_podgroup=False,
-        podgroup_missing=task is not None and bool(task.annotations.get(wellknown.ANNO_GROUP_NAME)),
+        podgroup_missing=task is not None and task.names_group,
         labels=task.labels if task is not None else {},
         created=task.created if task is not None else 0.0,
     )

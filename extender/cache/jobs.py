@@ -147,7 +147,7 @@ def refresh_job(cache: ClusterCache, job: JobInfo) -> None:
         key = t.annotations.get(wellknown.ANNO_TOPOLOGY_AFFINITY_KEY)
         if key:
             job.affinity_key = key
-    job.podgroup_missing = pg is None and any(t.annotations.get(wellknown.ANNO_GROUP_NAME) for t in tasks)
+    job.podgroup_missing = pg is None and any(t.names_group for t in tasks)
     if any(t.is_alive() and not t.spot and not (t.node and t.status in ON_NODE) for t in tasks):
         cache.pending_jobs.add(job.key)
     else:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from extender.model.enums import Enum
 from extender.model.resources import Resource
 from extender.model.selectors import NodeAffinity, Toleration, map_key
-from extender.wellknown import ANNO_REQUIRED_QUOTA
+from extender.wellknown import ANNO_GROUP_NAME, ANNO_REQUIRED_QUOTA
 
 __all__ = ["IllegalTransition", "TaskInfo", "TaskStatus", "job_key"]
 
@@ -149,6 +149,12 @@ class TaskInfo:
 
     def is_alive(self) -> bool:
         return self.status in ALIVE
+
+    @property
+    def names_group(self) -> bool:
+        """The pod names the PodGroup it belongs to (``scheduling.k8s.io/group-name``, annotation
+        or label, as :func:`extender.cache.convert.pod_job_key` reads it)."""
+        return bool(self.annotations.get(ANNO_GROUP_NAME) or self.labels.get(ANNO_GROUP_NAME))
 
     @property
     def required_quota(self) -> str:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from extender import wellknown
 from extender.framework.intents import BindQuota
 from extender.framework.session import FitStage
 from extender.framework.status import summarize
+from tests import builders as b
 from tests.core.scenarios import (
     GPU,
+    binds,
     cycle,
     make_cache,
     node_of,
@@ -47,3 +50,28 @@ def test_the_verdict_of_a_gang_that_cannot_fit_says_why(topology: bool) -> None:
             "5 nodes: InsufficientQuotaIdle(nvidia.com/gpu 8 > 4)",
             "3 nodes: InsufficientQuotaIdle(nvidia.com/gpu 8 > 0)",
         ]
+
+
+@pytest.mark.parametrize("where", ["annotations", "labels"])
+def test_pods_naming_a_podgroup_that_does_not_exist_wait_for_it(where: str) -> None:
+    """``scheduling.k8s.io/group-name`` joins pods to a PodGroup whether an annotation or a label
+    names it (``pod_job_key``); either way the gang waits until the PodGroup exists rather than
+    running pod by pod."""
+    objs = [b.node("n0"), b.node("n1")]
+    podgroup = None
+    for o in b.training_job("train", 2, gpu=8):
+        if o["kind"] == "PodGroup":
+            podgroup = o
+            continue
+        if o["kind"] == "Pod":
+            meta = o["metadata"]
+            group = meta["annotations"].pop(wellknown.ANNO_GROUP_NAME)
+            meta.setdefault(where, {})[wellknown.ANNO_GROUP_NAME] = group
+        objs.append(o)
+    assert podgroup is not None
+    cache = make_cache(objs)
+    assert cache.jobs["default/train"].podgroup_missing
+    assert not binds(cycle(cache)), "a gang without its PodGroup was placed"
+    cache.on_podgroup_add(podgroup)
+    assert not cache.jobs["default/train"].podgroup_missing
+    assert len(binds(cycle(cache))) == 2, "the gang runs once its PodGroup exists"
