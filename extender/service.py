@@ -329,8 +329,13 @@ class Runtime:
         """Keep the places of the pods that went while no replica watched (``status.tasks``
         entries whose pod the synced cache does not hold, :mod:`extender.cache.departures`):
         each pod is read once by name, at most ``DEPARTURE_READS`` at a time; one that cannot be
-        read keeps its place."""
+        read keeps its place. Places of jobs whose PodGroup went meanwhile are released first."""
         assert self.writer is not None
+        await self.cache.gate.writable()
+        orphaned = departures.forget_orphaned(self.cache)
+        if orphaned:
+            log.info("places of %d jobs whose PodGroup went while no replica watched are released: %s",
+                     len(orphaned), ", ".join(sorted(orphaned)))  # fmt: skip
         writer, found = self.writer, departures.unseen(self.cache)
         limit = asyncio.Semaphore(DEPARTURE_READS)
 

@@ -20,6 +20,10 @@ decides (:func:`adopt`, given the object read by name): gone, or its name taken 
 place kept (a finished task does not restart). A pod that cannot be read keeps its place
 (``Deleted``): the reservation only keeps room until ``reservation_ttl``, losing the place is what
 cannot be undone.
+
+The converse holds too: a PodGroup deleted while no replica watched takes its job's places with
+it, as a watching replica's :func:`extender.cache.reservations.forget_job` would have
+(:func:`forget_orphaned`).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from extender.model.task import TaskInfo, TaskStatus, job_key
 if TYPE_CHECKING:
     from extender.cache.cache import ClusterCache
 
-__all__ = ["Departure", "adopt", "unseen"]
+__all__ = ["Departure", "adopt", "forget_orphaned", "unseen"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,3 +133,22 @@ def adopt(cache: ClusterCache, d: Departure, pod: Obj | None, *, readable: bool 
         return False
     reservations.reserve(cache, d.quota, d.task(), reason)
     return True
+
+
+def forget_orphaned(cache: ClusterCache) -> list[str]:
+    """Forget the places the quotas show for jobs whose group's PodGroup is gone (deleted while no
+    replica watched), as a watching replica does when a PodGroup goes
+    (:func:`extender.cache.reservations.forget_job`: a group's pod keeps a place only while its
+    PodGroup exists). A lone pod's places (its job is the pod itself) are never orphaned. Call
+    once the cache's informers have synced; returns the jobs forgotten, sorted."""
+    orphaned = sorted(
+        {
+            r.job
+            for quota in cache.quotas.values()
+            for r in quota.reserved
+            if r.job and r.job != job_key(r.namespace, r.pod_name) and r.job not in cache._podgroups
+        }
+    )
+    for key in orphaned:
+        reservations.forget_job(cache, key)
+    return orphaned

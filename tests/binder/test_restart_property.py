@@ -206,3 +206,27 @@ def test_a_departed_pod_that_cannot_be_read_keeps_its_place() -> None:
             assert [r.pod_name for r in cl.rt.cache.quotas["q-train-1"].reserved] == ["train-worker-1"]
 
     anyio.run(run)
+
+
+def test_the_places_of_a_job_whose_podgroup_went_while_the_service_was_down_are_released() -> None:
+    """A worker was evicted and its place written into ``status.reservedTasks``; then, while the
+    service was down, the whole job went (its PodGroup and pods deleted). The restarted leader
+    releases the place at once, as a watching one does, instead of keeping it until its TTL."""
+
+    async def run() -> None:
+        async with LocalCluster() as cl:
+            await running_gang(cl)
+            await end_pod(cl, "train-worker-1", "delete")
+            await cl.cycle()
+            q = cl.emulator.get(wellknown.API_VERSION, wellknown.QUOTAS, "q-train-1")["status"]
+            assert [r["podName"] for r in q.get("reservedTasks") or ()] == ["train-worker-1"], q
+            await cl.rt.stop()
+            cl.emulator.delete(wellknown.API_VERSION, wellknown.PODGROUPS, "train", "default")
+            cl.emulator.delete("v1", "pods", "train-worker-0", "default")
+            await cl.restart()
+            await cl.cycle()
+            q = cl.emulator.get(wellknown.API_VERSION, wellknown.QUOTAS, "q-train-1")["status"]
+            assert not q.get("reservedTasks"), f"a deleted job's place is still kept: {q}"
+            assert not cl.rt.cache.quotas["q-train-1"].reserved
+
+    anyio.run(run)

@@ -10,6 +10,7 @@ import pytest
 
 from extender.cache import departures
 from extender.cache.cache import ClusterCache
+from extender.cache.convert import format_time
 from tests import builders as b
 from tests.core.scenarios import NOW, make_cache
 
@@ -102,3 +103,26 @@ def test_the_restarted_worker_takes_the_kept_place() -> None:
     cache.on_pod_add(b.pod("train-worker-1", group="train", quota="q-train-1", gpu=8, index=1, uid="uid-new"))
     q = cache.quotas["q-train-1"]
     assert not q.reserved and list(q.claims) == ["uid-new"]
+
+
+def kept(job: str, pod: str, *, index: int | None = 1) -> dict[str, Any]:
+    """A place the leader wrote into ``status.reservedTasks``."""
+    return {"job": job, "taskIndex": index, "namespace": "default", "podName": pod, "podUID": f"uid-{pod}",
+            "reason": "Deleted", "expiresAt": format_time(NOW + 300), "request": {"nvidia.com/gpu": "8"}}  # fmt: skip
+
+
+def test_places_of_a_group_whose_podgroup_went_unwatched_are_forgotten_and_no_others() -> None:
+    status = {
+        "phase": "QuotaBound",
+        "nodeName": "n1",
+        "reservedTasks": [
+            kept("default/gone", "gone-worker-0", index=0),  # its PodGroup was deleted while nobody watched
+            kept("default/train", "train-worker-1"),  # its PodGroup exists
+            kept("default/solo", "solo", index=None),  # a lone pod: its job is the pod itself
+        ],
+    }
+    cache = make_cache([b.node("n1"), b.quota("q-train-1", gpu=8, hca=1, status=status), b.podgroup("train")])
+    assert departures.forget_orphaned(cache) == ["default/gone"]
+    assert [r.job for r in cache.quotas["q-train-1"].reserved] == ["default/train", "default/solo"]
+    assert "q-train-1" in cache.dirty_quotas, "the leader writes the status without it next cycle"
+    assert departures.forget_orphaned(cache) == [], "nothing is forgotten twice"
