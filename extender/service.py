@@ -335,7 +335,7 @@ class Runtime:
         orphaned = departures.forget_orphaned(self.cache)
         if orphaned:
             log.info("places of %d jobs whose PodGroup went while no replica watched are released: %s",
-                     len(orphaned), ", ".join(sorted(orphaned)))  # fmt: skip
+                     len(orphaned), ", ".join(orphaned))  # fmt: skip
         writer, found = self.writer, departures.unseen(self.cache)
         limit = asyncio.Semaphore(DEPARTURE_READS)
 
