@@ -209,7 +209,7 @@ def test_a_departed_pod_that_cannot_be_read_keeps_its_place() -> None:
 
 
 def test_the_places_of_a_job_whose_podgroup_went_while_the_service_was_down_are_released() -> None:
-    """A worker was evicted and its place written into ``status.reservedTasks``; then, while the
+    """A worker was deleted and its place written into ``status.reservedTasks``; then, while the
     service was down, the whole job went (its PodGroup and pods deleted). The restarted leader
     releases the place at once, as a watching one does, instead of keeping it until its TTL."""
 
