@@ -22,7 +22,7 @@ place kept (a finished task does not restart). A pod that cannot be read keeps i
 cannot be undone.
 
 The converse holds too: a PodGroup deleted while no replica watched takes its job's places with
-it, as a watching replica's :func:`extender.cache.reservations.forget_job` would have
+it, as a watching replica's :func:`extender.cache.reservations.forget_jobs` would have
 (:func:`forget_orphaned`).
 """
 
@@ -91,8 +91,7 @@ def _still_unseen(cache: ClusterCache, d: Departure) -> bool:
         return False
     if any(r.pod_uid == d.uid for r in quota.reserved):
         return False
-    lone = d.job == job_key(d.namespace, d.name)
-    if not lone and d.job not in cache._podgroups:
+    if _orphaned(cache, d.job, d.namespace, d.name):
         return False  # its group's PodGroup is gone (or never was): the job keeps no places
     job = cache.jobs.get(d.job)
     return job is None or not jobs.has_successor(job, d.task())
@@ -135,20 +134,23 @@ def adopt(cache: ClusterCache, d: Departure, pod: Obj | None, *, readable: bool 
     return True
 
 
+def _orphaned(cache: ClusterCache, job: str, namespace: str, pod_name: str) -> bool:
+    """The pod ``pod_name`` of ``job`` belongs to a group (its job is not the pod itself, as a
+    lone pod's is) whose PodGroup the cache does not hold: a group's pod keeps a place only while
+    its PodGroup exists."""
+    return job != job_key(namespace, pod_name) and job not in cache._podgroups
+
+
 def forget_orphaned(cache: ClusterCache) -> list[str]:
-    """Forget the places the quotas show for jobs whose group's PodGroup is gone (deleted while no
-    replica watched), as a watching replica does when a PodGroup goes
-    (:func:`extender.cache.reservations.forget_job`: a group's pod keeps a place only while its
-    PodGroup exists). A lone pod's places (its job is the pod itself) are never orphaned. Call
-    once the cache's informers have synced; returns the jobs forgotten, sorted."""
-    orphaned = sorted(
-        {
-            r.job
-            for quota in cache.quotas.values()
-            for r in quota.reserved
-            if r.job and r.job != job_key(r.namespace, r.pod_name) and r.job not in cache._podgroups
-        }
-    )
-    for key in orphaned:
-        reservations.forget_job(cache, key)
-    return orphaned
+    """Forget the places the quotas show for pods of groups whose PodGroup is gone (deleted while
+    no replica watched), as a watching replica does when a PodGroup goes
+    (:func:`extender.cache.reservations.forget_jobs`). A lone pod's places are never orphaned.
+    Call once the cache's informers have synced; returns the jobs forgotten, sorted."""
+    orphaned = {
+        r.job
+        for quota in cache.quotas.values()
+        for r in quota.reserved
+        if r.job and _orphaned(cache, r.job, r.namespace, r.pod_name)
+    }
+    reservations.forget_jobs(cache, orphaned)
+    return sorted(orphaned)

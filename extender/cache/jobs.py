@@ -70,7 +70,7 @@ def on_podgroup_delete(cache: ClusterCache, obj: Obj) -> None:
             cache.pending_jobs.discard(key)
         else:
             refresh_job(cache, job)
-    reservations.forget_job(cache, key)
+    reservations.forget_jobs(cache, {key})
     cache._bump()
 
 

@@ -14,6 +14,7 @@ its reservation once the cache has synced (:mod:`extender.cache.departures`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
 from extender.cache.meta import Obj
@@ -27,7 +28,7 @@ __all__ = [
     "consume",
     "disruption_reason",
     "drop_expired_pending",
-    "forget_job",
+    "forget_jobs",
     "forget_quota",
     "mark_expired_shown",
     "read_persisted",
@@ -105,15 +106,15 @@ def forget_quota(cache: ClusterCache, name: str) -> None:
     cache._reservation_expiry.pop(name, None)
 
 
-def forget_job(cache: ClusterCache, key: str) -> None:
-    """The job is gone (its PodGroup was deleted): the places it kept for restarts are not
-    needed any more."""
+def forget_jobs(cache: ClusterCache, keys: AbstractSet[str]) -> None:
+    """The jobs are gone (their PodGroups were deleted): the places they kept for restarts are
+    not needed any more. One pass over the reservations, however many jobs."""
     for pending in cache.pending_reservations.values():
-        for uid in [u for u, r in pending.items() if r.job == key]:
+        for uid in [u for u, r in pending.items() if r.job in keys]:
             del pending[uid]
     for q in cache.quotas.values():
-        if any(r.job == key for r in q.reserved):
-            q.reserved = tuple(r for r in q.reserved if r.job != key)
+        if any(r.job in keys for r in q.reserved):
+            q.reserved = tuple(r for r in q.reserved if r.job not in keys)
             cache.dirty_quotas.add(q.name)
             cache._notify(q.name)
 
