@@ -22,7 +22,7 @@ from extender.cache.tierlimit import pod_tier_limit
 from extender.model.node import NodeCondition, NodeInfo
 from extender.model.resources import QuantityError, Resource
 from extender.model.selectors import NodeAffinity, SelectorError, Taint, Toleration
-from extender.model.task import TaskInfo, TaskStatus, job_key
+from extender.model.task import TaskInfo, TaskStatus, group_name, job_key
 from extender.model.topology import gpu_spec_code, node_tiers, node_zone_key
 
 __all__ = [
@@ -233,10 +233,9 @@ def pod_job_key(obj: Mapping[str, Any]) -> tuple[str, str, bool]:
     """(job key, group name, has group): pods join a job by ``scheduling.k8s.io/group-name``."""
     meta = metadata_of(obj)
     ns = str(meta.get("namespace") or "default")
-    annotations = meta.get("annotations") or {}
-    group = annotations.get(wellknown.ANNO_GROUP_NAME) or (meta.get("labels") or {}).get(wellknown.ANNO_GROUP_NAME)
+    group = group_name(meta.get("annotations") or {}, meta.get("labels") or {})
     if group:
-        return job_key(ns, str(group)), str(group), True
+        return job_key(ns, group), group, True
     return job_key(ns, str(meta.get("name") or meta.get("generateName") or "")), "", False
 
 

@@ -15,6 +15,7 @@ cache builds tasks directly in the state the API shows.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from extender.model.enums import Enum
@@ -22,7 +23,7 @@ from extender.model.resources import Resource
 from extender.model.selectors import NodeAffinity, Toleration, map_key
 from extender.wellknown import ANNO_GROUP_NAME, ANNO_REQUIRED_QUOTA
 
-__all__ = ["IllegalTransition", "TaskInfo", "TaskStatus", "job_key"]
+__all__ = ["IllegalTransition", "TaskInfo", "TaskStatus", "group_name", "job_key"]
 
 
 class TaskStatus(Enum):
@@ -68,6 +69,12 @@ class IllegalTransition(RuntimeError):
 
 def job_key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"
+
+
+def group_name(annotations: Mapping[str, str], labels: Mapping[str, str]) -> str:
+    """The PodGroup a pod names: ``scheduling.k8s.io/group-name``, as an annotation (Volcano's
+    way) or else a label; "" when it names none."""
+    return str(annotations.get(ANNO_GROUP_NAME) or labels.get(ANNO_GROUP_NAME) or "")
 
 
 @dataclass(slots=True)
@@ -152,9 +159,8 @@ class TaskInfo:
 
     @property
     def names_group(self) -> bool:
-        """The pod names the PodGroup it belongs to (``scheduling.k8s.io/group-name``, annotation
-        or label, as :func:`extender.cache.convert.pod_job_key` reads it)."""
-        return bool(self.annotations.get(ANNO_GROUP_NAME) or self.labels.get(ANNO_GROUP_NAME))
+        """The pod names the PodGroup it belongs to (:func:`group_name`)."""
+        return bool(group_name(self.annotations, self.labels))
 
     @property
     def required_quota(self) -> str:
