@@ -140,6 +140,35 @@ def test_pack_workers_uses_the_fewest_nodes() -> None:
     assert counts(choose_nodes([cand("a", 0, 8), cand("b", 1, 3)], 3, pack=True)) == {"b": 3}
 
 
+def test_pack_workers_is_best_fit_among_the_fewest_nodes() -> None:
+    """10 slots on nodes with room 8/8/4/1: two nodes either way, but 8 + 4 keeps an 8 whole for a
+    wider worker, where the largest first (8 + 8) would break both."""
+    nodes = [cand("a", 0, 8), cand("b", 1, 8), cand("c", 2, 4), cand("d", 3, 1)]
+    assert counts(choose_nodes(nodes, 10, pack=True)) == {"a": 8, "c": 2}
+    # 5 + 5 is an exact fit; 8 + the smallest node that holds the rest (5) would take 13
+    nodes = [cand("a", 0, 8), cand("b", 1, 6), cand("c", 2, 5), cand("d", 3, 5)]
+    assert counts(choose_nodes(nodes, 10, pack=True)) == {"c": 5, "d": 5}
+
+
+@PROPERTY
+@given(st.lists(st.integers(1, 8), min_size=1, max_size=7), st.integers(1, 30))
+def test_packed_nodes_are_what_brute_force_finds(capacities: list[int], need: int) -> None:
+    """With ``pack``: the fewest nodes that hold ``need``, then the least capacity taken."""
+    nodes = [cand(f"n{i}", i, c) for i, c in enumerate(capacities)]
+    if sum(capacities) < need:
+        return
+    best = min(
+        (len(combo), sum(c.capacity for c in combo))
+        for k in range(1, len(nodes) + 1)
+        for combo in itertools.combinations(nodes, k)
+        if sum(c.capacity for c in combo) >= need
+    )
+    chosen = choose_nodes(nodes, need, pack=True)
+    assert sum(n for _, n in chosen) == need
+    assert all(0 < n <= c.capacity for c, n in chosen)
+    assert (len(chosen), sum(c.capacity for c, _ in chosen)) == best
+
+
 def test_too_few_slots_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="fewer than 3"):
         choose_nodes([cand("n0", 0, 1)], 3)

@@ -20,8 +20,7 @@ The rules, in the order the planner applies them:
 3. **Nodes in a zone** (:func:`choose_nodes`): by default distinct nodes while the zone has enough
    of them, best QN score first (ties: lower index), and consecutive ranks share a node only when
    needed (then spread round-robin, so no node takes more ranks than it must). With
-   ``pack=True`` as few nodes as possible: the node that holds all of them with the least
-   capacity, else the largest first.
+   ``pack=True`` as few nodes as possible, and among those the least capacity taken (best fit).
 4. **Ranks** (:func:`assign_ranks`): slots sorted by node index go to quotas in task-index order,
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
@@ -152,18 +151,7 @@ def choose_nodes(candidates: Sequence[Candidate], need: int, *, pack: bool = Fal
     by_score = sorted(candidates, key=lambda c: (-c.score, c.index, c.name))
     counts: dict[str, int] = {}
     if pack:
-        whole = [c for c in by_score if c.capacity >= need]
-        if whole:
-            best = min(whole, key=lambda c: (c.capacity, -c.score, c.index, c.name))
-            counts[best.name] = need
-        else:
-            left = need
-            for c in sorted(by_score, key=lambda c: -c.capacity):  # stable: score order within a capacity
-                take = min(c.capacity, left)
-                counts[c.name] = take
-                left -= take
-                if left == 0:
-                    break
+        counts = _fewest_best_fit(by_score, need)
     elif len(by_score) >= need:
         counts = {c.name: 1 for c in by_score[:need]}
     else:
@@ -182,6 +170,40 @@ def choose_nodes(candidates: Sequence[Candidate], need: int, *, pack: bool = Fal
                 raise ValueError(f"candidates hold fewer than {need} slots")
     chosen = [(c, counts[c.name]) for c in candidates if counts.get(c.name)]
     return sorted(chosen, key=lambda cn: (cn[0].index, cn[0].name))
+
+
+def _fewest_best_fit(by_score: Sequence[Candidate], need: int) -> dict[str, int]:
+    """Rule 3 with ``pack``: the fewest nodes that hold ``need`` slots; among those, the least
+    capacity taken (best fit: nodes with more room stay whole for wider workers); within one
+    capacity, best score first. Each chosen node, the largest first, takes as many as it can."""
+    groups: dict[int, list[Candidate]] = {}
+    for c in by_score:
+        groups.setdefault(c.capacity, []).append(c)
+    caps = sorted(groups, reverse=True)
+    fewest, covered = 0, 0
+    for room in sorted((c.capacity for c in by_score), reverse=True):
+        fewest, covered = fewest + 1, covered + room
+        if covered >= need:
+            break
+    # (nodes taken, slots covered capped at need) → (capacity taken, nodes taken per capacity)
+    best: dict[tuple[int, int], tuple[int, tuple[int, ...]]] = {(0, 0): (0, ())}
+    for cap in caps:
+        step: dict[tuple[int, int], tuple[int, tuple[int, ...]]] = {}
+        for (taken, cov), (cost, picks) in best.items():
+            for j in range(min(len(groups[cap]), fewest - taken) + 1):
+                state = (taken + j, min(need, cov + j * cap))
+                new = (cost + j * cap, (*picks, j))
+                if state not in step or new[0] < step[state][0]:
+                    step[state] = new
+        best = step
+    _, picks = best[(fewest, need)]
+    counts: dict[str, int] = {}
+    left = need
+    for cap, j in zip(caps, picks, strict=True):
+        for c in groups[cap][:j]:
+            counts[c.name] = min(cap, left)
+            left -= counts[c.name]
+    return counts
 
 
 def assign_ranks(
