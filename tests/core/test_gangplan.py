@@ -4,6 +4,7 @@ and against brute force on random small inputs."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import pytest
 from hypothesis import given
@@ -148,17 +149,27 @@ def test_pack_workers_is_best_fit_among_the_fewest_nodes() -> None:
     # 5 + 5 is an exact fit; 8 + the smallest node that holds the rest (5) would take 13
     nodes = [cand("a", 0, 8), cand("b", 1, 6), cand("c", 2, 5), cand("d", 3, 5)]
     assert counts(choose_nodes(nodes, 10, pack=True)) == {"c": 5, "d": 5}
+    # 8 + 4 and 6 + 6 take as much room; the 8 stays whole
+    nodes = [cand("a", 0, 8), cand("b", 1, 6), cand("c", 2, 6), cand("d", 3, 4)]
+    assert counts(choose_nodes(nodes, 12, pack=True)) == {"b": 6, "c": 6}
 
 
 @PROPERTY
 @given(st.lists(st.integers(1, 8), min_size=1, max_size=7), st.integers(1, 30))
 def test_packed_nodes_are_what_brute_force_finds(capacities: list[int], need: int) -> None:
-    """With ``pack``: the fewest nodes that hold ``need``, then the least capacity taken."""
+    """With ``pack``: the fewest nodes that hold ``need``, then the least capacity taken, then the
+    fewest of the largest nodes."""
     nodes = [cand(f"n{i}", i, c) for i, c in enumerate(capacities)]
     if sum(capacities) < need:
         return
+    distinct = sorted(set(capacities), reverse=True)
+
+    def key(combo: Sequence[Candidate]) -> tuple[int, int, list[int]]:
+        taken = [c.capacity for c in combo]
+        return (len(combo), sum(taken), [taken.count(cap) for cap in distinct])
+
     best = min(
-        (len(combo), sum(c.capacity for c in combo))
+        key(combo)
         for k in range(1, len(nodes) + 1)
         for combo in itertools.combinations(nodes, k)
         if sum(c.capacity for c in combo) >= need
@@ -166,7 +177,7 @@ def test_packed_nodes_are_what_brute_force_finds(capacities: list[int], need: in
     chosen = choose_nodes(nodes, need, pack=True)
     assert sum(n for _, n in chosen) == need
     assert all(0 < n <= c.capacity for c, n in chosen)
-    assert (len(chosen), sum(c.capacity for c, _ in chosen)) == best
+    assert key([c for c, _ in chosen]) == best
 
 
 def test_too_few_slots_is_a_programming_error() -> None:

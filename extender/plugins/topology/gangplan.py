@@ -20,7 +20,8 @@ The rules, in the order the planner applies them:
 3. **Nodes in a zone** (:func:`choose_nodes`): by default distinct nodes while the zone has enough
    of them, best QN score first (ties: lower index), and consecutive ranks share a node only when
    needed (then spread round-robin, so no node takes more ranks than it must). With
-   ``pack=True`` as few nodes as possible, and among those the least capacity taken (best fit).
+   ``pack=True`` as few nodes as possible, and among those the least capacity taken (best fit;
+   ties: fewer of the roomiest nodes).
 4. **Ranks** (:func:`assign_ranks`): slots sorted by node index go to quotas in task-index order,
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
@@ -32,6 +33,7 @@ fails only when no spec's zones together hold ``need`` slots.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -175,28 +177,39 @@ def choose_nodes(candidates: Sequence[Candidate], need: int, *, pack: bool = Fal
 def _fewest_best_fit(by_score: Sequence[Candidate], need: int) -> dict[str, int]:
     """Rule 3 with ``pack``: the fewest nodes that hold ``need`` slots; among those, the least
     capacity taken (best fit: nodes with more room stay whole for wider workers); within one
-    capacity, best score first. Each chosen node, the largest first, takes as many as it can."""
+    capacity, best score first; ties of capacity taken: fewer of the largest nodes (they stay
+    whole). Each chosen node, the largest first, takes as many as it can.
+
+    Exact: a search over how many nodes of each capacity to take, largest capacity first, keeping
+    only partial choices from which the largest remaining nodes still reach ``need``. Since fewer
+    nodes cannot hold the gang, the chosen capacity exceeds ``need`` by less than one node's
+    room, so each count of nodes taken keeps fewer partial sums than the largest capacity."""
     groups: dict[int, list[Candidate]] = {}
     for c in by_score:
         groups.setdefault(c.capacity, []).append(c)
     caps = sorted(groups, reverse=True)
-    fewest, covered = 0, 0
-    for room in sorted((c.capacity for c in by_score), reverse=True):
-        fewest, covered = fewest + 1, covered + room
-        if covered >= need:
-            break
-    # (nodes taken, slots covered capped at need) → (capacity taken, nodes taken per capacity)
-    best: dict[tuple[int, int], tuple[int, tuple[int, ...]]] = {(0, 0): (0, ())}
-    for cap in caps:
-        step: dict[tuple[int, int], tuple[int, tuple[int, ...]]] = {}
-        for (taken, cov), (cost, picks) in best.items():
+    sizes = [cap for cap in caps for _ in groups[cap]]  # every node's capacity, largest first
+    prefix = list(itertools.accumulate(sizes, initial=0))
+    fewest = next(k for k in range(1, len(sizes) + 1) if prefix[k] >= need)
+    starts = list(itertools.accumulate((len(groups[cap]) for cap in caps), initial=0))
+
+    def reach(group: int, count: int) -> int:  # the most ``count`` nodes of later groups add
+        first = starts[group]
+        return prefix[min(len(sizes), first + count)] - prefix[first]
+
+    # (nodes taken, capacity taken) → nodes taken per capacity so far
+    partial: dict[tuple[int, int], tuple[int, ...]] = {(0, 0): ()}
+    for g, cap in enumerate(caps):
+        grown: dict[tuple[int, int], tuple[int, ...]] = {}
+        for (taken, total), picks in partial.items():
             for j in range(min(len(groups[cap]), fewest - taken) + 1):
-                state = (taken + j, min(need, cov + j * cap))
-                new = (cost + j * cap, (*picks, j))
-                if state not in step or new[0] < step[state][0]:
-                    step[state] = new
-        best = step
-    _, picks = best[(fewest, need)]
+                state, more = (taken + j, total + j * cap), (*picks, j)
+                if state[1] + reach(g + 1, fewest - state[0]) < need:
+                    continue  # even the largest nodes left cannot reach ``need`` from here
+                if state not in grown or more < grown[state]:
+                    grown[state] = more
+        partial = grown
+    _, picks = min((total, picks) for (taken, total), picks in partial.items() if taken == fewest)
     counts: dict[str, int] = {}
     left = need
     for cap, j in zip(caps, picks, strict=True):
