@@ -183,6 +183,8 @@ def test_packed_nodes_are_what_brute_force_finds(capacities: list[int], need: in
 def test_too_few_slots_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="fewer than 3"):
         choose_nodes([cand("n0", 0, 1)], 3)
+    with pytest.raises(ValueError, match="fewer than 3"):
+        choose_nodes([cand("n0", 0, 2)], 3, pack=True)
 
 
 def test_ranks_ascend_with_node_index() -> None:

@@ -190,6 +190,8 @@ def _fewest_best_fit(by_score: Sequence[Candidate], need: int) -> dict[str, int]
     caps = sorted(groups, reverse=True)
     sizes = [cap for cap in caps for _ in groups[cap]]  # every node's capacity, largest first
     prefix = list(itertools.accumulate(sizes, initial=0))
+    if prefix[-1] < need:
+        raise ValueError(f"candidates hold fewer than {need} slots")
     fewest = next(k for k in range(1, len(sizes) + 1) if prefix[k] >= need)
     starts = list(itertools.accumulate((len(groups[cap]) for cap in caps), initial=0))
 
