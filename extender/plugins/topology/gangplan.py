@@ -96,16 +96,21 @@ def choose_zones(zones: Iterable[ZoneOffer], need: int) -> list[ZoneOffer] | Non
     holding = [z for z in usable if z.capacity >= need]
     if holding:
         return [min(holding, key=_single_key)]
-    caps = sorted((z.capacity for z in usable), reverse=True)
-    covered, fewest = 0, 0
-    for c in caps:
-        covered += c
-        fewest += 1
-        if covered >= need:
-            break
-    if covered < need:
+    fewest = _fewest((z.capacity for z in usable), need)
+    if fewest is None:
         return None
     return _best_subset(usable, need, fewest)
+
+
+def _fewest(capacities: Iterable[int], need: int) -> int | None:
+    """How many of ``capacities``, the largest first, it takes to reach ``need`` — the fewest that
+    can, since any k of them hold at most the k largest; None when all of them together do not."""
+    covered = 0
+    for k, c in enumerate(sorted(capacities, reverse=True), start=1):
+        covered += c
+        if covered >= need:
+            return k
+    return None
 
 
 Cost = tuple[int, int, int, int]
@@ -189,10 +194,10 @@ def _fewest_best_fit(by_score: Sequence[Candidate], need: int) -> dict[str, int]
         groups.setdefault(c.capacity, []).append(c)
     caps = sorted(groups, reverse=True)
     sizes = [cap for cap in caps for _ in groups[cap]]  # every node's capacity, largest first
-    prefix = list(itertools.accumulate(sizes, initial=0))
-    if prefix[-1] < need:
+    fewest = _fewest(sizes, need)
+    if fewest is None:
         raise ValueError(f"candidates hold fewer than {need} slots")
-    fewest = next(k for k in range(1, len(sizes) + 1) if prefix[k] >= need)
+    prefix = list(itertools.accumulate(sizes, initial=0))
     starts = list(itertools.accumulate((len(groups[cap]) for cap in caps), initial=0))
 
     def reach(group: int, count: int) -> int:  # the most ``count`` nodes of later groups add
