@@ -349,3 +349,13 @@ def test_a_strict_gang_the_zones_cannot_hold_in_rank_order_waits() -> None:
     assert set(where(c, result).values()) == {""}
     verdict = result.verdicts["default/g0"]
     assert verdict.status.reason is Reason.NO_ZONE_FITS, verdict.status
+
+
+def test_a_packed_mixed_gang_takes_the_fewest_nodes() -> None:
+    """``pack_workers``: a launcher and four 4-GPU workers on n0 and n1 (4 GPUs free each), n2
+    and n3 (8 each) take n2 and n3 — two nodes, not the three the lowest indices first would take."""
+    members = [Member(0, 1), Member(4, 8), Member(4, 8), Member(4, 8), Member(4, 8)]
+    nodes = [_node(0, 1, busy=4), _node(1, 1, busy=4), _node(2, 1), _node(3, 1)]
+    c = MixedCluster(nodes, [MixedGang("g0", members)], pack=True)
+    placed = where(c, run(c, alone=True))
+    assert placed == {"q-g0-0": "n2", "q-g0-1": "n2", "q-g0-2": "n2", "q-g0-3": "n3", "q-g0-4": "n3"}

@@ -4,17 +4,20 @@
 * a set of nodes holds the gang by its frontier iff some placement exists;
 * ``next_fit`` says yes iff some placement in rank order exists (its exactness claim);
 * ``place`` answers a valid placement whenever one exists: each node's quotas fit its room and
-  pass its predicates, ranks ascend whenever an ordered placement exists, and always within a kind.
+  pass its predicates, ranks ascend whenever an ordered placement exists, and always within a kind;
+* ``packed`` (``pack_workers``) takes the fewest nodes that hold the gang (in rank order when all
+  nodes do), and among those the least room for the gang's largest kind, counted plainly here too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, replace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.plugins.topology.mixedplan import Kind, MixedNode, frontier_of, next_fit, place
+from extender.plugins.topology.mixedplan import Kind, MixedNode, frontier_of, next_fit, packed, place
 from tests.core.props import PROPERTY
 from tests.core.test_mixed_gang_property import packs
 from tests.core.topo_cluster import NODE_ROOM, Need
@@ -108,3 +111,96 @@ def test_packs_agrees_on_a_plain_case() -> None:
     needs = [{"gpu": 1, "hca": 1, "cpu": 2}, {"gpu": 8, "hca": 1, "cpu": 8}, {"gpu": 8, "hca": 1, "cpu": 8}]
     assert packs(needs, rooms, ordered=False)
     assert not packs(needs, rooms, ordered=True)
+
+
+def gang_slots(c: Case, node: MixedNode) -> int:
+    """The most of the gang's quotas ``node`` holds on its own: every count vector, plainly."""
+    best = 0
+    for counts in itertools.product(*(range(k.count + 1) for k in c.kinds)):
+        if any(n and not node.eligible[t] for t, n in enumerate(counts)):
+            continue
+        total: dict[str, int] = {}
+        for kind, n in zip(c.kinds, counts, strict=True):
+            for r, v in kind.request.items():
+                total[r] = total.get(r, 0) + v * n
+        if all(v <= node.room.get(r, 0) for r, v in total.items()):
+            best = max(best, sum(counts))
+    return best
+
+
+def head_of(c: Case) -> int:
+    """The kind of the gang's largest quota: the most GPUs, then the most CPUs."""
+    return max(range(len(c.kinds)), key=lambda t: (c.kinds[t].request["gpu"], c.kinds[t].request["cpu"]))
+
+
+def room_for_head(c: Case, node: MixedNode) -> int:
+    """How many quotas of the head kind ``node`` takes: one more at a time, plainly."""
+    t = head_of(c)
+    if not node.eligible[t]:
+        return 0
+    n = 0
+    while all(v == 0 or (n + 1) * v <= node.room.get(r, 0) for r, v in c.kinds[t].request.items()):
+        n += 1
+        if n > 1000:  # a request of nothing
+            return 0
+    return n
+
+
+def brute_pack(c: Case) -> tuple[int, int]:
+    """(fewest nodes, least room for the head kind among sets of that many) over every set of
+    nodes that holds the gang (in rank order when all nodes do)."""
+    ordered = brute(c, ordered=True)
+    for k in range(1, len(c.nodes) + 1):
+        costs = [
+            sum(room_for_head(c, n) for n in subset)
+            for subset in itertools.combinations(c.nodes, k)
+            if brute(replace(c, nodes=list(subset)), ordered=ordered)
+        ]
+        if costs:
+            return k, min(costs)
+    raise AssertionError("called only for gangs the nodes hold")
+
+
+@PROPERTY
+@given(cases())
+def test_packed_takes_the_fewest_nodes_then_the_least_capacity(c: Case) -> None:
+    if not brute(c, ordered=False):
+        return
+    ordered = brute(c, ordered=True)
+    fewest, least = brute_pack(c)
+    chosen = packed(c.nodes, c.kinds, c.order, head=head_of(c))
+    assert brute(replace(c, nodes=chosen), ordered=ordered), "the chosen nodes do not hold the gang"
+    assert len(chosen) == fewest
+    assert sum(room_for_head(c, n) for n in chosen) == least
+    placed = place(chosen, c.kinds, c.order, pack=True)
+    assert placed is not None and set(placed) == {n.name for n in chosen}
+    greedy = packed(c.nodes, c.kinds, c.order, head=head_of(c), limit=0)  # beyond the exact search's limit
+    assert brute(replace(c, nodes=greedy), ordered=ordered), "the greedy's nodes do not hold the gang"
+
+
+def _node(i: int, gpu: int) -> MixedNode:
+    return MixedNode(f"n{i}", i, ("A100", "s1"), {"gpu": gpu, "hca": 8, "cpu": 96}, (True, True))
+
+
+def test_a_packed_launcher_and_workers_take_the_two_whole_nodes_not_the_fragments() -> None:
+    """A launcher (no GPU) and four 4-GPU workers on nodes with 4 / 4 / 8 / 8 GPUs free: the
+    fewest nodes are the two whole ones. Quota by quota from the lowest index (the rule before)
+    took n0, n1 and n2: three nodes where two do."""
+    kinds = [Kind({"gpu": 0, "hca": 1, "cpu": 1}, 1), Kind({"gpu": 4, "hca": 1, "cpu": 8}, 4)]
+    order = [0, 1, 1, 1, 1]
+    nodes = [_node(0, 4), _node(1, 4), _node(2, 8), _node(3, 8)]
+    for limit in (4096, 0):  # the exact search and the greedy beyond it agree here
+        chosen = packed(nodes, kinds, order, head=1, limit=limit)
+        assert [n.name for n in chosen] == ["n2", "n3"]
+        assert place(chosen, kinds, order, pack=True) == ["n2", "n2", "n2", "n3", "n3"]
+
+
+def test_packed_best_fit_keeps_the_roomiest_node_whole() -> None:
+    """A 2-GPU master and two 4-GPU workers (10 GPUs) fit n0 (12 free) or n2 (10) alone, or n1 (4)
+    + n3 (6); one node is fewer, and best fit takes n2 (room for two workers, not three), so the
+    roomier n0 stays whole though its index is lower."""
+    kinds = [Kind({"gpu": 2, "hca": 1, "cpu": 1}, 1), Kind({"gpu": 4, "hca": 1, "cpu": 8}, 2)]
+    order = [0, 1, 1]
+    nodes = [_node(0, 12), _node(1, 4), _node(2, 10), _node(3, 6)]
+    for limit in (4096, 0):
+        assert [n.name for n in packed(nodes, kinds, order, head=1, limit=limit)] == ["n2"]

@@ -45,6 +45,7 @@ __all__ = [
     "choose_nodes",
     "choose_zones",
     "continuity_block",
+    "fewest_to_reach",
     "split_slots",
 ]
 
@@ -96,13 +97,13 @@ def choose_zones(zones: Iterable[ZoneOffer], need: int) -> list[ZoneOffer] | Non
     holding = [z for z in usable if z.capacity >= need]
     if holding:
         return [min(holding, key=_single_key)]
-    fewest = _fewest((z.capacity for z in usable), need)
+    fewest = fewest_to_reach((z.capacity for z in usable), need)
     if fewest is None:
         return None
     return _best_subset(usable, need, fewest)
 
 
-def _fewest(capacities: Iterable[int], need: int) -> int | None:
+def fewest_to_reach(capacities: Iterable[int], need: int) -> int | None:
     """How many of ``capacities``, the largest first, it takes to reach ``need`` — the fewest that
     can, since any k of them hold at most the k largest; None when all of them together do not."""
     covered = 0
@@ -194,7 +195,7 @@ def _fewest_best_fit(by_score: Sequence[Candidate], need: int) -> dict[str, int]
         groups.setdefault(c.capacity, []).append(c)
     caps = sorted(groups, reverse=True)
     sizes = [cap for cap in caps for _ in groups[cap]]  # every node's capacity, largest first
-    fewest = _fewest(sizes, need)
+    fewest = fewest_to_reach(sizes, need)
     if fewest is None:
         raise ValueError(f"candidates hold fewer than {need} slots")
     prefix = list(itertools.accumulate(sizes, initial=0))

@@ -23,7 +23,9 @@ The rules:
 3. **Which nodes** (:func:`preferred`, unless ``pack_workers``): of the chosen zones' nodes, the
    best scored (the QN ``node_order`` stage: binpack, eviction cost …; ties: lower index), one per
    quota while there are enough (distinct nodes), and as few more as hold the gang — in rank order
-   when the chosen zones allow that.
+   when the chosen zones allow that. With ``pack_workers`` (:func:`packed`): the fewest nodes
+   that hold the gang (in rank order when the chosen zones allow that), and among those the least
+   capacity taken (best fit, as for gangs of one kind).
 4. **Nodes and ranks** (:func:`place`): on those nodes, quotas in task order, each on the
    lowest-index node after the previous quota's (pack: the previous quota's node first) that still
    lets the rest follow in order; so rank order holds whenever the chosen zones allow it. When
@@ -41,7 +43,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.plugins.topology.gangplan import ZoneId, ZoneOffer
+from extender.plugins.topology.gangplan import ZoneId, ZoneOffer, fewest_to_reach
 
 __all__ = [
     "STATE_LIMIT",
@@ -52,6 +54,7 @@ __all__ = [
     "choose_zones_ordered",
     "frontier_of",
     "next_fit",
+    "packed",
     "place",
     "plan_mixed",
     "preferred",
@@ -84,6 +87,7 @@ class MixedGang:
     order: Sequence[int]
     strict: bool = False  # strict rank order (rule 2)
     pack: bool = False  # pack_workers (rule 3)
+    head: int = 0  # the kind of the gang's largest quota (pack's best fit counts room in it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +266,83 @@ def preferred(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence
     return sorted(nodes, key=lambda n: (n.index, n.name))
 
 
+def packed(
+    nodes: Sequence[MixedNode],
+    kinds: Sequence[Kind],
+    order: Sequence[int],
+    *,
+    head: int = 0,
+    limit: int = SEARCH_LIMIT,
+) -> list[MixedNode]:
+    """Rule 3 with ``pack_workers``: the fewest of ``nodes`` (which hold the gang) that hold it —
+    in rank order if all of ``nodes`` do — and among those the least capacity taken (best fit, as
+    :func:`gangplan.choose_nodes` packs; a node's capacity: how many quotas of kind ``head``, the
+    gang's largest, its room takes), then fewer of the roomiest, the best scores, lower indices.
+    Returned in index order.
+
+    Exact while the sets of each size up to the answer number at most ``limit`` in all. Beyond,
+    the nodes that hold the most of the gang are taken until they hold it, then each, the roomiest
+    first, gives way to the smallest node left out that keeps the set holding the gang."""
+    need = tuple(k.count for k in kinds)
+    holds_in_order = next_fit(nodes, kinds, order)
+    slots = {n.name: max(sum(v) for v in node_frontier(n, kinds)) for n in nodes}  # the most of the gang
+    room = {n.name: _capacity(kinds[head].request, n.room) if n.eligible[head] else 0 for n in nodes}
+    usable = sorted(
+        (n for n in nodes if slots[n.name] > 0), key=lambda n: (-slots[n.name], -room[n.name], -n.score, n.index)
+    )
+
+    def holds(subset: Iterable[MixedNode]) -> bool:
+        ranked = sorted(subset, key=lambda n: (n.index, n.name))
+        return next_fit(ranked, kinds, order) if holds_in_order else need in frontier_of(ranked, kinds)
+
+    def cost(subset: tuple[MixedNode, ...]) -> tuple[int, list[int], float, list[int]]:
+        caps = sorted((room[n.name] for n in subset), reverse=True)
+        return (sum(caps), caps, -sum(n.score for n in subset), sorted(n.index for n in subset))
+
+    fewest = fewest_to_reach((slots[n.name] for n in usable), len(order)) or len(usable)
+    tried = 0
+    for k in range(fewest, len(usable) + 1):
+        tried += math.comb(len(usable), k)
+        if tried > limit:
+            break
+        found = [s for s in itertools.combinations(usable, k) if holds(s)]
+        if found:
+            best = min(found, key=cost)
+            return sorted(best, key=lambda n: (n.index, n.name))
+    chosen = _most_then_best_fit(usable, room, holds)
+    return sorted(chosen, key=lambda n: (n.index, n.name))
+
+
+def _capacity(request: Room, room: Room) -> int:
+    """How many of ``request`` fit ``room`` (the ledger's rule; a request of nothing: 0)."""
+    counts = [room.get(name, 0) // v for name, v in request.items() if v > 0]
+    return max(0, min(counts)) if counts else 0
+
+
+def _most_then_best_fit(
+    usable: Sequence[MixedNode], room: Mapping[str, int], holds: Callable[[Iterable[MixedNode]], bool]
+) -> list[MixedNode]:
+    """:func:`packed` beyond its limit (``usable``: the nodes holding the most of the gang first):
+    the shortest prefix that holds the gang, then each chosen node, the roomiest first, swapped
+    for the least roomy node left out (ties: best score, lower index) that keeps the set holding it."""
+    chosen: list[MixedNode] = []
+    for n in usable:
+        chosen.append(n)
+        if holds(chosen):
+            break
+    left = [n for n in usable if n not in chosen]
+    for n in sorted(chosen, key=lambda n: (-room[n.name], n.score, -n.index)):
+        for m in sorted(left, key=lambda m: (room[m.name], -m.score, m.index, m.name)):
+            if room[m.name] >= room[n.name]:
+                break
+            trial = [m if x is n else x for x in chosen]
+            if holds(trial):
+                chosen = trial
+                left = [n if x is m else x for x in left]
+                break
+    return chosen
+
+
 def place(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], *, pack: bool) -> list[str] | None:
     """Rule 3: the node of each quota (kinds ``order``, task order) on ``nodes`` (index order), or
     None when they cannot hold the gang."""
@@ -375,5 +456,10 @@ def plan_mixed(
     if chosen is None:
         return None
     nodes = nodes_of(chosen)
-    placed = place(nodes if gang.pack else preferred(nodes, kinds, order), kinds, order, pack=gang.pack)
+    placed = place(
+        packed(nodes, kinds, order, head=gang.head) if gang.pack else preferred(nodes, kinds, order),
+        kinds,
+        order,
+        pack=gang.pack,
+    )
     return None if placed is None else (chosen, placed)

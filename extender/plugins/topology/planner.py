@@ -66,13 +66,14 @@ class GangPlan:
 @dataclass(slots=True)
 class _Mix:
     """A gang of several kinds: its unbound quotas (rank order), the largest, its kinds, a quota
-    standing for each kind, and each quota's kind."""
+    standing for each kind, each quota's kind, and the largest quota's kind."""
 
     unbound: list[QuotaInfo]
     head: QuotaInfo
     kinds: list[Kind]
     reps: list[QuotaInfo]
     order: list[int]
+    head_kind: int
 
 
 @dataclass(slots=True)
@@ -191,7 +192,9 @@ class GangPlanner:
             counts[t] += 1
             order.append(t)
         kinds = [Kind(rep.request.q, n) for rep, n in zip(reps, counts, strict=True)]
-        return _Mix(list(unbound), _largest(unbound, self.ssn.gpu_resources), kinds, reps, order)
+        head = _largest(unbound, self.ssn.gpu_resources)
+        head_kind = order[next(i for i, q in enumerate(unbound) if q is head)]
+        return _Mix(list(unbound), head, kinds, reps, order, head_kind)
 
     def _plan_mixed(self, job: JobInfo, quotas: Sequence[QuotaInfo], mix: _Mix) -> GangPlan | Status:
         """A gang of several kinds, planned exactly (``mixedplan.py``) under every rule of
@@ -248,7 +251,7 @@ class GangPlanner:
         members = {z: self._mixed_members(job, mix, z) for z in self.memo.spec_zones.get(spec, [])}
         home = [n for z in bound_zones for n in members.get(z, [])]
         offers = [self._offer(job, mix.head, sid, z) for z, ns in members.items() if ns and z not in bound_zones]
-        gang = MixedGang(mix.kinds, mix.order, strict=job.strict_order, pack=self.pack)
+        gang = MixedGang(mix.kinds, mix.order, strict=job.strict_order, pack=self.pack, head=mix.head_kind)
         made = plan_mixed(gang, offers, members, home, None if bound_zones else self._by_tier)
         if made is None:
             return None
