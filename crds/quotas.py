@@ -247,6 +247,18 @@ def _status() -> Schema:
                 "(serve --gpu-resources, in that order), e.g. 8 amd.com/gpu or 4 nvidia.com/gpu, "
                 "2 gpu.intel.com/i915; absent when it holds none. Shown in the GPUS column."
             ),
+            "hold": obj(
+                "The nodes held for a job of one pod (no PodGroup) that claims this quota and waits "
+                "(topology holds: reserve_after_cycles, max_holds, hold_seconds); other jobs' quotas are not "
+                "bound to them. A gang's hold is kept in its PodGroup's status.hold instead. Absent: no hold. "
+                "Kept here so that every replica and a new leader see the hold too.",
+                {
+                    "job": string("The holding job: namespace/name of its pod."),
+                    "nodes": string_list("The held nodes, in node-index order.", maxItems=10000),
+                    "since": timestamp("When the hold began (it ends hold_seconds later at most)."),
+                },
+                required=["job", "nodes", "since"],
+            ),
             "lastTransitionTime": timestamp("When phase last changed."),
             "observedGeneration": integer(
                 "metadata.generation of the spec this status was computed from.", fmt="int64", minimum=0

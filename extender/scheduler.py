@@ -62,8 +62,8 @@ class Scheduler:
     def take_over(self, recorded: Mapping[str, Hold]) -> None:
         """This process starts leading (a start, a leader change): what an earlier leadership of
         it remembered may be stale and is forgotten, and the holds are the ``recorded`` ones (the
-        PodGroups' ``status.hold`` the last leader wrote), so a waiting gang keeps its hold —
-        and its start time — across a leader change."""
+        ``status.hold`` the last leader wrote in PodGroups and, for jobs of one pod, in Quotas),
+        so a waiting job keeps its hold — and its start time — across a leader change."""
         self.memory = SchedulerMemory(holds=dict(recorded))
 
     def swap_policy(self, policy: Policy) -> None:

@@ -66,7 +66,7 @@ class ServiceState:
         It carries the holds of the binder's scheduler (topology, issue 16) while this replica
         leads, so that a pod the extender binds inline keeps off nodes held for a waiting gang as
         the binder's own quotas do; a replica that does not lead carries the holds the leader
-        recorded in the PodGroups' ``status.hold``."""
+        recorded (``ClusterCache.holds_on_record``)."""
         cache = self.cache
         snap = self._snap
         holds = self._holds()
@@ -80,12 +80,12 @@ class ServiceState:
     def _holds(self) -> Mapping[str, Any]:
         if self.loop is not None and self.is_leader():
             return self.loop.scheduler.memory.holds
-        recorded = self.cache.recorded_holds
-        if not recorded:
+        cache = self.cache
+        if not cache.recorded_holds and not cache.quota_holds:
             return _NO_HOLDS
-        gen = self.cache.generation
+        gen = cache.generation
         if self._recorded is None or self._recorded[0] != gen:  # one mapping per cache state
-            self._recorded = (gen, recorded_holds(recorded))
+            self._recorded = (gen, recorded_holds(cache.holds_on_record()))
         return self._recorded[1]
 
     def session(self) -> Session:

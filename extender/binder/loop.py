@@ -179,7 +179,7 @@ class BinderLoop:
         cache = self.cache
         await cache.gate.writable()  # a large request may be reading the cache off the loop
         if not self.leading:  # the first cycle of a leadership: start from what the API records
-            self.scheduler.take_over(recorded_holds(cache.recorded_holds))
+            self.scheduler.take_over(recorded_holds(cache.holds_on_record()))
             self.leading = True
         cache.expire_assumed()
         snap = cache.snapshot()

@@ -1,4 +1,5 @@
-"""The binder leader's controller-manager role: PodGroup, Queue and JobQueue statuses.
+"""The binder leader's controller-manager role: PodGroup, Queue and JobQueue statuses, and the
+holds of jobs of one pod in their quotas' ``status.hold``.
 
 After each cycle, :meth:`StatusReconciler.reconcile` computes every object's desired status
 with the pure functions of :mod:`extender.binder.status` and writes, through the writer's
@@ -45,6 +46,8 @@ class StatusWriter(Protocol):
     async def update_jobqueue_status(self, name: str, mutate: Mutate) -> Obj | None: ...
 
     async def post_event(self, involved: Mapping[str, Any], type_: str, reason: str, message: str) -> Any: ...
+
+    async def update_quota_status(self, name: str, mutate: Mutate, *, current: Obj | None = None) -> Obj | None: ...
 
     async def apply_quota(self, body: Mapping[str, Any]) -> tuple[Obj, bool]: ...
 
@@ -137,6 +140,7 @@ class StatusReconciler:
             writes += self._queues(queues & set(cache.queues), now)
         if cache.jobqueues and (keys or full):
             writes += self._jobqueues()
+        writes += self._quota_holds(holds)
         if writes:
             await asyncio.gather(*(self._guard(w) for w in writes))
         # nothing to write means the same inputs give nothing to write again; after writes, the
@@ -165,6 +169,34 @@ class StatusReconciler:
             if st.queue_status(queue, jobs, phases, cache.nodes, stored, pools=pools) != stored:
                 writes.append(self._queue(name, jobs, phases, pools))
         return writes
+
+    def _quota_holds(self, holds: Mapping[str, Hold]) -> list[Awaitable[None]]:
+        """A job of one pod has no PodGroup: its hold is recorded in the ``status.hold`` of the
+        quota its pod claims (the first such job in name order, should several claim one), and a
+        record of a hold that is no more is removed."""
+        cache = self.cache
+        want: dict[str, tuple[str, Hold]] = {}  # quota → (job, hold)
+        for key in sorted(holds):
+            quota = _claimed_by_lone_job(cache, key)
+            if quota:
+                want.setdefault(quota, (key, holds[key]))
+        writes: list[Awaitable[None]] = []
+        for quota, (key, hold) in want.items():
+            stored = _status(cache.quota_object(quota)).get("hold")
+            if stored != st.hold_record(hold, key):
+                writes.append(self._quota_hold(quota, key, hold))
+        for quota, (job, _, _) in cache.quota_holds.items():
+            if quota not in want:
+                writes.append(self._quota_hold(quota, job, None))
+        return writes
+
+    async def _quota_hold(self, quota: str, job: str, hold: Hold | None) -> None:
+        def mutate(obj: Obj) -> Obj | None:
+            return st.quota_hold_status(_status(obj), job, hold)
+
+        seen = self.cache.quota_object(quota)  # written from without a read when up to date
+        call = self.writer.update_quota_status(quota, mutate, current=dict(seen) if seen is not None else None)
+        await self._write("quota_hold", quota, call, lambda o: self.cache.on_quota_update(o, o))
 
     def _jobqueues(self) -> list[Awaitable[None]]:
         cache = self.cache
@@ -290,6 +322,15 @@ class StatusReconciler:
 
         call = self.writer.update_jobqueue_status(name, mutate)
         await self._write("jobqueue", name, call, lambda o: cache.on_jobqueue_update(o, o))
+
+
+def _claimed_by_lone_job(cache: ClusterCache, key: str) -> str:
+    """The quota the pod of job ``key`` claims, if that is a job of one pod (no PodGroup)."""
+    job = cache.jobs.get(key)
+    if job is None or job.has_podgroup or len(job.tasks) != 1:
+        return ""
+    (task,) = job.tasks.values()
+    return task.quota if task.quota in cache.quotas else ""
 
 
 def _status(obj: Mapping[str, Any] | None) -> Obj:

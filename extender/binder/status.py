@@ -60,10 +60,12 @@ __all__ = [
     "UNSCHEDULABLE",
     "by_precedence",
     "governing_jobqueue",
+    "hold_record",
     "job_phase",
     "jobqueue_status",
     "podgroup_status",
     "queue_status",
+    "quota_hold_status",
     "resource_list",
 ]
 
@@ -160,9 +162,28 @@ def podgroup_status(
     if not out["conditions"]:
         del out["conditions"]
     if hold is not None:
-        out["hold"] = {"nodes": list(hold.nodes), "since": format_time(hold.since)}
+        out["hold"] = hold_record(hold)
     else:
         out.pop("hold", None)
+    return out
+
+
+def hold_record(hold: Hold, job: str = "") -> dict[str, Any]:
+    """``status.hold`` of a PodGroup (the gang's hold), or with ``job`` of the Quota a job of
+    one pod claims (that job's hold)."""
+    record: dict[str, Any] = {"job": job} if job else {}
+    record.update(nodes=list(hold.nodes), since=format_time(hold.since))
+    return record
+
+
+def quota_hold_status(stored: Mapping[str, Any], job: str, hold: Hold | None) -> dict[str, Any]:
+    """A Quota's ``status`` with ``job``'s hold recorded in ``hold`` (None: its record removed;
+    a record of another job is kept)."""
+    out = dict(stored)
+    if hold is not None:
+        out["hold"] = hold_record(hold, job)
+    elif isinstance(out.get("hold"), Mapping) and out["hold"].get("job") == job:
+        del out["hold"]
     return out
 
 

@@ -86,6 +86,8 @@ class ClusterCache:
         self._podgroup_objs: dict[str, Obj] = {}
         # job → its PodGroup's status.hold, (nodes, since): the holds the binder leader recorded
         self.recorded_holds: dict[str, tuple[tuple[str, ...], float]] = {}
+        # quota → its status.hold, (job, nodes, since): the holds of jobs of one pod, likewise
+        self.quota_holds: dict[str, tuple[str, tuple[str, ...], float]] = {}
         self._queue_objs: dict[str, Obj] = {}  # the API objects, for their status and quota pools
         self._jobqueue_objs: dict[str, Obj] = {}
 
@@ -304,6 +306,14 @@ class ClusterCache:
 
     def jobqueue_object(self, name: str) -> Obj | None:
         return self._jobqueue_objs.get(name)
+
+    def holds_on_record(self) -> dict[str, tuple[tuple[str, ...], float]]:
+        """job → (nodes, since): every hold the binder leader recorded — a gang's in its
+        PodGroup's ``status.hold``, a job of one pod's in the ``status.hold`` of the quota it
+        claims (a record there naming a job that has a PodGroup does not count)."""
+        out = {job: (nodes, since) for job, nodes, since in self.quota_holds.values() if job not in self._podgroups}
+        out.update(self.recorded_holds)
+        return out
 
     def podgroup_object(self, key: str) -> Obj | None:
         return self._podgroup_objs.get(key)

@@ -46,6 +46,7 @@ __all__ = [
     "podgroup_from_api",
     "queue_from_api",
     "quota_from_api",
+    "quota_recorded_hold",
     "reserved_to_api",
 ]
 
@@ -173,6 +174,20 @@ def _recorded_hold(status: Mapping[str, Any]) -> tuple[tuple[str, ...], float] |
         return None
     since = parse_time(hold.get("since"))
     return (tuple(nodes), since) if since > 0 else None
+
+
+def quota_recorded_hold(obj: Mapping[str, Any]) -> tuple[str, tuple[str, ...], float] | None:
+    """A Quota's ``status.hold`` — the hold of the job of one pod that claims it — as (job,
+    nodes, since); None when there is none or it cannot be read (as for a PodGroup's)."""
+    status = obj.get("status")
+    if not isinstance(status, Mapping):
+        return None
+    hold = status.get("hold")
+    job = hold.get("job") if isinstance(hold, Mapping) else None
+    if not isinstance(job, str) or "/" not in job:
+        return None
+    read = _recorded_hold(status)
+    return (job, *read) if read is not None else None
 
 
 def podgroup_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> PodGroupSpec:

@@ -66,6 +66,11 @@ def on_quota_add(cache: ClusterCache, obj: Obj) -> None:
             break
     inflight.read_entries(cache, name, obj)
     inflight.sync(cache, name)
+    hold = convert_crds.quota_recorded_hold(obj)
+    if hold is not None:
+        cache.quota_holds[name] = hold
+    else:
+        cache.quota_holds.pop(name, None)
     _mark(cache.static_quotas, name, bool(new.static_bind_node))
     _mark(cache.anti_affinity_quotas, name, bool(new.quota_anti_affinity))
     cache.dirty_quotas.add(name)
@@ -92,6 +97,7 @@ def on_quota_delete(cache: ClusterCache, obj: Obj) -> None:
     cache.drifted.discard(name)
     reservations.forget_quota(cache, name)
     inflight.forget_quota(cache, name)
+    cache.quota_holds.pop(name, None)
     cache._notify(name)
     if q is None:
         return

@@ -74,3 +74,70 @@ async def test_a_new_leader_continues_the_hold_its_predecessor_recorded(recorded
         assert _recorded_hold(cl) == hold  # the same hold, the same start: hold_seconds counts on
         held = cl.rt.loop.scheduler.memory.holds["default/big"]
         assert list(held.nodes) == HELD
+
+
+# --- a job of one pod: no PodGroup, the hold is recorded on the quota its pod claims ------------
+def _lone_objects() -> list[Obj]:
+    """Leaf s1 = n0–n3, each with 4 of its 8 GPUs taken: the one-pod job ``big`` (8 GPUs, RDMA)
+    fits no node, and holds n0 once it has waited."""
+    objs: list[Obj] = [b.queue("research")]
+    for i in range(4):
+        n = f"n{i}"
+        objs += [b.node(n, index=i), b.topology(n, ["s1"])]
+        objs.append(b.quota(f"q-fill-{n}", gpu=4, hca=None, status={"phase": "QuotaBound", "nodeName": n}))
+        objs.append(b.pod(f"fill-{n}", quota=f"q-fill-{n}", gpu=4, hca=None, node=n, phase="Running"))
+    return [*objs, b.quota("q-big", gpu=8, hca=1), b.pod("big", quota="q-big", gpu=8, hca=1)]
+
+
+def _quota_hold(cl: LocalCluster, name: str = "q-big") -> Obj | None:
+    status = cl.emulator.get(wellknown.API_VERSION, wellknown.QUOTAS, name).get("status")
+    hold: Obj | None = (status or {}).get("hold")
+    return hold
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "status-lost"])
+async def test_a_new_leader_continues_the_hold_of_a_job_of_one_pod(recorded: bool) -> None:
+    async with LocalCluster(policy=_policy()) as cl:
+        cl.apply(_lone_objects())
+        await cl.cycles(3)
+        hold = _quota_hold(cl)
+        assert hold is not None and hold["job"] == "default/big" and hold["nodes"] == ["n0"] and hold["since"]
+        if not recorded:
+            quota = cl.emulator.get(wellknown.API_VERSION, wellknown.QUOTAS, "q-big")
+            del quota["status"]["hold"]
+            cl.emulator.update(quota, subresource="status")
+
+        await cl.restart()
+        cl.apply([b.quota("q-solo", gpu=4, hca=None), b.pod("solo", quota="q-solo", gpu=4, hca=None)])
+        await cl.cycles(2)
+        solo = cl.quota_nodes()["q-solo"]
+        if not recorded:
+            assert solo == "n0"  # nothing held: the 4-GPU job takes the node big waits for
+            return
+        assert solo == "n1"  # n0 has room, but it is held for big
+        assert _quota_hold(cl) == hold
+        assert list(cl.rt.loop.scheduler.memory.holds["default/big"].nodes) == ["n0"]
+
+
+async def test_the_record_goes_when_the_hold_ends() -> None:
+    async with LocalCluster(policy=_policy()) as cl:
+        cl.apply(_lone_objects())
+        await cl.cycles(3)
+        assert _quota_hold(cl) is not None
+        # the job on n0 ends and its quota goes: big is placed there, and its hold ends
+        cl.emulator.delete("v1", "pods", "fill-n0", namespace="default")
+        cl.emulator.delete(wellknown.API_VERSION, wellknown.QUOTAS, "q-fill-n0")
+        await cl.cycles(2)
+        assert cl.quota_nodes()["q-big"] == "n0"
+        assert _quota_hold(cl) is None
+        assert "default/big" not in cl.rt.loop.scheduler.memory.holds
+
+
+async def test_the_record_goes_when_the_holding_pod_is_deleted() -> None:
+    async with LocalCluster(policy=_policy()) as cl:
+        cl.apply(_lone_objects())
+        await cl.cycles(3)
+        assert _quota_hold(cl) is not None
+        cl.emulator.delete("v1", "pods", "big", namespace="default")
+        await cl.cycles(2)
+        assert _quota_hold(cl) is None  # no stale record for a next leader to honour

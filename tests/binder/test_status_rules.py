@@ -240,3 +240,68 @@ def test_an_unreadable_recorded_hold_is_no_hold(hold: object) -> None:
     cache.on_podgroup_update(group, group)
     assert cache.recorded_holds == {}
     assert "default/j" in cache.jobs  # the PodGroup itself is read as before
+
+
+def _lone_cache() -> ClusterCache:
+    """A job of one pod (no PodGroup), ``default/solo``, claiming the quota ``q-solo``."""
+    objs = [*b.seed_cluster(), b.queue("research"), b.quota("q-solo", gpu=8), b.pod("solo", quota="q-solo", gpu=8)]
+    return _cache(objs)
+
+
+def _with_quota_status(cache: ClusterCache, name: str, status: dict[str, Any]) -> None:
+    obj = copy.deepcopy(cache.quota_object(name))
+    assert obj is not None
+    obj["status"] = status
+    obj["metadata"]["resourceVersion"] = str(int(obj["metadata"].get("resourceVersion") or 0) + 1)
+    cache.on_quota_update(obj, obj)
+
+
+def test_the_hold_of_a_job_of_one_pod_is_recorded_on_its_quota_and_read_back() -> None:
+    from extender.plugins.topology.holds import Hold
+
+    cache = _lone_cache()
+    assert not cache.jobs["default/solo"].has_podgroup
+    hold = Hold(("n2",), 1_800_000_000.0)
+    held = st.quota_hold_status({"phase": "QuotaEmpty"}, "default/solo", hold)
+    assert held == {"phase": "QuotaEmpty", "hold": {"job": "default/solo", "nodes": ["n2"], "since": NOW}}
+    _with_quota_status(cache, "q-solo", held)
+    assert cache.quota_holds == {"q-solo": ("default/solo", ("n2",), 1_800_000_000.0)}
+    assert cache.holds_on_record() == {"default/solo": (("n2",), 1_800_000_000.0)}
+    # removing another job's hold leaves this record alone; removing this job's takes it away
+    assert st.quota_hold_status(held, "default/other", None) == held
+    ended = st.quota_hold_status(held, "default/solo", None)
+    assert ended == {"phase": "QuotaEmpty"}
+    _with_quota_status(cache, "q-solo", ended)
+    assert cache.quota_holds == {} and cache.holds_on_record() == {}
+
+
+def test_a_quota_record_naming_a_gang_does_not_count_and_a_deleted_quota_takes_its_record() -> None:
+    cache = _job(1, min_member=1, phases=["Pending"], nodes=[None])  # default/j has a PodGroup
+    name = next(iter(cache.quotas))
+    _with_quota_status(cache, name, {"hold": {"job": "default/j", "nodes": ["n1"], "since": NOW}})
+    assert cache.quota_holds[name][0] == "default/j"
+    assert cache.holds_on_record() == {}  # a gang's hold is its PodGroup's to record
+    _with_quota_status(cache, name, {"hold": {"job": "default/lone", "nodes": ["n1"], "since": NOW}})
+    assert cache.holds_on_record() == {"default/lone": (("n1",), 1_800_000_000.0)}
+    obj = cache.quota_object(name)
+    assert obj is not None
+    cache.on_quota_delete(obj)
+    assert cache.holds_on_record() == {}
+
+
+@pytest.mark.parametrize(
+    "hold",
+    [
+        {"nodes": ["n2"], "since": NOW},  # no job
+        {"job": "solo", "nodes": ["n2"], "since": NOW},  # not namespace/name
+        {"job": "default/solo", "nodes": [], "since": NOW},
+        {"job": "default/solo", "nodes": ["n2"]},
+        {"job": 7, "nodes": ["n2"], "since": NOW},
+        "n2",
+    ],
+)
+def test_an_unreadable_quota_hold_is_no_hold(hold: object) -> None:
+    cache = _lone_cache()
+    _with_quota_status(cache, "q-solo", {"phase": "QuotaEmpty", "hold": hold})
+    assert cache.quota_holds == {} and cache.holds_on_record() == {}
+    assert "q-solo" in cache.quotas  # the quota itself is read as before

@@ -108,6 +108,7 @@ QUOTA: dict[str, Any] = {
         "reason": "",
         "message": "",
         "boundBy": "sky-scheduler",
+        "hold": {"job": "default/solo", "nodes": ["n3"], "since": "2025-11-29T10:00:00Z"},
         "lastTransitionTime": "2025-11-29T10:00:03Z",
         "observedGeneration": 3,
     },

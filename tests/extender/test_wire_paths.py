@@ -344,3 +344,23 @@ async def test_a_replica_that_does_not_lead_keeps_off_the_holds_the_leader_recor
         free = await c.post("/filter", content=args(dict(pod), ["n0"]), headers=JSON)
     assert held.json()["FailedNodes"] == {"n0": "NodeHeldForGang(held for gang default/big)"}
     assert free.json()["NodeNames"] == ["n0"]
+
+
+async def test_a_replica_that_does_not_lead_keeps_off_the_hold_of_a_job_of_one_pod(inline_cache: ClusterCache) -> None:
+    """A job of one pod has no PodGroup: the leader records its hold in the ``status.hold`` of
+    the quota the pod claims, and a replica that runs no cycles keeps off it as off a gang's."""
+    pod = inline_cache.pod(_solo_uid(inline_cache))
+    assert pod is not None
+    from extender.cache.convert import format_time
+
+    record = {"job": "default/lone", "nodes": ["n0"], "since": format_time(NOW - 5)}
+    quota = b.quota("q-lone", gpu=8, status={"phase": "QuotaEmpty", "hold": record})
+    inline_cache.on_quota_add(quota)
+    state = state_of(inline_cache, is_leader=lambda: False)
+    async with served(state) as c:
+        held = await c.post("/filter", content=args(dict(pod), ["n0"]), headers=JSON)
+        ended = dict(quota, status={"phase": "QuotaEmpty"}, metadata={**quota["metadata"], "resourceVersion": "2"})
+        inline_cache.on_quota_update(quota, ended)
+        free = await c.post("/filter", content=args(dict(pod), ["n0"]), headers=JSON)
+    assert held.json()["FailedNodes"] == {"n0": "NodeHeldForGang(held for gang default/lone)"}
+    assert free.json()["NodeNames"] == ["n0"]

@@ -25,8 +25,9 @@ Holds live between cycles in the scheduler's memory; a session sees them in ``Sn
 and reports the set it leaves under :data:`NOTE`. The binder records each in its PodGroup's
 ``status.hold`` (``extender/binder/status.py``): a replica that starts leading continues the holds
 recorded there (:meth:`extender.scheduler.Scheduler.take_over`), and the replicas that do not
-lead keep inline binds off them too (``extender/state.py``). A hold of a job without a PodGroup
-is not recorded.
+lead keep inline binds off them too (``extender/state.py``). A job without a PodGroup (one
+pod) has its hold recorded in the ``status.hold`` of the quota its pod claims
+(``extender/binder/reconcile.py``).
 """
 
 from __future__ import annotations
