@@ -239,7 +239,8 @@ class BinderLoop:
 
     async def _write_quota_statuses(self, writes: list[QuotaStatusWrite], now: float, report: CycleReport) -> set[str]:
         """The writes that free a node first, then the rest (``plan.in_order``); a bind onto a node
-        whose freeing write failed waits for the next cycle. Returns the quotas not written."""
+        whose freeing write failed waits for the next cycle, with the other binds of its gang
+        (``plan.after_freeing``). Returns the quotas not written."""
         freeing, rest = in_order(writes)
         failed = await self._write_quotas(freeing, now, report)
         ready, waiting = after_freeing(rest, freeing, failed)

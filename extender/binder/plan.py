@@ -63,6 +63,7 @@ class QuotaStatusWrite:
     phase_changed: bool
     frees: str = ""  # the node this write takes the quota off (a release, a move), else ""
     takes: str = ""  # the node this write puts the quota on (a bind, a move), else ""
+    gang: str = ""  # with ``takes``: the job whose tasks claim the quota (its gang binds together)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +213,8 @@ def plan_writes(cache: ClusterCache, result: CycleResult, *, extra_quotas: Itera
             phase_changed = current.get("phase", QuotaPhase.EMPTY.value) != desired["phase"]
             was, will = current.get("nodeName") or "", desired.get("nodeName") or ""
             frees, takes = (was, will) if was != will else ("", "")
-            plan.quotas.append(QuotaStatusWrite(name, desired, phase_changed, frees, takes))
+            gang = _claimants_job(quota) if takes else ""
+            plan.quotas.append(QuotaStatusWrite(name, desired, phase_changed, frees, takes, gang))
 
     # pod annotations: claims moved this cycle, then quota-node on pending pods
     patches: dict[str, PodPatch] = {}
@@ -277,14 +279,26 @@ def in_order(writes: Iterable[QuotaStatusWrite]) -> tuple[list[QuotaStatusWrite]
 def after_freeing(
     rest: Iterable[QuotaStatusWrite], freeing: Iterable[QuotaStatusWrite], failed: Collection[str]
 ) -> tuple[list[QuotaStatusWrite], list[QuotaStatusWrite]]:
-    """(the writes of ``rest`` that may go now, those that put a quota on a node a ``failed``
-    freeing write was to free: they wait for the next cycle)."""
+    """(the writes of ``rest`` that may go now, those that wait for the next cycle): a write that
+    puts a quota on a node a ``failed`` freeing write was to free waits, and so do the other binds
+    of its gang, and of a gang whose own move failed — so a failed release never leaves part of a
+    gang bound by this cycle while the rest waits (its bound pods would start without their peers)."""
+    rest = list(rest)
     blocked = {w.frees for w in freeing if w.name in failed}
+    held = {w.gang for w in rest if w.takes in blocked and w.gang}
+    held |= {w.gang for w in freeing if w.name in failed and w.takes and w.gang}
     ready: list[QuotaStatusWrite] = []
     waiting: list[QuotaStatusWrite] = []
     for w in rest:
-        (waiting if w.takes in blocked else ready).append(w)
+        wait = w.takes in blocked or bool(w.takes and w.gang in held)
+        (waiting if wait else ready).append(w)
     return ready, waiting
+
+
+def _claimants_job(quota: QuotaInfo) -> str:
+    """The job whose tasks claim ``quota``, or "" when none or several jobs do."""
+    jobs = {c.job for c in quota.claims.values()}
+    return jobs.pop() if len(jobs) == 1 else ""
 
 
 def _queue_to_keep(cache: ClusterCache, result: CycleResult, uid: str) -> str:

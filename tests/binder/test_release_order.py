@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from extender import wellknown
+from extender.binder.plan import QuotaStatusWrite, after_freeing
 from extender.emulator.selection import Selection
 from extender.emulator.watch import Watcher
 from extender.model.resources import Resource
@@ -80,10 +81,11 @@ async def test_a_gang_bound_in_the_room_an_idle_quota_freed_is_written_after_the
         assert sorted(nodes[f"q-big-{i}"] for i in range(4)) == ["n0", "n0", "n1", "n1"]
 
 
-async def test_a_bind_onto_a_node_whose_release_failed_waits_for_the_next_cycle() -> None:
-    """done-0's release fails (the API answers 500 to every try this cycle): the binds onto n1 are
-    not written, the ones onto n0 are; the next cycle, with the API well again, finishes the gang
-    in s0 — and no instant shows n1 over-committed."""
+async def test_a_gang_whose_release_failed_waits_whole_for_the_next_cycle() -> None:
+    """done-0's release fails (the API answers 500 to every try this cycle): the binds onto n1
+    are not written, and neither are the gang's binds onto n0 (else two of its pods would start
+    without their peers); the next cycle, with the API well again, binds the whole gang in s0 —
+    and no instant shows n1 over-committed."""
     async with LocalCluster() as cl:
         cl.apply(_objects())
         await cl.settle()
@@ -92,11 +94,36 @@ async def test_a_bind_onto_a_node_whose_release_failed_waits_for_the_next_cycle(
         report = await cl.cycle()
         nodes = cl.quota_nodes()
         assert nodes["done-0"] == "n1"
-        assert sorted(nodes[f"q-big-{i}"] for i in range(4)) == ["", "", "n0", "n0"]
+        assert [nodes[f"q-big-{i}"] for i in range(4)] == ["", "", "", ""]
         assert any("done-0" in f for f in report.failed)
+        for i in range(4):  # nor is any of its pods told a node
+            pod = cl.emulator.get("v1", "pods", f"big-worker-{i}", namespace="default")
+            assert wellknown.ANNO_QUOTA_NODE not in (pod["metadata"].get("annotations") or {})
         cl.emulator.faults.remove(fault)
         await cl.cycle()
         assert await _over_commits(w) == []
         nodes = cl.quota_nodes()
         assert nodes["done-0"] == ""
         assert sorted(nodes[f"q-big-{i}"] for i in range(4)) == ["n0", "n0", "n1", "n1"]
+
+
+def _write(name: str, *, frees: str = "", takes: str = "", gang: str = "") -> QuotaStatusWrite:
+    return QuotaStatusWrite(name, {}, False, frees, takes, gang)
+
+
+def test_after_a_failed_release_the_binds_of_the_gang_it_blocks_wait_and_other_gangs_go() -> None:
+    freeing = [_write("done-0", frees="n1"), _write("done-1", frees="n5")]
+    rest = [
+        _write("q-a-0", takes="n0", gang="default/a"),
+        _write("q-a-1", takes="n1", gang="default/a"),  # onto the node done-0 was to free
+        _write("q-b-0", takes="n2", gang="default/b"),
+        _write("q-c-0", takes="n5", gang="default/c"),  # onto the node done-1 freed
+        _write("q-idle"),  # a status-only write
+    ]
+    ready, waiting = after_freeing(rest, freeing, {"done-0"})
+    assert [w.name for w in waiting] == ["q-a-0", "q-a-1"]
+    assert [w.name for w in ready] == ["q-b-0", "q-c-0", "q-idle"]
+    # a gang whose own move failed waits whole too
+    moved = [_write("q-d-0", frees="n7", takes="n8", gang="default/d")]
+    ready, waiting = after_freeing([_write("q-d-1", takes="n9", gang="default/d"), *rest], moved, {"q-d-0"})
+    assert [w.name for w in waiting] == ["q-d-1"]
