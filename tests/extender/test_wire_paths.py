@@ -324,43 +324,34 @@ async def test_inline_filter_keeps_off_nodes_held_for_a_waiting_gang(inline_cach
     assert only.json()["FailedNodes"] == {"n0": "NodeHeldForGang(held for gang default/big)"}
 
 
-async def test_a_replica_that_does_not_lead_keeps_off_the_holds_the_leader_recorded(inline_cache: ClusterCache) -> None:
-    """The leader records each hold in its PodGroup's ``status.hold``: a replica that runs no
-    cycles reads it from its cache, and its inline filter keeps off the held nodes too; once the
-    leader removes it (the hold ended), the node is offered again."""
-    pod = inline_cache.pod(_solo_uid(inline_cache))
-    assert pod is not None
-    group = b.podgroup("big", min_member=4)
-    from extender.cache.convert import format_time
-
-    since = format_time(NOW - 5)
-    group["status"] = {"phase": "Unschedulable", "hold": {"nodes": ["n0"], "since": since}}
-    inline_cache.on_podgroup_add(group)
-    state = state_of(inline_cache, is_leader=lambda: False)
-    async with served(state) as c:
-        held = await c.post("/filter", content=args(dict(pod), ["n0"]), headers=JSON)
-        ended = dict(group, status={"phase": "Pending"}, metadata={**group["metadata"], "resourceVersion": "2"})
-        inline_cache.on_podgroup_update(group, ended)
-        free = await c.post("/filter", content=args(dict(pod), ["n0"]), headers=JSON)
-    assert held.json()["FailedNodes"] == {"n0": "NodeHeldForGang(held for gang default/big)"}
-    assert free.json()["NodeNames"] == ["n0"]
-
-
-async def test_a_replica_that_does_not_lead_keeps_off_the_hold_of_a_job_of_one_pod(inline_cache: ClusterCache) -> None:
-    """A job of one pod has no PodGroup: the leader records its hold in the ``status.hold`` of
-    the quota the pod claims, and a replica that runs no cycles keeps off it as off a gang's."""
+@pytest.mark.parametrize("where", ["podgroup", "quota"])
+async def test_a_replica_that_does_not_lead_keeps_off_the_holds_the_leader_recorded(
+    inline_cache: ClusterCache, where: str
+) -> None:
+    """The leader records each hold — a gang's in its PodGroup's ``status.hold``, a job of one
+    pod's in the ``status.hold`` of the quota it claims: a replica that runs no cycles reads it
+    from its cache, and its inline filter keeps off the held nodes too; once the leader removes
+    it (the hold ended), the node is offered again."""
     pod = inline_cache.pod(_solo_uid(inline_cache))
     assert pod is not None
     from extender.cache.convert import format_time
 
-    record = {"job": "default/lone", "nodes": ["n0"], "since": format_time(NOW - 5)}
-    quota = b.quota("q-lone", gpu=8, status={"phase": "QuotaEmpty", "hold": record})
-    inline_cache.on_quota_add(quota)
+    hold = {"nodes": ["n0"], "since": format_time(NOW - 5)}
+    if where == "podgroup":
+        holder, obj = "default/big", b.podgroup("big", min_member=4)
+        obj["status"] = {"phase": "Unschedulable", "hold": hold}
+        add, update = inline_cache.on_podgroup_add, inline_cache.on_podgroup_update
+        ended_status = {"phase": "Pending"}
+    else:
+        holder, obj = "default/lone", b.quota("q-lone", gpu=8)
+        obj["status"] = {"phase": "QuotaEmpty", "hold": {"job": "default/lone", **hold}}
+        add, update = inline_cache.on_quota_add, inline_cache.on_quota_update
+        ended_status = {"phase": "QuotaEmpty"}
+    add(obj)
     state = state_of(inline_cache, is_leader=lambda: False)
     async with served(state) as c:
         held = await c.post("/filter", content=args(dict(pod), ["n0"]), headers=JSON)
-        ended = dict(quota, status={"phase": "QuotaEmpty"}, metadata={**quota["metadata"], "resourceVersion": "2"})
-        inline_cache.on_quota_update(quota, ended)
+        update(obj, dict(obj, status=ended_status, metadata={**obj["metadata"], "resourceVersion": "2"}))
         free = await c.post("/filter", content=args(dict(pod), ["n0"]), headers=JSON)
-    assert held.json()["FailedNodes"] == {"n0": "NodeHeldForGang(held for gang default/lone)"}
+    assert held.json()["FailedNodes"] == {"n0": f"NodeHeldForGang(held for gang {holder})"}
     assert free.json()["NodeNames"] == ["n0"]
