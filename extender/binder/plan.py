@@ -282,7 +282,8 @@ def after_freeing(
     """(the writes of ``rest`` that may go now, those that wait for the next cycle): a write that
     puts a quota on a node a ``failed`` freeing write was to free waits, and so do the other binds
     of its gang, and of a gang whose own move failed — so a failed release never leaves part of a
-    gang bound by this cycle while the rest waits (its bound pods would start without their peers)."""
+    gang bound by this cycle while the rest waits (that part would hold its nodes' room for a gang
+    that cannot start: hop ③'s gang gate lets no pod through below minMember bound quotas)."""
     rest = list(rest)
     blocked = {w.frees for w in freeing if w.name in failed}
     held = {w.gang for w in rest if w.takes in blocked and w.gang}

@@ -83,9 +83,9 @@ async def test_a_gang_bound_in_the_room_an_idle_quota_freed_is_written_after_the
 
 async def test_a_gang_whose_release_failed_waits_whole_for_the_next_cycle() -> None:
     """done-0's release fails (the API answers 500 to every try this cycle): the binds onto n1
-    are not written, and neither are the gang's binds onto n0 (else two of its pods would start
-    without their peers); the next cycle, with the API well again, binds the whole gang in s0 —
-    and no instant shows n1 over-committed."""
+    are not written, and neither are the gang's binds onto n0 (else two of its quotas would hold
+    n0's room for a gang whose pods hop ③ keeps back until all four are bound); the next cycle,
+    with the API well again, binds the whole gang in s0 — and no instant shows n1 over-committed."""
     async with LocalCluster() as cl:
         cl.apply(_objects())
         await cl.settle()
