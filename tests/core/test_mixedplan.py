@@ -176,6 +176,9 @@ def test_packed_takes_the_fewest_nodes_then_the_least_capacity(c: Case) -> None:
     assert placed is not None and set(placed) == {n.name for n in chosen}
     greedy = packed(c.nodes, c.kinds, c.order, head=head_of(c), limit=0)  # beyond the exact search's limit
     assert brute(replace(c, nodes=greedy), ordered=ordered), "the greedy's nodes do not hold the gang"
+    for n in greedy:  # and it takes no node it could do without
+        rest = [m for m in greedy if m is not n]
+        assert not rest or not brute(replace(c, nodes=rest), ordered=ordered), f"{n.name} is not needed"
 
 
 def _node(i: int, gpu: int) -> MixedNode:
@@ -193,6 +196,19 @@ def test_a_packed_launcher_and_workers_take_the_two_whole_nodes_not_the_fragment
         chosen = packed(nodes, kinds, order, head=1, limit=limit)
         assert [n.name for n in chosen] == ["n2", "n3"]
         assert place(chosen, kinds, order, pack=True) == ["n2", "n2", "n2", "n3", "n3"]
+
+
+def test_beyond_its_limit_packed_drops_the_nodes_a_late_one_makes_needless() -> None:
+    """Only n7 takes the launcher, and it holds the least of the gang, so the roomiest-first
+    prefix reaches it last, after every other node. The launcher and three 8-GPU workers need
+    n7 and two of the 16-GPU nodes; the greedy drops the rest."""
+    kinds = [Kind({"gpu": 1, "hca": 1, "cpu": 1}, 1), Kind({"gpu": 8, "hca": 1, "cpu": 8}, 3)]
+    order = [0, 1, 1, 1]
+    nodes = [MixedNode(f"n{i}", i, ("A100", "s1"), {"gpu": 16, "hca": 8, "cpu": 96}, (False, True)) for i in range(7)]
+    nodes.append(MixedNode("n7", 7, ("A100", "s1"), {"gpu": 1, "hca": 8, "cpu": 96}, (True, True)))
+    chosen = packed(nodes, kinds, order, head=1, limit=0)
+    assert len(chosen) == 3 and "n7" in {n.name for n in chosen}
+    assert len(packed(nodes, kinds, order, head=1)) == 3  # the exact search agrees on the count
 
 
 def test_packed_best_fit_keeps_the_roomiest_node_whole() -> None:

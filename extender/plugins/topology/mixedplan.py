@@ -281,8 +281,9 @@ def packed(
     Returned in index order.
 
     Exact while the sets of each size up to the answer number at most ``limit`` in all. Beyond,
-    the nodes that hold the most of the gang are taken until they hold it, then each, the roomiest
-    first, gives way to the smallest node left out that keeps the set holding the gang."""
+    the nodes that hold the most of the gang are taken until they hold it, those it can do without
+    are dropped, and then each, the roomiest first, gives way to the smallest node left out that
+    keeps the set holding the gang."""
     need = tuple(k.count for k in kinds)
     holds_in_order = next_fit(nodes, kinds, order)
     slots = {n.name: max(sum(v) for v in node_frontier(n, kinds)) for n in nodes}  # the most of the gang
@@ -323,13 +324,19 @@ def _most_then_best_fit(
     usable: Sequence[MixedNode], room: Mapping[str, int], holds: Callable[[Iterable[MixedNode]], bool]
 ) -> list[MixedNode]:
     """:func:`packed` beyond its limit (``usable``: the nodes holding the most of the gang first):
-    the shortest prefix that holds the gang, then each chosen node, the roomiest first, swapped
-    for the least roomy node left out (ties: best score, lower index) that keeps the set holding it."""
+    the shortest prefix that holds the gang; then, the last taken first, each node the rest still
+    hold the gang without is dropped (a node only it can serve — say the one node that takes the
+    launcher — may come late in that order); then each chosen node, the roomiest first, swapped for
+    the least roomy node left out (ties: best score, lower index) that keeps the set holding it."""
     chosen: list[MixedNode] = []
     for n in usable:
         chosen.append(n)
         if holds(chosen):
             break
+    for n in reversed(list(chosen)):
+        without = [x for x in chosen if x is not n]
+        if without and holds(without):
+            chosen = without
     left = [n for n in usable if n not in chosen]
     for n in sorted(chosen, key=lambda n: (-room[n.name], n.score, -n.index)):
         for m in sorted(left, key=lambda m: (room[m.name], -m.score, m.index, m.name)):
