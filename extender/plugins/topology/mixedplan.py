@@ -159,10 +159,14 @@ def combine(a: Frontier, b: Frontier, need: Counts) -> Frontier:
 
 
 def frontier_of(nodes: Iterable[MixedNode], kinds: Sequence[Kind]) -> Frontier:
-    need = tuple(k.count for k in kinds)
-    out: Frontier = (tuple(0 for _ in kinds),)
-    for node in nodes:
-        out = combine(out, node_frontier(node, kinds), need)
+    return combined((node_frontier(node, kinds) for node in nodes), tuple(k.count for k in kinds))
+
+
+def combined(fronts: Iterable[Frontier], need: Counts) -> Frontier:
+    """What disjoint sets of nodes with these frontiers hold together, capped at ``need``."""
+    out: Frontier = (tuple(0 for _ in need),)
+    for front in fronts:
+        out = combine(out, front, need)
     return out
 
 
@@ -286,7 +290,8 @@ def packed(
     keeps the set holding the gang."""
     need = tuple(k.count for k in kinds)
     holds_in_order = next_fit(nodes, kinds, order)
-    slots = {n.name: max(sum(v) for v in node_frontier(n, kinds)) for n in nodes}  # the most of the gang
+    fronts = {n.name: node_frontier(n, kinds) for n in nodes}
+    slots = {name: max(sum(v) for v in front) for name, front in fronts.items()}  # the most of the gang
     room = {n.name: _capacity(kinds[head].request, n.room) if n.eligible[head] else 0 for n in nodes}
     usable = sorted(
         (n for n in nodes if slots[n.name] > 0), key=lambda n: (-slots[n.name], -room[n.name], -n.score, n.index)
@@ -294,7 +299,11 @@ def packed(
 
     def holds(subset: Iterable[MixedNode]) -> bool:
         ranked = sorted(subset, key=lambda n: (n.index, n.name))
-        return next_fit(ranked, kinds, order) if holds_in_order else need in frontier_of(ranked, kinds)
+        return (
+            next_fit(ranked, kinds, order)
+            if holds_in_order
+            else need in combined((fronts[n.name] for n in ranked), need)
+        )
 
     def cost(subset: tuple[MixedNode, ...]) -> tuple[int, list[int], float, list[int]]:
         caps = sorted((room[n.name] for n in subset), reverse=True)
