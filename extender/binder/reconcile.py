@@ -327,7 +327,7 @@ class StatusReconciler:
 def _claimed_by_lone_job(cache: ClusterCache, key: str) -> str:
     """The quota the pod of job ``key`` claims, if that is a job of one pod (no PodGroup)."""
     job = cache.jobs.get(key)
-    if job is None or job.has_podgroup or len(job.tasks) != 1:
+    if job is None or not job.is_single() or not job.tasks:
         return ""
     (task,) = job.tasks.values()
     return task.quota if task.quota in cache.quotas else ""
