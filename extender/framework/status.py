@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from extender.model.enums import Enum
 
@@ -103,6 +103,11 @@ class Failure:
 class Status:
     code: Code
     failures: tuple[Failure, ...] = ()
+    # success or skip: read on every predicate of every node, so kept, not computed on each read
+    ok: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ok", self.code <= Code.SKIP)
 
     # --- constructors ------------------------------------------------------------------------
     @staticmethod
@@ -118,10 +123,6 @@ class Status:
         return Status(Code.ERROR, (Failure(Reason.INTERNAL, detail, plugin),))
 
     # --- reading -----------------------------------------------------------------------------
-    @property
-    def ok(self) -> bool:
-        return self.code <= Code.SKIP
-
     @property
     def reason(self) -> Reason | None:
         return self.failures[0].reason if self.failures else None
