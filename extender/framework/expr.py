@@ -343,7 +343,14 @@ def _combine_status(op: str, parts: Sequence[Fn]) -> Fn:
 def _combine_score(op: str, parts: Sequence[Fn]) -> Fn:
     """SCORE ``sum`` and ``min`` (the weights are in the parts)."""
     if op == "sum":
-        return lambda *a: sum(p(*a) for p in parts)
+
+        def sum_(*a: Any) -> float:  # a loop, not sum() over a generator: once per node scored
+            total = 0.0
+            for p in parts:
+                total += p(*a)
+            return total
+
+        return sum_
     return lambda *a: min(p(*a) for p in parts)
 
 

@@ -41,16 +41,20 @@ class BinpackArgs(ArgsModel):
 Args = BinpackArgs
 
 
-def packing_score(held: Resource, request: Resource, allocatable: Resource, weights: dict[str, float]) -> float:
+def packing_score(request: Resource, allocatable: Resource, free: Resource, weights: dict[str, float]) -> float:
+    """How full the node would be with ``request`` placed on it, ``free`` being what is left of
+    ``allocatable`` now: per weighted resource the request names, ``min(1, (allocatable − free +
+    request) / allocatable)``, averaged by weight."""
     total_w = 0.0
     score = 0.0
+    cap_of, free_of = allocatable.q, free.q
     for name, req in request.q.items():
         w = weights.get(name, 0.0)
-        cap = allocatable.get(name)
+        cap = cap_of.get(name, 0)
         if w <= 0 or cap <= 0 or req <= 0:
             continue
         total_w += w
-        score += w * min(1.0, (held.get(name) + req) / cap)
+        score += w * min(1.0, (cap - free_of.get(name, 0) + req) / cap)
     return score / total_w if total_w else 0.0
 
 
@@ -75,10 +79,9 @@ class Plugin:
         weights = resolve_weights(self.args.weights, ssn.gpu_resources)
 
         def node_order_qn(quota: QuotaInfo, node: NodeInfo) -> float:
-            held = node.allocatable - node.quota_idle
-            return packing_score(held, quota.request, node.allocatable, weights)
+            return packing_score(quota.request, node.allocatable, node.quota_idle, weights)
 
         def node_order_tn(task: TaskInfo, node: NodeInfo) -> float:
-            return packing_score(node.used, task.request, node.allocatable, weights)
+            return packing_score(task.request, node.allocatable, node.idle, weights)
 
         return {"qn.node_order": node_order_qn, "tn.node_order": node_order_tn}

@@ -176,9 +176,10 @@ class Plugin:
             return 1.0 - min(1.0, max(0, promised) / cap)
 
         def node_order_qn(quota: QuotaInfo, node: NodeInfo) -> float:
-            shortage = Resource({n: v - node.idle.get(n) for n, v in quota.request.q.items() if v > node.idle.get(n)})
-            if shortage.is_empty():
-                return 1.0
+            idle = node.idle.q
+            if all(v <= idle.get(n, 0) for n, v in quota.request.q.items()):
+                return 1.0  # nothing to evict
+            shortage = Resource({n: v - idle.get(n, 0) for n, v in quota.request.q.items() if v > idle.get(n, 0)})
             victims = self.predicted_victims(node, shortage, ssn.now, gpus)
             if victims is None:
                 return 0.0
