@@ -24,7 +24,8 @@ from extender.framework.status import SUCCESS, Code, Reason, Status
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.resources import Resource
-from extender.plugins.topology.gangplan import Candidate, ZoneId, ZoneOffer
+from extender.plugins.topology.gangplan import Candidate, ZoneId, ZoneOffer, rank_key
+from extender.plugins.topology.ranking import ZoneRanking
 
 __all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for"]
 
@@ -58,11 +59,8 @@ class ShapeFit:
     capacity: dict[str, int] = field(default_factory=dict)  # eligible node → slots now
     score: dict[str, float] = field(default_factory=dict)  # node → QN score (dropped on change)
     zone_capacity: dict[ZoneId, int] = field(default_factory=dict)
-    # zone → its nodes with room, in index order (kept as binds and releases come; None: a bind
-    # changed the node, make its entry again when next read)
-    zone_candidates: dict[ZoneId, dict[str, Candidate | None]] = field(default_factory=dict)
-    ready: dict[ZoneId, list[Candidate]] = field(default_factory=dict)  # zone → its candidates as last
-    # listed (dropped when a bind or release changes one of them)
+    # zone → its nodes with room, best first (binds and releases re-rank the nodes they change)
+    rankings: dict[ZoneId, ZoneRanking] = field(default_factory=dict)
     offers: dict[ZoneId, ZoneOffer] = field(default_factory=dict)  # dropped when the zone changes
     spec_offers: dict[str, list[ZoneOffer]] = field(default_factory=dict)  # dropped when a zone changes
 
@@ -187,27 +185,24 @@ class FitMemo:
         return total
 
     def candidates(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
-        """The zone's nodes with room for the shape, with their QN scores, in index order."""
-        if sid is not None:
-            fit = self.shapes[sid]
-            listed = fit.ready.get(zid)
-            if listed is not None:
-                return listed
-            known = fit.zone_candidates.get(zid)
-            if known is None:
-                known = fit.zone_candidates[zid] = {c.name: c for c in self._scan(quota, sid, zid)}
-            out = []
-            for name, known_cand in known.items():
-                cand = known_cand
-                if cand is None:
-                    node = self.ssn.node(name)
-                    if node is None:
-                        continue
-                    cand = known[name] = Candidate(name, node.index, fit.capacity[name], self.score(fit.rep, sid, node))
-                out.append(cand)
-            fit.ready[zid] = out
-            return out
-        return list(self._scan(quota, None, zid))
+        """The zone's nodes with room for the shape, with their QN scores, best first
+        (``gangplan.rank_key``)."""
+        if sid is None:
+            return sorted(self._scan(quota, None, zid), key=rank_key)
+        fit = self.shapes[sid]
+        ranking = fit.rankings.get(zid)
+        if ranking is None:
+            ranking = fit.rankings[zid] = ZoneRanking(self._scan(quota, sid, zid))
+        return ranking.ranked(lambda name: self._candidate(sid, name))
+
+    def _candidate(self, sid: int, name: str) -> Candidate | None:
+        """The node as a candidate for the shape now; None when it has no room (or is gone)."""
+        node = self.ssn.node(name)
+        if node is None:
+            return None
+        fit = self.shapes[sid]
+        cap = self.node_capacity(fit.rep, sid, node)
+        return Candidate(name, node.index, cap, self.score(fit.rep, sid, node)) if cap > 0 else None
 
     def _scan(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> Iterator[Candidate]:
         for node in self._nodes(zid):
@@ -321,7 +316,6 @@ class FitMemo:
             fit.score.pop(node_name, None)
             fit.offers.pop(zid, None)
             fit.spec_offers.pop(zid[0], None)
-            fit.ready.pop(zid, None)
             old = fit.capacity.get(node_name)
             if old is None:
                 continue
@@ -330,12 +324,6 @@ class FitMemo:
             total = fit.zone_capacity.get(zid)
             if total is not None:
                 fit.zone_capacity[zid] = total - old + new
-            cands = fit.zone_candidates.get(zid)
-            if cands is not None:
-                if new > 0:
-                    if node_name in cands:
-                        cands[node_name] = None
-                    else:  # back in: rebuild to keep index order
-                        fit.zone_candidates.pop(zid)
-                else:
-                    cands.pop(node_name, None)
+            ranking = fit.rankings.get(zid)
+            if ranking is not None:
+                ranking.mark_stale(node_name)

@@ -43,9 +43,11 @@ __all__ = [
     "ZoneOffer",
     "assign_ranks",
     "choose_nodes",
+    "choose_ranked",
     "choose_zones",
     "continuity_block",
     "fewest_to_reach",
+    "rank_key",
     "split_slots",
 ]
 
@@ -93,10 +95,11 @@ def choose_zones(zones: Iterable[ZoneOffer], need: int) -> list[ZoneOffer] | Non
     """
     if need <= 0:
         return []
-    usable = sorted((z for z in zones if z.capacity > 0), key=lambda z: (z.first_index, z.id))
+    usable = [z for z in zones if z.capacity > 0]
     holding = [z for z in usable if z.capacity >= need]
     if holding:
-        return [min(holding, key=_single_key)]
+        return [min(holding, key=_single_key)]  # the key is a total order: no sort needed first
+    usable.sort(key=lambda z: (z.first_index, z.id))
     fewest = fewest_to_reach((z.capacity for z in usable), need)
     if fewest is None:
         return None
@@ -149,35 +152,52 @@ def split_slots(zones: Sequence[ZoneOffer], need: int) -> list[tuple[ZoneOffer, 
     return out
 
 
+def rank_key(c: Candidate) -> tuple[float, int, str]:
+    """Rule 3's order of a zone's nodes: best QN score first, ties lower index, then name."""
+    return (-c.score, c.index, c.name)
+
+
 def choose_nodes(candidates: Sequence[Candidate], need: int, *, pack: bool = False) -> list[tuple[Candidate, int]]:
     """Which nodes of one zone take ``need`` slots and how many each (rule 3).
 
-    ``candidates`` must hold at least ``need`` slots together. Returned in node-index order.
+    ``candidates`` (any order) must hold at least ``need`` slots together. Returned in node-index
+    order.
     """
+    return choose_ranked(sorted(candidates, key=rank_key), need, pack=pack)
+
+
+def choose_ranked(ranked: Sequence[Candidate], need: int, *, pack: bool = False) -> list[tuple[Candidate, int]]:
+    """:func:`choose_nodes` of candidates already in :func:`rank_key` order (the planner's memo
+    keeps each zone's candidates so: a bind re-ranks only the nodes it changed)."""
     if need <= 0:
         return []
-    by_score = sorted(candidates, key=lambda c: (-c.score, c.index, c.name))
-    counts: dict[str, int] = {}
     if pack:
-        counts = _fewest_best_fit(by_score, need)
-    elif len(by_score) >= need:
-        counts = {c.name: 1 for c in by_score[:need]}
+        counts = _fewest_best_fit(ranked, need)
+        chosen = [(c, counts[c.name]) for c in ranked if counts.get(c.name)]
+    elif len(ranked) >= need:
+        chosen = [(c, 1) for c in ranked[:need]]
     else:
-        counts = {c.name: 1 for c in by_score}
-        left = need - len(by_score)
-        while left > 0:
-            progressed = False
-            for c in by_score:  # round-robin: no node takes more ranks than it must
-                if left == 0:
-                    break
-                if counts[c.name] < c.capacity:
-                    counts[c.name] += 1
-                    left -= 1
-                    progressed = True
-            if not progressed:
-                raise ValueError(f"candidates hold fewer than {need} slots")
-    chosen = [(c, counts[c.name]) for c in candidates if counts.get(c.name)]
+        chosen = list(zip(ranked, _round_robin(ranked, need), strict=True))
     return sorted(chosen, key=lambda cn: (cn[0].index, cn[0].name))
+
+
+def _round_robin(ranked: Sequence[Candidate], need: int) -> list[int]:
+    """Slots per node when there are fewer nodes than ``need``: one each, then one more each in
+    rank order while room lasts, so no node takes more ranks than it must."""
+    counts = [1] * len(ranked)
+    left = need - len(ranked)
+    while left > 0:
+        progressed = False
+        for i, c in enumerate(ranked):
+            if left == 0:
+                break
+            if counts[i] < c.capacity:
+                counts[i] += 1
+                left -= 1
+                progressed = True
+        if not progressed:
+            raise ValueError(f"candidates hold fewer than {need} slots")
+    return counts
 
 
 def _fewest_best_fit(by_score: Sequence[Candidate], need: int) -> dict[str, int]:

@@ -38,6 +38,7 @@ from extender.plugins.topology.gangplan import (
     ZoneOffer,
     assign_ranks,
     choose_nodes,
+    choose_ranked,
     choose_zones,
     continuity_block,
     split_slots,
@@ -309,6 +310,7 @@ class GangPlanner:
         return [self._offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, [])]
 
     def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
+        """The zone's candidates for the job, best first (``gangplan.rank_key``)."""
         cands = self.memo.candidates(head, sid, zid)
         if not self._holding():
             return cands
@@ -348,7 +350,7 @@ class GangPlanner:
         """The gang's slots in its chosen zones (rules 2 and 3)."""
         slots: list[Slot] = []
         for zone, m in split_slots(chosen, need):
-            for cand, count in choose_nodes(self._candidates(job, head, sid, zone.id), m, pack=self.pack):
+            for cand, count in choose_ranked(self._candidates(job, head, sid, zone.id), m, pack=self.pack):
                 slots += [Slot(cand.name, cand.index)] * count
         return slots
 
@@ -357,7 +359,7 @@ class GangPlanner:
         memo = self.memo
         units: dict[str, list[Candidate]] = {}
         for z in memo.spec_zones.get(spec, []):
-            for c in self._candidates(job, head, sid, z):
+            for c in sorted(self._candidates(job, head, sid, z), key=lambda c: c.index):
                 domain = memo.domain_of.get(c.name)
                 if domain:
                     units.setdefault(domain, []).append(c)
