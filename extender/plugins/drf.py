@@ -51,70 +51,67 @@ class Plugin:
 
 
 class _Shares:
-    """One session's shares: what each queue claims and each job has placed. Counted on first use
-    (sessions that never order jobs, like the webhook's, pay nothing), then kept by the events."""
+    """One session's shares, counted when first read (sessions that never order jobs, like the
+    webhook's, pay nothing). A queue's claims are then kept by the claim events (queues are
+    ordered after every job while quotas are assigned); a job's placed share is dropped by any
+    event that changes what the job has placed and counted again from its tasks when next read
+    (a job is ordered once per action, while its binds come one event each)."""
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
         self.total = ssn.snap.cluster_total
-        self.queue_used: defaultdict[str, Resource] = defaultdict(Resource.empty)
-        self.job_used: defaultdict[str, Resource] = defaultdict(Resource.empty)
-        self.ready = False
+        self.queue_used: defaultdict[str, Resource] | None = None  # None: not counted yet
+        self.job_used: dict[str, Resource] = {}  # job → what it has placed (only jobs read since their last change)
 
     def queue_order(self, queue: QueueInfo) -> tuple[Any, ...]:
-        self._ensure()
-        return (dominant_share(self.queue_used[queue.name], self.total) / max(queue.weight, 1),)
+        used = self._queues()[queue.name]
+        return (dominant_share(used, self.total) / max(queue.weight, 1),)
 
     def job_order(self, job: JobInfo) -> tuple[Any, ...]:
-        self._ensure()
-        return (dominant_share(self.job_used[job.key], self.total),)
+        used = self.job_used.get(job.key)
+        if used is None:
+            used = self.job_used[job.key] = self._placed_by(self.ssn.job(job.key) or job)
+        return (dominant_share(used, self.total),)
 
     def on_event(self, ev: Event) -> None:
-        if not self.ready:
-            return
         ssn, kind = self.ssn, ev.kind
-        gained = (kind in (EventKind.CLAIM, EventKind.BIND_QUOTA, EventKind.ALLOCATE)) != ev.undo
-        if kind is EventKind.CLAIM or kind is EventKind.UNCLAIM:
-            task = ssn.task(ev.task)
-            if task is not None:
-                q = ssn.quota(ev.quota)
-                self._follow(task, gained, queue=True, job=q is not None and bool(q.node_name) and not task.node)
-        elif kind is EventKind.BIND_QUOTA or kind is EventKind.RELEASE_QUOTA:
-            q = ssn.quota(ev.quota)
-            for uid in q.claims if q is not None else ():
-                task = ssn.task(uid)
-                if task is not None and not task.node:
-                    self._follow(task, gained, queue=False, job=True)
-        elif kind is EventKind.ALLOCATE:
-            task = ssn.task(ev.task)
-            if task is not None and not task.quota:  # a quota-less (spot) task: now placed
-                self._follow(task, gained, queue=False, job=True)
-
-    def _ensure(self) -> None:
-        if self.ready:
+        if kind is EventKind.BIND_QUOTA or kind is EventKind.RELEASE_QUOTA:
+            q = ssn.quota(ev.quota) if self.job_used else None
+            for claim in q.claims.values() if q is not None else ():
+                self.job_used.pop(claim.job, None)
             return
-        self.ready = True
-        for job in self.ssn.jobs():
-            claimed: Resource | None = None
-            for t in job.tasks.values():
-                if (t.quota or t.node) and t.status in ALIVE:
-                    if claimed is None:
-                        claimed = self.queue_used[job.queue]
-                    claimed.iadd(t.request)
-                    if self._placed(t):
-                        self.job_used[job.key].iadd(t.request)
+        task = ssn.task(ev.task)
+        if task is None:
+            return
+        self.job_used.pop(task.job, None)
+        if (kind is EventKind.CLAIM or kind is EventKind.UNCLAIM) and self.queue_used is not None:
+            owner = ssn.job(task.job)
+            used = self.queue_used[owner.queue if owner is not None else ""]
+            if (kind is EventKind.CLAIM) != ev.undo:
+                used.iadd(task.request)
+            else:
+                used.isub(task.request)
+
+    def _queues(self) -> defaultdict[str, Resource]:
+        """What each queue's alive tasks claim or hold (counted on first use)."""
+        if self.queue_used is None:
+            self.queue_used = defaultdict(Resource.empty)
+            for job in self.ssn.jobs():
+                for t in job.tasks.values():
+                    if (t.quota or t.node) and t.status in ALIVE:
+                        self.queue_used[job.queue].iadd(t.request)
+        return self.queue_used
+
+    def _placed_by(self, job: JobInfo) -> Resource:
+        """What the job's alive tasks have placed: on a node, or holding a quota bound to one."""
+        used = Resource.empty()
+        for t in job.tasks.values():
+            if t.status in ALIVE and self._placed(t):
+                used.iadd(t.request)
+        return used
 
     def _placed(self, task: TaskInfo) -> bool:
         if task.node:
             return True
         q = self.ssn.quota(task.quota) if task.quota else None
         return q is not None and bool(q.node_name)
-
-    def _follow(self, task: TaskInfo, gained: bool, *, queue: bool, job: bool) -> None:
-        if queue:
-            owner = self.ssn.job(task.job)
-            used = self.queue_used[owner.queue if owner is not None else ""]
-            (used.iadd if gained else used.isub)(task.request)
-        if job:
-            used = self.job_used[task.job]
-            (used.iadd if gained else used.isub)(task.request)
