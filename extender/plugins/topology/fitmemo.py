@@ -54,6 +54,7 @@ class ShapeFit:
     total capacity (kept exact as binds and releases come)."""
 
     rep: QuotaInfo  # detached, unbound stand-in of the shape
+    synced: int  # how many of the memo's changed nodes this view has caught up with
     eligible: dict[str, bool] = field(default_factory=dict)
     refusals: dict[str, Status] = field(default_factory=dict)  # node → why it is not eligible
     capacity: dict[str, int] = field(default_factory=dict)  # eligible node → slots now
@@ -101,8 +102,9 @@ class FitMemo:
         # NVLink / accelerator domains (tier 0): node → its domain, for the nodes that name one
         self.domain_of = {n.name: n.tier(0) for n in ssn.nodes() if n.tier(0)}
         self._shape_ids: dict[object, int] = {}
-        self.shapes: dict[int, ShapeFit] = {}
+        self.shapes: dict[int, ShapeFit] = {}  # read through _fit(), which catches the view up
         self._quota_shape: dict[str, int | None] = {}
+        self._changed: list[str] = []  # nodes whose quota ledger changed, in order (see _fit)
 
     # --- shapes ------------------------------------------------------------------------------
     def shape_of(self, quota: QuotaInfo) -> int | None:
@@ -120,7 +122,7 @@ class FitMemo:
                 rep.name = f"{quota.name}#shape{sid}"
                 rep.node_name = ""
                 rep.phase = QuotaPhase.EMPTY
-                self.shapes[sid] = ShapeFit(rep)
+                self.shapes[sid] = ShapeFit(rep, synced=len(self._changed))
         self._quota_shape[quota.name] = sid
         return sid
 
@@ -154,7 +156,7 @@ class FitMemo:
         """Slots the node has for quotas like ``quota`` now (0: refused or full)."""
         if sid is None:
             return capacity_for(quota.request, node.quota_room()) if self.judge(quota, node).ok else 0
-        fit = self.shapes[sid]
+        fit = self._fit(sid)
         cap = fit.capacity.get(node.name)
         if cap is not None:
             return cap
@@ -173,12 +175,12 @@ class FitMemo:
         if sid is None:
             return self.judge(quota, node).ok
         self.node_capacity(quota, sid, node)
-        return self.shapes[sid].eligible.get(node.name, False)
+        return self._fit(sid).eligible.get(node.name, False)
 
     def zone_capacity(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> int:
         if sid is None:
             return sum(self.node_capacity(quota, None, n) for n in self._nodes(zid))
-        fit = self.shapes[sid]
+        fit = self._fit(sid)
         total = fit.zone_capacity.get(zid)
         if total is None:
             total = fit.zone_capacity[zid] = sum(self.node_capacity(quota, sid, n) for n in self._nodes(zid))
@@ -189,7 +191,7 @@ class FitMemo:
         (``gangplan.rank_key``)."""
         if sid is None:
             return sorted(self._scan(quota, None, zid), key=rank_key)
-        fit = self.shapes[sid]
+        fit = self._fit(sid)
         ranking = fit.rankings.get(zid)
         if ranking is None:
             ranking = fit.rankings[zid] = ZoneRanking(self._scan(quota, sid, zid))
@@ -200,7 +202,7 @@ class FitMemo:
         node = self.ssn.node(name)
         if node is None:
             return None
-        fit = self.shapes[sid]
+        fit = self._fit(sid)
         cap = self.node_capacity(fit.rep, sid, node)
         return Candidate(name, node.index, cap, self.score(fit.rep, sid, node)) if cap > 0 else None
 
@@ -213,7 +215,7 @@ class FitMemo:
     def offer(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer:
         """What the zone offers a gang of the shape (no affinity, no holds: the planner's to add)."""
         if sid is not None:
-            known = self.shapes[sid].offers.get(zid)
+            known = self._fit(sid).offers.get(zid)
             if known is not None:
                 return known
         members = self.zone_nodes[zid]
@@ -222,7 +224,7 @@ class FitMemo:
             zid, len(members), self.zone_capacity(quota, sid, zid), self.untouched(zid), first.index if first else 0
         )
         if sid is not None:
-            self.shapes[sid].offers[zid] = made
+            self._fit(sid).offers[zid] = made
         return made
 
     def spec_offers(self, quota: QuotaInfo, sid: int | None, spec: str) -> list[ZoneOffer]:
@@ -230,7 +232,7 @@ class FitMemo:
         zones = self.spec_zones.get(spec, [])
         if sid is None:
             return [self.offer(quota, None, z) for z in zones]
-        known = self.shapes[sid].spec_offers
+        known = self._fit(sid).spec_offers
         listed = known.get(spec)
         if listed is None:
             listed = known[spec] = [self.offer(quota, sid, z) for z in zones]
@@ -243,7 +245,7 @@ class FitMemo:
             return 0.0
         if sid is None:
             return qn.node_order(quota, node) + qn.batch_node_order(quota, [node]).get(node.name, 0.0)
-        fit = self.shapes[sid]
+        fit = self._fit(sid)
         score = fit.score.get(node.name)
         if score is None:
             rep = fit.rep
@@ -262,7 +264,7 @@ class FitMemo:
             if held(node.name):
                 continue
             now = self.node_capacity(quota, sid, node)
-            ok = self.judge(quota, node).ok if sid is None else self.shapes[sid].eligible.get(node.name, False)
+            ok = self.judge(quota, node).ok if sid is None else self._fit(sid).eligible.get(node.name, False)
             if ok:
                 out.append((now, capacity_for(quota.request, node.allocatable), node.index, node.name))
         return out
@@ -272,7 +274,7 @@ class FitMemo:
         if sid is None:
             return {}
         zones = set(self.spec_zones.get(spec, ()))
-        return {n: s for n, s in self.shapes[sid].refusals.items() if self.zone_of.get(n) in zones}
+        return {n: s for n, s in self._fit(sid).refusals.items() if self.zone_of.get(n) in zones}
 
     def span(self, zones: Sequence[ZoneId]) -> int:
         """The highest tier a set of zones spans: 1 for one leaf, 2 for leaves of one spine, …
@@ -297,8 +299,9 @@ class FitMemo:
 
     # --- following the statement -------------------------------------------------------------
     def on_ledger_change(self, node_name: str) -> None:
-        """A quota was bound to or released from ``node_name``: its capacity and score change for
-        every shape, and whether its zone is untouched; nothing else does."""
+        """A quota was bound to or released from ``node_name``: whether its zone is untouched
+        changes now; its capacity and score for each shape change when that shape is next read
+        (:meth:`_fit`). Nothing else does."""
         node = self.ssn.node(node_name)
         zid = self.zone_of.get(node_name)
         if node is None or zid is None:
@@ -311,19 +314,35 @@ class FitMemo:
             else:
                 self._busy.discard(node_name)
                 self._touched[zid] -= 1
-        room = node.quota_room()
-        for fit in self.shapes.values():
-            fit.score.pop(node_name, None)
-            fit.offers.pop(zid, None)
-            fit.spec_offers.pop(zid[0], None)
-            old = fit.capacity.get(node_name)
-            if old is None:
-                continue
-            new = capacity_for(fit.rep.request, room) if fit.eligible.get(node_name) else 0
-            fit.capacity[node_name] = new
-            total = fit.zone_capacity.get(zid)
-            if total is not None:
-                fit.zone_capacity[zid] = total - old + new
-            ranking = fit.rankings.get(zid)
-            if ranking is not None:
-                ranking.mark_stale(node_name)
+        self._changed.append(node_name)
+
+    def _fit(self, sid: int) -> ShapeFit:
+        """The shape's view, caught up with every node changed since it was last read: a bind
+        costs the same however many shapes the session has met, and a node changed several
+        times between two reads of a shape is looked at once."""
+        fit = self.shapes[sid]
+        if fit.synced < len(self._changed):
+            for name in dict.fromkeys(self._changed[fit.synced :]):
+                self._refresh(fit, name)
+            fit.synced = len(self._changed)
+        return fit
+
+    def _refresh(self, fit: ShapeFit, node_name: str) -> None:
+        """The node's capacity and score for ``fit``'s shape, its zone's total and ranking, and
+        the zone's offers, as the node's ledger is now."""
+        node = self.ssn.node(node_name)
+        zid = self.zone_of[node_name]
+        fit.score.pop(node_name, None)
+        fit.offers.pop(zid, None)
+        fit.spec_offers.pop(zid[0], None)
+        old = fit.capacity.get(node_name)
+        if old is None or node is None:
+            return
+        new = capacity_for(fit.rep.request, node.quota_room()) if fit.eligible.get(node_name) else 0
+        fit.capacity[node_name] = new
+        total = fit.zone_capacity.get(zid)
+        if total is not None:
+            fit.zone_capacity[zid] = total - old + new
+        ranking = fit.rankings.get(zid)
+        if ranking is not None:
+            ranking.mark_stale(node_name)
