@@ -96,8 +96,9 @@ def describe_gang(quotas: Sequence[QuotaInfo], gpus: Sequence[str] = wellknown.D
     return f"{len(quotas)}×{what}"
 
 
-def _largest(quotas: Sequence[QuotaInfo], gpus: Sequence[str]) -> QuotaInfo:
-    return max(quotas, key=lambda q: (sum(q.request.get(g) for g in gpus), sum(q.request.q.values()), q.name))
+def _size(quota: QuotaInfo, gpus: Sequence[str]) -> tuple[int, int]:
+    """How large a quota is, to find a gang's largest: its GPUs, then all its units."""
+    return (sum(quota.request.get(g) for g in gpus), sum(quota.request.q.values()))
 
 
 class GangPlanner:
@@ -193,9 +194,11 @@ class GangPlanner:
             counts[t] += 1
             order.append(t)
         kinds = [Kind(rep.request.q, n) for rep, n in zip(reps, counts, strict=True)]
-        head = _largest(unbound, self.ssn.gpu_resources)
-        head_kind = order[next(i for i, q in enumerate(unbound) if q is head)]
-        return _Mix(list(unbound), head, kinds, reps, order, head_kind)
+        # the largest quota (ties: the last name); the quotas of one kind ask for the same
+        sizes = [_size(rep, self.ssn.gpu_resources) for rep in reps]
+        top = max(sizes)
+        at = max((i for i, t in enumerate(order) if sizes[t] == top), key=lambda i: unbound[i].name)
+        return _Mix(list(unbound), unbound[at], kinds, reps, order, order[at])
 
     def _plan_mixed(self, job: JobInfo, quotas: Sequence[QuotaInfo], mix: _Mix) -> GangPlan | Status:
         """A gang of several kinds, planned exactly (``mixedplan.py``) under every rule of
