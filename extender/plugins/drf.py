@@ -84,10 +84,12 @@ class _Shares:
         if task is None:
             return
         self.job_used.pop(task.job, None)
-        if (kind is EventKind.CLAIM or kind is EventKind.UNCLAIM) and self.queue_used is not None:
+        # a queue holds what its tasks claim, and its quota-less (spot) tasks once placed
+        holds = kind is EventKind.CLAIM or kind is EventKind.UNCLAIM or (kind is EventKind.ALLOCATE and not task.quota)
+        if holds and self.queue_used is not None:
             owner = ssn.job(task.job)
             used = self.queue_used[owner.queue if owner is not None else ""]
-            if (kind is EventKind.CLAIM) != ev.undo:
+            if (kind is not EventKind.UNCLAIM) != ev.undo:
                 used.iadd(task.request)
             else:
                 used.isub(task.request)

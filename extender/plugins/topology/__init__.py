@@ -276,8 +276,12 @@ class _Topology:
 
     def on_event(self, ev: Event) -> None:
         kind = ev.kind
-        if kind is EventKind.ALLOCATE:  # a pod placed (TN path): the zones' spot room changed
+        if kind is EventKind.ALLOCATE or kind is EventKind.EVICT:
+            # a pod placed or evicted (TN path): the zones' spot room changed, and so may the
+            # node's room for quotas (its stray pods) and its scores (eviction cost)
             self._spot_room.clear()
+            if self._memo is not None:
+                self._memo.on_ledger_change(ev.node)
             return
         if kind is EventKind.CLAIM or kind is EventKind.UNCLAIM:
             if self._memo is not None:
@@ -318,7 +322,14 @@ class Plugin:
         }
     )
     EVENT_KINDS: Final = frozenset(
-        {EventKind.CLAIM, EventKind.UNCLAIM, EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA, EventKind.ALLOCATE}
+        {
+            EventKind.CLAIM,
+            EventKind.UNCLAIM,
+            EventKind.BIND_QUOTA,
+            EventKind.RELEASE_QUOTA,
+            EventKind.ALLOCATE,
+            EventKind.EVICT,
+        }
     )  # the statement events its handler follows
     RANK_ORDERED_BEST_N: Final = True
 

@@ -9,9 +9,10 @@ shape and are judged one by one.
 For a shape the memo evaluates the QN ``select`` and ``predicate`` stages **once per node** on a
 detached, unbound stand-in of the shape. A refusal that says only "not enough ``quota_idle``"
 leaves the node *eligible*: how many quotas of the shape it takes (its capacity) is then plain
-arithmetic on the quota ledger, which every bind and release on the node changes and the memo
-follows (:meth:`FitMemo.on_ledger_change`). Nothing else a session does can change a predicate's
-answer for a shape, so nothing else is re-evaluated.
+arithmetic on the quota ledger less the node's stray pods, which every bind and release on the
+node changes, and every pod placed there or evicted; the memo follows them
+(:meth:`FitMemo.on_ledger_change`). Nothing else a session does can change a predicate's answer
+for a shape, so nothing else is re-evaluated.
 """
 
 from __future__ import annotations
@@ -299,8 +300,9 @@ class FitMemo:
 
     # --- following the statement -------------------------------------------------------------
     def on_ledger_change(self, node_name: str) -> None:
-        """A quota was bound to or released from ``node_name``: whether its zone is untouched
-        changes now; its capacity and score for each shape change when that shape is next read
+        """A quota was bound to or released from ``node_name``, or a pod placed there or evicted:
+        whether its zone is untouched changes now; its capacity (quota room less stray pods) and
+        score (binpack, eviction cost) for each shape change when that shape is next read
         (:meth:`_fit`). Nothing else does."""
         node = self.ssn.node(node_name)
         zid = self.zone_of.get(node_name)
