@@ -293,13 +293,13 @@ class _Topology:
         if self._memo is None:
             return
         self._memo.on_ledger_change(ev.node)
-        added = (kind is EventKind.BIND_QUOTA) != ev.undo
-        if added and not ev.undo and self._affinity is None:
+        if kind is EventKind.BIND_QUOTA and not ev.undo and self._affinity is None:
             return  # a bind: the plan stands, and no affinity is tracked
         quota = self.ssn.quota(ev.quota)
         job = _job_of_quota(self.ssn, quota) if quota is not None else None
         if job is None:
             return
+        added = (kind is EventKind.BIND_QUOTA) != ev.undo
         if ev.undo or not added:
             self.plans.pop(job.key, None)  # discarded or released: plan again when next asked
         zid = self._memo.zone_of.get(ev.node)
