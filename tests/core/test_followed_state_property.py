@@ -89,7 +89,10 @@ def test_followed_state_equals_a_fresh_count_after_every_operation(
             except EXPECTED_ERRORS:
                 continue
             check(f"after {kind}")
-        stmt.discard() if end == "discard" else stmt.commit()
+        if end == "discard":
+            stmt.discard()
+        else:
+            stmt.commit()
         check(f"after {end}")
 
 
