@@ -52,7 +52,8 @@ def capacity_for(request: Resource, room: Resource) -> int:
 @dataclass(slots=True)
 class ShapeFit:
     """One shape's view of the nodes: eligibility, capacity and score per node, and each zone's
-    total capacity (kept exact as binds and releases come)."""
+    total capacity (exact whenever read: :meth:`FitMemo._fit` catches it up with the nodes
+    changed since)."""
 
     rep: QuotaInfo  # detached, unbound stand-in of the shape
     synced: int  # how many of the memo's changed nodes this view has caught up with
@@ -61,7 +62,7 @@ class ShapeFit:
     capacity: dict[str, int] = field(default_factory=dict)  # eligible node → slots now
     score: dict[str, float] = field(default_factory=dict)  # node → QN score (dropped on change)
     zone_capacity: dict[ZoneId, int] = field(default_factory=dict)
-    # zone → its nodes with room, best first (binds and releases re-rank the nodes they change)
+    # zone → its nodes with room, best first (a changed node is re-ranked when the zone is next read)
     rankings: dict[ZoneId, ZoneRanking] = field(default_factory=dict)
     offers: dict[ZoneId, ZoneOffer] = field(default_factory=dict)  # dropped when the zone changes
     spec_offers: dict[str, list[ZoneOffer]] = field(default_factory=dict)  # dropped when a zone changes
@@ -105,7 +106,7 @@ class FitMemo:
         self._shape_ids: dict[object, int] = {}
         self.shapes: dict[int, ShapeFit] = {}  # read through _fit(), which catches the view up
         self._quota_shape: dict[str, int | None] = {}
-        self._changed: list[str] = []  # nodes whose quota ledger changed, in order (see _fit)
+        self._changed: list[str] = []  # nodes whose ledgers changed, in order (see _fit)
 
     # --- shapes ------------------------------------------------------------------------------
     def shape_of(self, quota: QuotaInfo) -> int | None:

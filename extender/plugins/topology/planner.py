@@ -362,6 +362,7 @@ class GangPlanner:
         memo = self.memo
         units: dict[str, list[Candidate]] = {}
         for z in memo.spec_zones.get(spec, []):
+            # in index order: a domain's first node breaks ties between domains below
             for c in sorted(self._candidates(job, head, sid, z), key=lambda c: c.index):
                 domain = memo.domain_of.get(c.name)
                 if domain:
