@@ -65,7 +65,9 @@ class ShapeFit:
     # zone → its nodes with room, best first (a changed node is re-ranked when the zone is next read)
     rankings: dict[ZoneId, ZoneRanking] = field(default_factory=dict)
     offers: dict[ZoneId, ZoneOffer] = field(default_factory=dict)  # dropped when the zone changes
-    spec_offers: dict[str, list[ZoneOffer]] = field(default_factory=dict)  # dropped when a zone changes
+    # GPU spec → the offers of its zones; a zone changed since (stale_offers) is offered again when read
+    spec_offers: dict[str, list[ZoneOffer]] = field(default_factory=dict)
+    stale_offers: set[ZoneId] = field(default_factory=set)
 
 
 class FitMemo:
@@ -76,6 +78,7 @@ class FitMemo:
         self.zone_of: dict[str, ZoneId] = {}
         self.zone_nodes: dict[ZoneId, list[str]] = {}  # ascending node index
         self.spec_zones: dict[str, list[ZoneId]] = {}  # GPU spec → its zones, first index ascending
+        self.spec_position: dict[ZoneId, int] = {}  # zone → where it is in its spec's spec_zones
         self.all_indices: dict[str, list[int]] = {}  # GPU spec → node indices, ascending
         self._touched: dict[ZoneId, int] = {}  # zone → nodes holding a bound quota
         self._busy: set[str] = set()  # the nodes holding a bound quota
@@ -85,7 +88,9 @@ class FitMemo:
             members = self.zone_nodes.get(zid)
             if members is None:
                 members = self.zone_nodes[zid] = []
-                self.spec_zones.setdefault(zid[0], []).append(zid)
+                in_spec = self.spec_zones.setdefault(zid[0], [])
+                self.spec_position[zid] = len(in_spec)
+                in_spec.append(zid)
                 self._touched[zid] = 0
             members.append(node.name)
             self.all_indices.setdefault(node.spec, []).append(node.index)
@@ -230,14 +235,23 @@ class FitMemo:
         return made
 
     def spec_offers(self, quota: QuotaInfo, sid: int | None, spec: str) -> list[ZoneOffer]:
-        """:meth:`offer` of every zone of ``spec``, in the order of ``spec_zones``."""
+        """:meth:`offer` of every zone of ``spec``, in the order of ``spec_zones``. A shape's list
+        is kept between reads; only the zones changed since are offered again."""
         zones = self.spec_zones.get(spec, [])
         if sid is None:
             return [self.offer(quota, None, z) for z in zones]
-        known = self._fit(sid).spec_offers
-        listed = known.get(spec)
+        fit = self._fit(sid)
+        listed = fit.spec_offers.get(spec)
         if listed is None:
-            listed = known[spec] = [self.offer(quota, sid, z) for z in zones]
+            listed = fit.spec_offers[spec] = [self.offer(quota, sid, z) for z in zones]
+            fit.stale_offers.difference_update(zones)
+            return listed
+        stale = [z for z in fit.stale_offers if z[0] == spec]
+        if stale:
+            listed = fit.spec_offers[spec] = list(listed)  # a list handed out earlier stays as it was
+            for zid in stale:
+                listed[self.spec_position[zid]] = self.offer(quota, sid, zid)
+            fit.stale_offers.difference_update(stale)
         return listed
 
     def score(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> float:
@@ -337,7 +351,7 @@ class FitMemo:
         zid = self.zone_of[node_name]
         fit.score.pop(node_name, None)
         fit.offers.pop(zid, None)
-        fit.spec_offers.pop(zid[0], None)
+        fit.stale_offers.add(zid)
         old = fit.capacity.get(node_name)
         if old is None or node is None:
             return
