@@ -86,7 +86,7 @@ def bind_job_quotas(
             ssn.verdict(job.key, FitStage.ZONE_SELECTION, larger_than_any_node(ssn, current) or names, quota=quota.name)
             placement_failed = True
             break
-        if isinstance(names, Prejudged) and names and _bind_judged(stmt, quota.name, names[0]):
+        if isinstance(names, Prejudged) and _bind_judged(stmt, quota.name, names.first):
             continue
         nodes: Iterable[NodeInfo]
         if names is None:

@@ -13,9 +13,9 @@ is the answer and nothing is scored.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from extender.framework.stages import BoundBundle
 from extender.framework.status import SUCCESS, Reason, Status, aggregate
@@ -23,11 +23,37 @@ from extender.framework.status import SUCCESS, Reason, Status, aggregate
 __all__ = ["Placement", "Prejudged", "adaptive_stop_after", "place"]
 
 
-class Prejudged(list[str]):
+class Prejudged(Sequence[str]):
     """Candidate node names whose *first* the source has already judged for the item with the
     bundle's ``select`` and ``predicate`` stages — a gang planner judges once per node per quota
     shape, not once per quota. An action may bind there at once (the ledger still re-checks the
-    room, ``NodeInfo.add_quota``) and runs the pipeline over the rest only if that bind fails."""
+    room, ``NodeInfo.add_quota``) and runs the pipeline over the rest only if that bind fails:
+    ``rest()`` lists the others only when they are first read."""
+
+    __slots__ = ("_names", "_rest", "first")
+
+    def __init__(self, first: str, rest: Callable[[], list[str]]) -> None:
+        self.first = first
+        self._rest = rest
+        self._names: list[str] | None = None
+
+    def _all(self) -> list[str]:
+        if self._names is None:
+            self._names = [self.first, *self._rest()]
+        return self._names
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        return self._all()[i]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
 
 
 class _Named(Protocol):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any, Final
 
 from pydantic import Field
@@ -125,12 +126,13 @@ class _Topology:
         if isinstance(plan, Status):
             return plan
         first = plan.nodes.get(quota.name)
-        rest = [] if job.strict_order else plan.others(first)
+        others: Callable[[], list[str]] = list if job.strict_order else partial(plan.others, first)
         if not first:
-            return rest
+            return others()
         if plan.shape is not None and self.memo.shape_of(quota) == plan.shape:
-            return Prejudged([first, *rest])  # the planner judged the node for this quota's shape
-        return [first, *rest]
+            # the planner judged the node for this quota's shape; the others matter only if it refuses
+            return Prejudged(first, others)
+        return [first, *others()]
 
     def _plan(self, job: JobInfo) -> GangPlan | Status:
         quotas = self.ssn.job_quotas(job)
