@@ -181,12 +181,17 @@ class GangPlanner:
     # --- gangs whose quotas differ in size (mixedplan.py) -----------------------------------
     def _mix(self, unbound: Sequence[QuotaInfo]) -> _Mix:
         """The gang's kinds: its quotas of one shape (a quota without one is a kind alone)."""
+        shape_of = self.memo.shape_of
+        sids = [shape_of(q) for q in unbound]
+        if sids and sids[0] is not None and sids.count(sids[0]) == len(sids):  # one kind: all ask the same
+            at = max(range(len(unbound)), key=lambda i: unbound[i].name)
+            head = unbound[at]
+            return _Mix(list(unbound), head, [Kind(head.request.q, len(unbound))], [unbound[0]], [0] * len(sids), 0)
         index: dict[object, int] = {}
         reps: list[QuotaInfo] = []
         counts: list[int] = []
         order: list[int] = []
-        for q in unbound:
-            sid = self.memo.shape_of(q)
+        for q, sid in zip(unbound, sids, strict=True):
             t = index.setdefault(sid if sid is not None else ("quota", q.name), len(index))
             if t == len(reps):
                 reps.append(q)
