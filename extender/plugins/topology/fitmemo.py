@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from extender.framework.session import Session
 from extender.framework.status import SUCCESS, Code, Reason, Status
@@ -163,7 +164,79 @@ class FitMemo:
         """Slots the node has for quotas like ``quota`` now (0: refused or full)."""
         if sid is None:
             return capacity_for(quota.request, node.quota_room()) if self.judge(quota, node).ok else 0
+        return self._capacity(self._fit(sid), node)
+
+    def eligible(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> bool:
+        """Whether the QN stages let quotas like ``quota`` on ``node`` at all (room aside)."""
+        if sid is None:
+            return self.judge(quota, node).ok
         fit = self._fit(sid)
+        self._capacity(fit, node)
+        return fit.eligible.get(node.name, False)
+
+    def zone_capacity(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> int:
+        if sid is None:
+            return sum(self.node_capacity(quota, None, n) for n in self._nodes(zid))
+        return self._zone_capacity(self._fit(sid), zid)
+
+    def candidates(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
+        """The zone's nodes with room for the shape, with their QN scores, best first
+        (``gangplan.rank_key``)."""
+        if sid is None:
+            return sorted(self._scan_alone(quota, zid), key=rank_key)
+        fit = self._fit(sid)
+        ranking = fit.rankings.get(zid)
+        if ranking is None:
+            ranking = fit.rankings[zid] = ZoneRanking(self._scan(fit, zid))
+        return ranking.ranked(partial(self._candidate, fit))
+
+    def offer(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer:
+        """What the zone offers a gang of the shape (no affinity, no holds: the planner's to add)."""
+        if sid is None:
+            return self._make_offer(zid, self.zone_capacity(quota, None, zid))
+        return self._offer(self._fit(sid), zid)
+
+    def spec_offers(self, quota: QuotaInfo, sid: int | None, spec: str) -> list[ZoneOffer]:
+        """:meth:`offer` of every zone of ``spec``, in the order of ``spec_zones``. A shape's list
+        is kept between reads; only the zones changed since are offered again."""
+        zones = self.spec_zones.get(spec, [])
+        if sid is None:
+            return [self.offer(quota, None, z) for z in zones]
+        fit = self._fit(sid)
+        listed = fit.spec_offers.get(spec)
+        if listed is None:
+            listed = fit.spec_offers[spec] = [self._offer(fit, z) for z in zones]
+            fit.stale_offers.difference_update(zones)
+            return listed
+        stale = [z for z in fit.stale_offers if z[0] == spec]
+        if stale:
+            listed = fit.spec_offers[spec] = list(listed)  # a list handed out earlier stays as it was
+            for zid in stale:
+                listed[self.spec_position[zid]] = self._offer(fit, zid)
+            fit.stale_offers.difference_update(stale)
+        return listed
+
+    def score(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> float:
+        """The node's QN score (``node_order`` + ``batch_node_order``) for quotas like ``quota``."""
+        if sid is None:
+            return self._score_now(quota, node) if self.ssn.qn.has_scores else 0.0
+        return self._score(self._fit(sid), node)
+
+    def hold_rows(
+        self, quota: QuotaInfo, sid: int | None, zid: ZoneId, held: Callable[[str], bool]
+    ) -> list[tuple[int, int, int, str]]:
+        """(room now, room when empty, index, name) of the zone's nodes that could take the shape
+        and are not held for another gang: what a hold is chosen from."""
+        out = []
+        for node in self._nodes(zid):
+            if held(node.name) or not self.eligible(quota, sid, node):
+                continue
+            now = self.node_capacity(quota, sid, node)
+            out.append((now, capacity_for(quota.request, node.allocatable), node.index, node.name))
+        return out
+
+    # --- one shape's view, caught up (the public reads above call _fit once, then these) -----
+    def _capacity(self, fit: ShapeFit, node: NodeInfo) -> int:
         cap = fit.capacity.get(node.name)
         if cap is not None:
             return cap
@@ -177,113 +250,55 @@ class FitMemo:
         fit.capacity[node.name] = cap
         return cap
 
-    def eligible(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> bool:
-        """Whether the QN stages let quotas like ``quota`` on ``node`` at all (room aside)."""
-        if sid is None:
-            return self.judge(quota, node).ok
-        self.node_capacity(quota, sid, node)
-        return self._fit(sid).eligible.get(node.name, False)
-
-    def zone_capacity(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> int:
-        if sid is None:
-            return sum(self.node_capacity(quota, None, n) for n in self._nodes(zid))
-        fit = self._fit(sid)
+    def _zone_capacity(self, fit: ShapeFit, zid: ZoneId) -> int:
         total = fit.zone_capacity.get(zid)
         if total is None:
-            total = fit.zone_capacity[zid] = sum(self.node_capacity(quota, sid, n) for n in self._nodes(zid))
+            total = fit.zone_capacity[zid] = sum(self._capacity(fit, n) for n in self._nodes(zid))
         return total
 
-    def candidates(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
-        """The zone's nodes with room for the shape, with their QN scores, best first
-        (``gangplan.rank_key``)."""
-        if sid is None:
-            return sorted(self._scan(quota, None, zid), key=rank_key)
-        fit = self._fit(sid)
-        ranking = fit.rankings.get(zid)
-        if ranking is None:
-            ranking = fit.rankings[zid] = ZoneRanking(self._scan(quota, sid, zid))
-        return ranking.ranked(lambda name: self._candidate(sid, name))
+    def _score(self, fit: ShapeFit, node: NodeInfo) -> float:
+        if not self.ssn.qn.has_scores:
+            return 0.0
+        score = fit.score.get(node.name)
+        if score is None:
+            score = fit.score[node.name] = self._score_now(fit.rep, node)
+        return score
 
-    def _candidate(self, sid: int, name: str) -> Candidate | None:
+    def _score_now(self, quota: QuotaInfo, node: NodeInfo) -> float:
+        qn = self.ssn.qn
+        return qn.node_order(quota, node) + qn.batch_node_order(quota, [node]).get(node.name, 0.0)
+
+    def _candidate(self, fit: ShapeFit, name: str) -> Candidate | None:
         """The node as a candidate for the shape now; None when it has no room (or is gone)."""
         node = self.ssn.node(name)
         if node is None:
             return None
-        fit = self._fit(sid)
-        cap = self.node_capacity(fit.rep, sid, node)
-        return Candidate(name, node.index, cap, self.score(fit.rep, sid, node)) if cap > 0 else None
+        cap = self._capacity(fit, node)
+        return Candidate(name, node.index, cap, self._score(fit, node)) if cap > 0 else None
 
-    def _scan(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> Iterator[Candidate]:
+    def _scan(self, fit: ShapeFit, zid: ZoneId) -> Iterator[Candidate]:
         for node in self._nodes(zid):
-            cap = self.node_capacity(quota, sid, node)
+            cap = self._capacity(fit, node)
             if cap > 0:
-                yield Candidate(node.name, node.index, cap, self.score(quota, sid, node))
+                yield Candidate(node.name, node.index, cap, self._score(fit, node))
 
-    def offer(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer:
-        """What the zone offers a gang of the shape (no affinity, no holds: the planner's to add)."""
-        if sid is not None:
-            known = self._fit(sid).offers.get(zid)
-            if known is not None:
-                return known
+    def _scan_alone(self, quota: QuotaInfo, zid: ZoneId) -> Iterator[Candidate]:
+        """:meth:`_scan` for a quota without a shape (judged on its own, nothing kept)."""
+        for node in self._nodes(zid):
+            cap = self.node_capacity(quota, None, node)
+            if cap > 0:
+                yield Candidate(node.name, node.index, cap, self.score(quota, None, node))
+
+    def _offer(self, fit: ShapeFit, zid: ZoneId) -> ZoneOffer:
+        known = fit.offers.get(zid)
+        if known is None:
+            known = fit.offers[zid] = self._make_offer(zid, self._zone_capacity(fit, zid))
+        return known
+
+    def _make_offer(self, zid: ZoneId, capacity: int) -> ZoneOffer:
         members = self.zone_nodes[zid]
         first = self.ssn.node(members[0])
-        made = ZoneOffer(
-            zid, len(members), self.zone_capacity(quota, sid, zid), self.untouched(zid), first.index if first else 0
-        )
-        if sid is not None:
-            self._fit(sid).offers[zid] = made
-        return made
-
-    def spec_offers(self, quota: QuotaInfo, sid: int | None, spec: str) -> list[ZoneOffer]:
-        """:meth:`offer` of every zone of ``spec``, in the order of ``spec_zones``. A shape's list
-        is kept between reads; only the zones changed since are offered again."""
-        zones = self.spec_zones.get(spec, [])
-        if sid is None:
-            return [self.offer(quota, None, z) for z in zones]
-        fit = self._fit(sid)
-        listed = fit.spec_offers.get(spec)
-        if listed is None:
-            listed = fit.spec_offers[spec] = [self.offer(quota, sid, z) for z in zones]
-            fit.stale_offers.difference_update(zones)
-            return listed
-        stale = [z for z in fit.stale_offers if z[0] == spec]
-        if stale:
-            listed = fit.spec_offers[spec] = list(listed)  # a list handed out earlier stays as it was
-            for zid in stale:
-                listed[self.spec_position[zid]] = self.offer(quota, sid, zid)
-            fit.stale_offers.difference_update(stale)
-        return listed
-
-    def score(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> float:
-        """The node's QN score (``node_order`` + ``batch_node_order``) for quotas like ``quota``."""
-        qn = self.ssn.qn
-        if not qn.has_scores:
-            return 0.0
-        if sid is None:
-            return qn.node_order(quota, node) + qn.batch_node_order(quota, [node]).get(node.name, 0.0)
-        fit = self._fit(sid)
-        score = fit.score.get(node.name)
-        if score is None:
-            rep = fit.rep
-            score = fit.score[node.name] = qn.node_order(rep, node) + qn.batch_node_order(rep, [node]).get(
-                node.name, 0.0
-            )
-        return score
-
-    def hold_rows(
-        self, quota: QuotaInfo, sid: int | None, zid: ZoneId, held: Callable[[str], bool]
-    ) -> list[tuple[int, int, int, str]]:
-        """(room now, room when empty, index, name) of the zone's nodes that could take the shape
-        and are not held for another gang: what a hold is chosen from."""
-        out = []
-        for node in self._nodes(zid):
-            if held(node.name):
-                continue
-            now = self.node_capacity(quota, sid, node)
-            ok = self.judge(quota, node).ok if sid is None else self._fit(sid).eligible.get(node.name, False)
-            if ok:
-                out.append((now, capacity_for(quota.request, node.allocatable), node.index, node.name))
-        return out
+        return ZoneOffer(zid, len(members), capacity, self.untouched(zid), first.index if first else 0)
 
     def refusals(self, sid: int | None, spec: str) -> dict[str, Status]:
         """Why nodes of ``spec`` refuse the shape (only the nodes looked at so far)."""
