@@ -54,9 +54,9 @@ __all__ = [
 ZoneId = tuple[str, str]  # (GPU spec, zone key)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made for every node scored, and frozen ones cost twice as much to make
 class Candidate:
-    """A node that can take quotas of the gang."""
+    """A node that can take quotas of the gang (read-only: the memo's zone rankings share them)."""
 
     name: str
     index: int
@@ -76,7 +76,7 @@ class ZoneOffer:
     affinity: int = 0  # quotas of the job's topology-affinity-key already in the zone
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Slot:
     node: str
     index: int
