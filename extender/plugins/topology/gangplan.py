@@ -42,6 +42,7 @@ __all__ = [
     "Slot",
     "ZoneOffer",
     "assign_ranks",
+    "best_single_zone",
     "choose_nodes",
     "choose_ranked",
     "choose_zones",
@@ -95,15 +96,22 @@ def choose_zones(zones: Iterable[ZoneOffer], need: int) -> list[ZoneOffer] | Non
     """
     if need <= 0:
         return []
-    usable = [z for z in zones if z.capacity > 0]
-    holding = [z for z in usable if z.capacity >= need]
-    if holding:
-        return [min(holding, key=_single_key)]  # the key is a total order: no sort needed first
-    usable.sort(key=lambda z: (z.first_index, z.id))
+    zones = list(zones)
+    one = best_single_zone(zones, need)
+    if one is not None:
+        return [one]
+    usable = sorted((z for z in zones if z.capacity > 0), key=lambda z: (z.first_index, z.id))
     fewest = fewest_to_reach((z.capacity for z in usable), need)
     if fewest is None:
         return None
     return _best_subset(usable, need, fewest)
+
+
+def best_single_zone(zones: Iterable[ZoneOffer], need: int) -> ZoneOffer | None:
+    """Rule 1 when one zone holds the gang: the one with the least capacity that still holds
+    ``need`` slots (ties: more affinity, fewer nodes, lower first index); None when none does."""
+    holding = [z for z in zones if z.capacity >= need]
+    return min(holding, key=_single_key) if holding else None  # the key is a total order
 
 
 def fewest_to_reach(capacities: Iterable[int], need: int) -> int | None:

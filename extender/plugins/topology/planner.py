@@ -37,6 +37,7 @@ from extender.plugins.topology.gangplan import (
     ZoneId,
     ZoneOffer,
     assign_ranks,
+    best_single_zone,
     choose_nodes,
     choose_ranked,
     choose_zones,
@@ -270,17 +271,17 @@ class GangPlanner:
         )
 
     def _key(self, chosen: Sequence[ZoneOffer], spec: str) -> tuple[int, int, int, int, int, int, int, str]:
-        """What ranks the plans of specs (rule 1): tier spanned, zones, affinity, then costs."""
-        return (
-            self.memo.span([z.id for z in chosen]),
-            len(chosen),
-            -sum(z.affinity for z in chosen),
-            sum(z.capacity for z in chosen if z.untouched),
-            sum(z.capacity for z in chosen),
-            sum(z.size for z in chosen),
-            min(z.first_index for z in chosen) if chosen else 0,
-            spec,
-        )
+        """What ranks the plans of specs (rule 1): tier spanned, zones, affinity, then costs (the
+        capacity of untouched zones broken, the capacity and the nodes taken, the lowest index)."""
+        affinity = broken = capacity = size = 0
+        first = min((z.first_index for z in chosen), default=0)
+        for z in chosen:
+            affinity += z.affinity
+            capacity += z.capacity
+            size += z.size
+            if z.untouched:
+                broken += z.capacity
+        return (self.memo.span([z.id for z in chosen]), len(chosen), -affinity, broken, capacity, size, first, spec)
 
     def _best_spec(
         self,
@@ -398,8 +399,9 @@ class GangPlanner:
     # --- tiers above the leaf ----------------------------------------------------------------
     def _lowest_tier(self, offers: Sequence[ZoneOffer], need: int) -> list[ZoneOffer] | None:
         """Rule 1 applied tier by tier: one leaf if one holds the gang; else :meth:`_by_tier`."""
-        if any(z.capacity >= need for z in offers):
-            return choose_zones(offers, need)
+        one = best_single_zone(offers, need) if need > 0 else None
+        if one is not None:
+            return [one]
         return self._by_tier(offers, lambda zs: choose_zones(zs, need), lambda zs: sum(z.capacity for z in zs) >= need)
 
     def _by_tier(
