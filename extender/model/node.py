@@ -179,7 +179,7 @@ class NodeInfo:
                 raise LedgerError(f"node {self.name}: quota {name} does not fit {room}: " + ", ".join(map(str, short)))
         self.quota_allocated[name] = request
         self.quota_idle.isub(request)
-        self._stray = None
+        self._quota_moved(name)
 
     def remove_quota(self, name: str) -> Resource:
         """Unbind quota ``name``: its request goes back to ``quota_idle``."""
@@ -187,8 +187,14 @@ class NodeInfo:
         if request is None:
             raise LedgerError(f"node {self.name}: quota {name} is not bound here")
         self.quota_idle.iadd(request)
-        self._stray = None
+        self._quota_moved(name)
         return request
+
+    def _quota_moved(self, name: str) -> None:
+        """Quota ``name`` was bound here or unbound: of the stray pods (:meth:`stray`) only its
+        own pods here can change."""
+        if self._stray is not None and self.tasks and any(rec.quota == name for rec in self.tasks.values()):
+            self._stray = None
 
     def update_quota(self, name: str, request: Resource, *, force: bool = False) -> None:
         """Change the request of a quota bound here (its spec changed)."""
