@@ -15,9 +15,11 @@ from extender.plugins.topology.gangplan import (
     Slot,
     ZoneOffer,
     assign_ranks,
+    best_single_zone,
     choose_nodes,
     choose_zones,
     continuity_block,
+    single_zone_key,
     split_slots,
 )
 from tests.core.props import PROPERTY
@@ -106,6 +108,18 @@ def test_the_zone_plan_is_what_brute_force_finds(zones: list[ZoneOffer], need: i
         )
     )
     assert got == best
+
+
+@PROPERTY
+@given(
+    st.lists(st.tuples(st.integers(0, 12), st.integers(1, 8), st.integers(0, 3)), max_size=6),
+    st.integers(1, 12),
+)
+def test_the_best_single_zone_is_the_least_by_rule_1s_order(rows: list[tuple[int, int, int]], need: int) -> None:
+    """Affinity first, then best fit (least capacity), fewer nodes, lower first index."""
+    zones = [ZoneOffer(("A100", f"z{i}"), s, c, False, 10 * i, a) for i, (c, s, a) in enumerate(rows)]
+    holding = [z for z in zones if z.capacity >= need]
+    assert best_single_zone(zones, need) == (min(holding, key=single_zone_key) if holding else None)
 
 
 def test_slots_fill_the_zone_with_most_room_first() -> None:

@@ -49,6 +49,7 @@ __all__ = [
     "continuity_block",
     "fewest_to_reach",
     "rank_key",
+    "single_zone_key",
     "split_slots",
 ]
 
@@ -83,7 +84,9 @@ class Slot:
     index: int
 
 
-def _single_key(z: ZoneOffer) -> tuple[int, int, int, int, ZoneId]:
+def single_zone_key(z: ZoneOffer) -> tuple[int, int, int, int, ZoneId]:
+    """Rule 1's order among zones that each hold the whole gang (the least first): more affinity,
+    then less capacity (best fit), fewer nodes, lower first index; a total order."""
     return (-z.affinity, z.capacity, z.size, z.first_index, z.id)
 
 
@@ -110,8 +113,13 @@ def choose_zones(zones: Iterable[ZoneOffer], need: int) -> list[ZoneOffer] | Non
 def best_single_zone(zones: Iterable[ZoneOffer], need: int) -> ZoneOffer | None:
     """Rule 1 when one zone holds the gang: the one with the least capacity that still holds
     ``need`` slots (ties: more affinity, fewer nodes, lower first index); None when none does."""
-    holding = [z for z in zones if z.capacity >= need]
-    return min(holding, key=_single_key) if holding else None  # the key is a total order
+    best, best_key = None, None
+    for z in zones:  # once per zone of each GPU model per gang: the key is made inline, not called
+        if z.capacity >= need:
+            key = (-z.affinity, z.capacity, z.size, z.first_index, z.id)  # single_zone_key(z)
+            if best_key is None or key < best_key:
+                best, best_key = z, key
+    return best
 
 
 def fewest_to_reach(capacities: Iterable[int], need: int) -> int | None:

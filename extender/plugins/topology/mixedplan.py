@@ -43,7 +43,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.plugins.topology.gangplan import ZoneId, ZoneOffer, fewest_to_reach
+from extender.plugins.topology.gangplan import ZoneId, ZoneOffer, fewest_to_reach, single_zone_key
 
 __all__ = [
     "STATE_LIMIT",
@@ -170,10 +170,6 @@ def combined(fronts: Iterable[Frontier], need: Counts) -> Frontier:
     return out
 
 
-def _single_key(z: ZoneOffer) -> tuple[int, int, int, int, ZoneId]:
-    return (-z.affinity, z.capacity, z.size, z.first_index, z.id)
-
-
 def choose_zones_mixed(
     zones: Sequence[tuple[ZoneOffer, Frontier]], need: Counts, start: Frontier = ()
 ) -> list[ZoneOffer] | None:
@@ -184,7 +180,7 @@ def choose_zones_mixed(
         return []
     single = [z for z, f in zones if need in combine(base, f, need)]
     if single:
-        return [min(single, key=_single_key)]
+        return [min(single, key=single_zone_key)]
     Cost = tuple[int, int, int, int]
     best: dict[tuple[int, Counts], tuple[Cost, tuple[int, ...]]] = {(0, c): ((0, 0, 0, 0), ()) for c in base}
     for pos, (z, front) in enumerate(zones):
@@ -247,7 +243,7 @@ def choose_zones_ordered(
                     [z.first_index for z in zs],
                 )
                 if k > 1
-                else _single_key(zs[0])
+                else single_zone_key(zs[0])
             ),
         )
         for zs in sets:
