@@ -129,7 +129,7 @@ class _Topology:
         others: Callable[[], list[str]] = list if job.strict_order else partial(plan.others, first)
         if not first:
             return others()
-        if plan.shape is not None and self.memo.shape_of(quota) == plan.shape:
+        if plan.judged:
             # the planner judged the node for this quota's shape; the others matter only if it refuses
             return Prejudged(first, others)
         return [first, *others()]

@@ -55,7 +55,7 @@ __all__ = ["GangPlan", "GangPlanner", "describe_gang"]
 class GangPlan:
     nodes: dict[str, str]  # unbound quota → node
     zones: list[ZoneId]
-    shape: int | None = None  # the quota shape the nodes were judged for (None: judge each quota)
+    judged: bool = False  # every planned node was judged for its quota's own shape (else: judge each)
     _by_name: list[str] | None = field(default=None, repr=False, compare=False)  # its nodes, sorted once
 
     def others(self, first: str | None) -> list[str]:
@@ -140,12 +140,21 @@ class GangPlanner:
         mix = self._mix(unbound)
         if len(mix.kinds) > 1 and not self.continuity and states(mix.kinds) <= STATE_LIMIT:
             return self._plan_mixed(job, quotas, mix)
-        return self._plan_group(job, quotas, unbound, mix.head, self.memo.shape_of(mix.head))
+        sid = self.memo.shape_of(mix.head)
+        return self._plan_group(job, quotas, unbound, mix.head, sid, judged=sid is not None and len(mix.kinds) == 1)
 
     def _plan_group(
-        self, job: JobInfo, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo], head: QuotaInfo, sid: int | None
+        self,
+        job: JobInfo,
+        quotas: Sequence[QuotaInfo],
+        unbound: Sequence[QuotaInfo],
+        head: QuotaInfo,
+        sid: int | None,
+        *,
+        judged: bool,
     ) -> GangPlan | Status:
-        """Nodes for ``unbound``, every one counted as ``head`` (of shape ``sid``)."""
+        """Nodes for ``unbound``, every one counted as ``head`` (of shape ``sid``); ``judged``: all
+        of ``unbound`` have that shape, so the plan's nodes were judged for each of them."""
         memo = self.memo
         specs, bound_zones = self._specs(quotas, head)
         best = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
@@ -166,7 +175,7 @@ class GangPlanner:
         slots = best.slots if best.slots is not None else self._slots(job, head, sid, best.zones, len(unbound))
         placed = assign_ranks(slots, self._ranges(quotas, unbound))
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
-        return GangPlan(nodes, [z.id for z in best.zones], sid)
+        return GangPlan(nodes, [z.id for z in best.zones], judged)
 
     def _specs(self, quotas: Sequence[QuotaInfo], head: QuotaInfo) -> tuple[Collection[str], list[ZoneId]]:
         """The GPU specs a gang may plan in (its bound siblings', else the one ``head`` asks for,
