@@ -29,10 +29,11 @@ synced, and with automatic collection paused inside the cycle, ``extender.heap``
   ``plugin_calls_ratio_to_floor``: what the policy's own filters and scores cost for this input,
   as a multiple of the capacity floor (the capacity floor plus this is below any implementation
   of the policy); ``ratio_to_floor_with_plugin_calls`` = full / (floor + plugin calls);
-* ``ratio_to_policy_floor`` = full / policy floor, target ≤ 2.0 (``target_met``);
-  ``ratio_to_floor`` = full / floor, with ``issue_target`` (the issue's ≤ 2.0 against it, out of
-  reach: ``policy_floor_ratio_to_floor`` shows that the policy's own work alone is several times
-  the capacity floor); ``first_cycle_ratio_to_floor``;
+* ``ratio_to_floor`` = full / floor, the issue's target ≤ 2.0 (``target_met``), printed with
+  ``target_reachable`` (false while ``policy_floor_ratio_to_floor`` shows that the policy's own
+  work alone is more than twice the capacity floor, and why); ``ratio_to_policy_floor`` = full /
+  policy floor; ``proposed_targets``: ≤ 2.0 against the policy floor and against the floor plus
+  the plugin calls (not the issue's; proposed in its notes); ``first_cycle_ratio_to_floor``;
   ``seconds_per_quota`` = full cycle / quotas;
 * ``deferred_collection_seconds`` — a full ``gc.collect()`` right after a cycle: an upper bound of
   the collector work the pause put off (the frozen cache is not walked);
@@ -46,7 +47,8 @@ synced, and with automatic collection paused inside the cycle, ``extender.heap``
 each size in its own process so that peak RSS is per size (medians of at most 2 repeats), and
 prints ``seconds_per_quota``, ``peak_rss_mib`` and ``ratio_to_floor`` per size; targets:
 per-quota cost grows at most ~log n (``seconds_per_quota(n) / seconds_per_quota(1,000) ≤
-1.25 · ln n / ln 1,000``, 25 % for noise) and peak RSS at 10,000 nodes ≤ 1 GiB.
+1.25 · ln n / ln 1,000``, 25 % for noise), peak RSS at 10,000 nodes ≤ 1 GiB and
+``ratio_to_floor`` ≤ 2.0 at every size.
 
 Usage: ``python bench/binder_cycle.py [--nodes 5000] [--jobs 2000] [--workers 8] [--repeat 5]
 [--system-pods-per-node 0] [--scale]``; prints one JSON document.
@@ -227,14 +229,16 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def with_targets(out: dict[str, Any]) -> dict[str, Any]:
-    """``out`` with ``target_met``, ``issue_target`` and what it ran on."""
-    out["target_met"] = {"ratio_to_policy_floor_at_most_2": out["ratio_to_policy_floor"] <= RATIO_TARGET}
-    out["issue_target"] = issue_target(
-        out["ratio_to_floor"],
-        out["policy_floor_ratio_to_floor"],
-        out["policy_floor_parts_ratio_to_floor"],
-        out["plugin_calls_ratio_to_floor"],
+    """``out`` with ``target_met`` (the issue's), ``target_reachable``, ``proposed_targets`` and
+    what it ran on."""
+    out["target_met"] = {"ratio_to_floor_at_most_2": out["ratio_to_floor"] <= RATIO_TARGET}
+    out["target_reachable"] = reachability(
+        out["policy_floor_ratio_to_floor"], out["policy_floor_parts_ratio_to_floor"], out["plugin_calls_ratio_to_floor"]
     )
+    out["proposed_targets"] = {
+        "ratio_to_floor_with_plugin_calls_at_most_2": out["ratio_to_floor_with_plugin_calls"] <= RATIO_TARGET,
+        "ratio_to_policy_floor_at_most_2": out["ratio_to_policy_floor"] <= RATIO_TARGET,
+    }
     out["python"] = sys.version.split()[0]
     out["zone_key_example"] = wellknown.ZONE_PREFIX_ROCE + "leaf-0"
     return out
@@ -288,29 +292,26 @@ def scale(args: argparse.Namespace) -> dict[str, Any]:
     met = {
         "per_quota_growth_at_most_log_n": all(s["per_quota_growth"] <= s["per_quota_growth_allowed"] for s in sizes),
         "peak_rss_at_10000_nodes_at_most_1_gib": largest["peak_rss_mib"] <= RSS_LIMIT_MIB,
-        "ratio_to_policy_floor_at_most_2": all(s["ratio_to_policy_floor"] <= RATIO_TARGET for s in sizes),
+        "ratio_to_floor_at_most_2": all(s["ratio_to_floor"] <= RATIO_TARGET for s in sizes),
     }
     return {
         "benchmark": "binder_cycle --scale",
         "sizes": sizes,
         "target_met": {**met, "all": all(met.values())},
-        "issue_target": issue_target(
-            max(s["ratio_to_floor"] for s in sizes),
-            min(s["policy_floor_seconds"] / s["floor_seconds"] for s in sizes),
-        ),
+        "target_reachable": reachability(min(s["policy_floor_seconds"] / s["floor_seconds"] for s in sizes)),
+        "proposed_targets": {
+            "ratio_to_policy_floor_at_most_2": all(s["ratio_to_policy_floor"] <= RATIO_TARGET for s in sizes)
+        },
     }
 
 
-def issue_target(
-    ratio_to_floor: float,
-    policy_over_floor: float,
-    parts: dict[str, float] | None = None,
-    plugin_calls: float | None = None,
+def reachability(
+    policy_over_floor: float, parts: dict[str, float] | None = None, plugin_calls: float | None = None
 ) -> dict[str, Any]:
-    """Issue 16 item 8's target, ≤ 2.0 against the capacity floor, printed beside ``target_met``:
-    out of reach while the policy floor alone costs more than twice the capacity floor; with
-    ``plugin_calls`` (the policy's plugins alone, as a multiple of the floor), what the target
-    would leave for everything else."""
+    """Whether issue 16 item 8's target, ≤ 2.0 against the capacity floor, is within reach: not
+    while the policy floor alone costs more than twice the capacity floor; with ``plugin_calls``
+    (the policy's plugins alone, as a multiple of the floor), what the target would leave for
+    everything else."""
     why = f"the policy floor alone is {policy_over_floor:.2f}x the capacity floor"
     if parts:
         why += " (" + ", ".join(f"{k} {v:.2f}x" for k, v in sorted(parts.items(), key=lambda kv: -kv[1])) + ")"
@@ -320,11 +321,7 @@ def issue_target(
             f"; the policy's plugin calls alone are {plugin_calls:.2f}x, so <= {RATIO_TARGET} would leave "
             f"{left:.2f}x the capacity floor for every bind, commit, plan and framework step"
         )
-    return {
-        "ratio_to_floor_at_most_2": ratio_to_floor <= RATIO_TARGET,
-        "reachable": policy_over_floor <= RATIO_TARGET,
-        "why": why,
-    }
+    return {"reachable": policy_over_floor <= RATIO_TARGET, "why": why}
 
 
 def main(argv: list[str] | None = None) -> int:
