@@ -77,7 +77,7 @@ def test_followed_state_equals_a_fresh_count_after_every_operation(
 
     def check(when: str) -> None:
         assert _shares(shares, ssn) == _shares(_Shares(ssn), ssn), f"drf shares drifted {when}"
-        fresh = FitMemo(ssn)
+        fresh = FitMemo(ssn, by_affinity_key=topology.memo.by_affinity_key)
         assert _memo_view(topology.memo, ssn, quotas) == _memo_view(fresh, ssn, quotas), f"memo drifted {when}"
 
     for ops, end in plan:

@@ -43,7 +43,7 @@ from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
 from extender.model.task import TaskInfo
 from extender.plugins.topology import holds
-from extender.plugins.topology.fitmemo import FitMemo, capacity_for
+from extender.plugins.topology.fitmemo import FitMemo, capacity_for, job_of_quota
 from extender.plugins.topology.gangplan import ZoneId
 from extender.plugins.topology.planner import GangPlan, GangPlanner
 
@@ -86,7 +86,9 @@ class _Topology:
     @property
     def memo(self) -> FitMemo:
         if self._memo is None:
-            self._memo = FitMemo(self.ssn)
+            # scores read a job's affinity key only when weighed and when some job names one
+            keyed = self.args.affinity_weight > 0 and any(j.affinity_key for j in self.ssn.jobs())
+            self._memo = FitMemo(self.ssn, by_affinity_key=keyed)
         return self._memo
 
     @property
@@ -204,7 +206,7 @@ class _Topology:
         return SUCCESS
 
     def node_order(self, quota: QuotaInfo, node: NodeInfo) -> float:
-        job = _job_of_quota(self.ssn, quota)
+        job = job_of_quota(self.ssn, quota)
         if job is None or not job.topology:
             return 0.0
         args, memo = self.args, self.memo
@@ -225,7 +227,7 @@ class _Topology:
         return score
 
     def best_n(self, quota: QuotaInfo, ranked: list[tuple[NodeInfo, float]]) -> NodeInfo | None:
-        job = _job_of_quota(self.ssn, quota)
+        job = job_of_quota(self.ssn, quota)
         plan = self.plans.get(job.key) if job is not None else None
         if not isinstance(plan, GangPlan):
             return None
@@ -239,7 +241,7 @@ class _Topology:
             return SKIP
         if quota.static_bind_node:  # the operator named its node: a hold does not overrule that
             return SKIP
-        job = _job_of_quota(self.ssn, quota)  # None: not claimed yet (a pod the extender places inline)
+        job = job_of_quota(self.ssn, quota)  # None: not claimed yet (a pod the extender places inline)
         if job is not None and job.topology:
             return SKIP
         holder = self.holds.holder(node.name)
@@ -298,7 +300,7 @@ class _Topology:
         if kind is EventKind.BIND_QUOTA and not ev.undo and self._affinity is None:
             return  # a bind: the plan stands, and no affinity is tracked
         quota = self.ssn.quota(ev.quota)
-        job = _job_of_quota(self.ssn, quota) if quota is not None else None
+        job = job_of_quota(self.ssn, quota) if quota is not None else None
         if job is None:
             return
         added = (kind is EventKind.BIND_QUOTA) != ev.undo
@@ -349,9 +351,3 @@ class Plugin:
             "tn.predicate": t.spot_zone,
             "events": t.on_event,
         }
-
-
-def _job_of_quota(ssn: Session, quota: QuotaInfo) -> JobInfo | None:
-    for claim in quota.claims.values():
-        return ssn.job(claim.job)
-    return None

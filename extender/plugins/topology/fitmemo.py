@@ -1,10 +1,11 @@
 """What the topology planner knows of the cluster within one session: zones, and per quota *shape*
 which nodes can take such a quota, how many, and how they score.
 
-A **shape** is a key under which quotas filter identically on every node (request, selectors,
-tolerations, affinity, mount points, their pods' placement keys). Quotas with quota affinity or a
-static node, and quotas another quota's anti-affinity repels, read names and labels: they have no
-shape and are judged one by one.
+A **shape** is a key under which quotas filter and score identically on every node (request,
+selectors, tolerations, affinity, mount points, their pods' placement keys; and, when the topology
+score weighs cross-job affinity, the ``topology-affinity-key`` of the quota's job, which that score
+reads). Quotas with quota affinity or a static node, and quotas another quota's anti-affinity
+repels, read names and labels: they have no shape and are judged one by one.
 
 For a shape the memo evaluates the QN ``select`` and ``predicate`` stages **once per node** on a
 detached, unbound stand-in of the shape. A refusal that says only "not enough ``quota_idle``"
@@ -23,13 +24,14 @@ from functools import partial
 
 from extender.framework.session import Session
 from extender.framework.status import SUCCESS, Code, Reason, Status
+from extender.model.job import JobInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.resources import Resource
 from extender.plugins.topology.gangplan import Candidate, ZoneId, ZoneOffer, rank_key
 from extender.plugins.topology.ranking import ZoneRanking
 
-__all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for"]
+__all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for", "job_of_quota"]
 
 UNBOUNDED = 1 << 30  # the capacity of a node for a request of nothing
 _ROOM = frozenset({Reason.INSUFFICIENT_QUOTA_IDLE})
@@ -48,6 +50,14 @@ def capacity_for(request: Resource, room: Resource) -> int:
             return 0
         out = min(out, free // amount)
     return out
+
+
+def job_of_quota(ssn: Session, quota: QuotaInfo) -> JobInfo | None:
+    """The job of the quota's first claimant, whose settings the topology stages read (None:
+    unclaimed)."""
+    for claim in quota.claims.values():
+        return ssn.job(claim.job)
+    return None
 
 
 @dataclass(slots=True)
@@ -72,10 +82,13 @@ class ShapeFit:
 
 
 class FitMemo:
-    """Zones of the session and the :class:`ShapeFit` of every shape met so far."""
+    """Zones of the session and the :class:`ShapeFit` of every shape met so far. ``by_affinity_key``:
+    the QN score reads the affinity key of the quota's job (topology ``affinity_weight`` > 0), so
+    quotas of jobs with different keys have different shapes."""
 
-    def __init__(self, ssn: Session) -> None:
+    def __init__(self, ssn: Session, *, by_affinity_key: bool = False) -> None:
         self.ssn = ssn
+        self.by_affinity_key = by_affinity_key
         self.zone_of: dict[str, ZoneId] = {}
         self.zone_nodes: dict[ZoneId, list[str]] = {}  # ascending node index
         self.spec_zones: dict[str, list[ZoneId]] = {}  # GPU spec → its zones, first index ascending
@@ -146,6 +159,10 @@ class FitMemo:
             holder = ssn.quota(name)
             if holder is not None and any(t.matches(quota.name, quota.labels) for t in holder.quota_anti_affinity):
                 return None
+        if self.by_affinity_key:
+            job = job_of_quota(ssn, quota)
+            if job is not None and job.affinity_key:
+                return (ssn.filter_key(quota), job.affinity_key)
         return ssn.filter_key(quota)
 
     # --- evaluation --------------------------------------------------------------------------

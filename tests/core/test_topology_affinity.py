@@ -1,0 +1,69 @@
+"""Cross-job zone affinity (``topology-affinity-key``, topology ``affinity_weight``) through
+``run_once``: a gang prefers the zones where jobs of its key already hold quotas — its *own* key,
+also when an earlier gang of another key asked for quotas of the same shape in the same cycle (the
+planner judges and scores nodes once per quota shape)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from extender.cache.cache import ClusterCache
+from extender.conf import default_policy_text, load_policy_text
+from extender.framework.policy import Policy
+from extender.scheduler import Scheduler
+from tests import builders as b
+
+NOW = 1_800_000_000.0
+
+
+def policy_with(topology: dict[str, Any]) -> Policy:
+    doc = yaml.safe_load(default_policy_text())
+    doc["plugins"]["topology"].update(topology)
+    return load_policy_text(yaml.safe_dump(doc))
+
+
+def gang(job: str, workers: int, gpu: int, key: str, *, bound: list[str] | None = None) -> list[dict[str, Any]]:
+    """A gang whose PodGroup names affinity key ``key``; with ``bound``, its quotas are bound
+    there (a running job of that key)."""
+    objs = b.training_job(job, workers, gpu=gpu, hca=1)
+    objs[0]["spec"]["topology"] = {"affinityKey": key}
+    for i, node in enumerate(bound or []):
+        objs[1 + 2 * i]["status"] = {"phase": "QuotaBound", "nodeName": node, "boundBy": None}
+        objs[2 + 2 * i]["spec"]["nodeName"] = node
+        objs[2 + 2 * i]["status"] = {"phase": "Running"}
+    return objs
+
+
+def cluster() -> list[dict[str, Any]]:
+    """Two leaves of four 8-GPU nodes, n0–n3 and n4–n7; key ``h`` runs on n0–n2, key ``g`` on
+    n5–n7: only n3 (leaf s1) and n4 (leaf s2) are free."""
+    objs: list[dict[str, Any]] = [b.queue("research")]
+    for i in range(8):
+        objs += [b.node(f"n{i}", index=i), b.topology(f"n{i}", ["s1" if i < 4 else "s2"])]
+    objs += gang("run-h", 3, 8, "h", bound=["n0", "n1", "n2"])
+    objs += gang("run-g", 3, 8, "g", bound=["n5", "n6", "n7"])
+    return objs
+
+
+def place(objs: list[dict[str, Any]], policy: Policy, job: str, workers: int) -> list[str]:
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    assert not cache.conversion_errors
+    ssn = Scheduler(policy).run_once(cache.snapshot(NOW)).session
+    return [ssn.quota(f"q-{job}-{i}").node_name for i in range(workers)]  # type: ignore[union-attr]
+
+
+def test_a_gang_s_extra_rank_goes_to_the_zone_of_its_own_key() -> None:
+    """Continuity picks the run n3–n4 for three 4-GPU workers; the node that takes two ranks is
+    the one its key ``g`` prefers (n4, leaf s2), whether or not gang ``first`` of key ``h`` —
+    too large to fit, earlier in the queue — met the same quota shape first."""
+    policy = policy_with({"continuity_weight": 200.0, "affinity_weight": 10.0})
+    alone = place([*cluster(), *gang("late", 3, 4, "g")], policy, "late", 3)
+    assert alone == ["n3", "n4", "n4"], alone
+    first = gang("first", 5, 4, "h")
+    for o in first:
+        o["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"  # queued before "late"
+    behind = place([*cluster(), *first, *gang("late", 3, 4, "g")], policy, "late", 3)
+    assert behind == alone, behind
