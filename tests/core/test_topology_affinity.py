@@ -1,7 +1,8 @@
 """Cross-job zone affinity (``topology-affinity-key``, topology ``affinity_weight``) through
-``run_once``: a gang prefers the zones where jobs of its key already hold quotas — its *own* key,
-also when an earlier gang of another key asked for quotas of the same shape in the same cycle (the
-planner judges and scores nodes once per quota shape)."""
+``run_once``: a gang prefers the zones where jobs of its key already hold quotas, before best fit,
+unless ``affinity_weight`` is 0 — and by its *own* key, also when an earlier gang of another key
+asked for quotas of the same shape in the same cycle (the planner judges and scores nodes once per
+quota shape)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,16 @@ def test_a_gang_s_extra_rank_goes_to_the_zone_of_its_own_key() -> None:
         o["metadata"]["creationTimestamp"] = "2020-01-01T00:00:00Z"  # queued before "late"
     behind = place([*cluster(), *first, *gang("late", 3, 4, "g")], policy, "late", 3)
     assert behind == alone, behind
+
+
+def test_affinity_comes_before_best_fit_and_only_for_the_key() -> None:
+    """Leaf s1 has two free nodes (best fit for a gang of two), s2 three, and key ``g`` runs on n4
+    in s2: a gang of key ``g`` goes to s2; a gang of key ``h`` (nothing of it runs) to s1."""
+    objs: list[dict[str, Any]] = [b.queue("research")]
+    for i in range(8):
+        objs += [b.node(f"n{i}", index=i), b.topology(f"n{i}", ["s1" if i < 4 else "s2"])]
+    objs += gang("run-x", 2, 8, "x", bound=["n0", "n1"]) + gang("run-g", 1, 8, "g", bound=["n4"])
+    policy = policy_with({})
+    assert place([*objs, *gang("pair", 2, 8, "g")], policy, "pair", 2) == ["n5", "n6"]
+    assert place([*objs, *gang("pair", 2, 8, "h")], policy, "pair", 2) == ["n2", "n3"]
+    assert place([*objs, *gang("pair", 2, 8, "g")], policy_with({"affinity_weight": 0.0}), "pair", 2) == ["n2", "n3"]

@@ -53,7 +53,12 @@ NAME: Final = "topology"
 class TopologyArgs(ArgsModel):
     namedzone_weight: float = Field(100.0, ge=0, description="weight of the namedzone algorithm")
     continuity_weight: float = Field(0.0, ge=0, description="weight of the continuity algorithm")
-    affinity_weight: float = Field(10.0, ge=0, description="weight of cross-job zone affinity in scores")
+    affinity_weight: float = Field(
+        10.0,
+        ge=0,
+        description="weight of cross-job zone affinity in node scores; it also puts a job in its "
+        "affinity key's zones before best fit (0: no cross-job affinity at all)",
+    )
     pack_workers: bool = Field(
         False, description="pack a gang's ranks onto as few nodes as possible instead of distinct nodes"
     )
@@ -100,7 +105,7 @@ class _Topology:
                 self.memo,
                 pack=args.pack_workers,
                 continuity=args.continuity_weight > args.namedzone_weight,
-                affinity=self.affinity,
+                affinity=self.affinity if args.affinity_weight > 0 else None,
                 holds=self.holds,
             )
         return self._planner

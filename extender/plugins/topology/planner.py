@@ -112,9 +112,11 @@ class GangPlanner:
         *,
         pack: bool,
         continuity: bool,
-        affinity: Callable[[str], Counter[ZoneId]],
+        affinity: Callable[[str], Counter[ZoneId]] | None,
         holds: HoldBook,
     ) -> None:
+        """``affinity(key)``: the quotas per zone of the jobs sharing a ``topology-affinity-key``
+        (None: cross-job affinity is off)."""
         self.ssn, self.memo = ssn, memo
         self.pack, self.continuity = pack, continuity
         self.affinity, self.holds = affinity, holds
@@ -313,7 +315,7 @@ class GangPlanner:
     def _offer(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer:
         """What the zone offers this job (the memo's offer, unless holds or affinity change it)."""
         memo = self.memo
-        affinity = self.affinity(job.affinity_key)[zid] if job.affinity_key else 0
+        affinity = self.affinity(job.affinity_key)[zid] if self.affinity is not None and job.affinity_key else 0
         held = self._holding() and any(self.holds.held_for_other(n, job.key) for n in memo.zone_nodes[zid])
         if not held and not affinity:
             return memo.offer(head, sid, zid)
@@ -323,7 +325,7 @@ class GangPlanner:
 
     def _offers(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str) -> list[ZoneOffer]:
         """:meth:`_offer` of every zone of ``spec``."""
-        if not job.affinity_key and not self._holding():
+        if not self._keyed(job) and not self._holding():
             return self.memo.spec_offers(head, sid, spec)
         return [self._offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, [])]
 
@@ -461,6 +463,10 @@ class GangPlanner:
 
     def _holding(self) -> bool:
         return self.holds.any()
+
+    def _keyed(self, job: JobInfo) -> bool:
+        """Zones attract the job by its affinity key (it names one, and affinity is on)."""
+        return bool(job.affinity_key) and self.affinity is not None
 
     # --- ranks and failures ------------------------------------------------------------------
     def _ranges(self, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> list[tuple[int | None, int | None]]:
