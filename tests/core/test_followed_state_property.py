@@ -6,8 +6,10 @@ against a fresh count after every operation of random statements (commit or disc
 
 * ``drf`` — a job's placed share is dropped by the events that change it and counted again when
   read; a queue's claimed share is kept by the claim events;
-* the topology memo (``FitMemo``) — a bind or release logs the node, and each quota shape's view
-  (capacities, zone totals, offers, ranked candidates) catches up when next read;
+* the topology memo (``FitMemo``) — a bind or release logs the node (and, under the continuity
+  score, which reads the neighbours' room, the nodes beside it), and each quota shape's view
+  (capacities, zone totals, offers, ranked candidates with their scores) catches up when next
+  read; the default policy and one with continuity on are drawn;
 * ``ZoneRanking`` — a zone's candidates kept best first while single nodes are re-ranked.
 """
 
@@ -15,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.conf import default_policy
+from extender.conf import default_policy, default_policy_text, load_policy_text
 from extender.framework.session import Session
 from extender.model.job import QueueInfo
 from extender.plugins.drf import _Shares
@@ -29,6 +32,10 @@ from tests.core.props import PROPERTY
 from tests.core.test_statement_property import EXPECTED_ERRORS, NOW, build, clusters, resolve, statements
 
 POLICY = default_policy()
+# continuity scores read the neighbours' capacity: a bind changes the scores of nodes beside it
+_doc = yaml.safe_load(default_policy_text())
+_doc["plugins"]["topology"]["continuity_weight"] = 200.0
+CONTINUITY_POLICY = load_policy_text(yaml.safe_dump(_doc))
 
 
 def _plugin(ssn: Session, name: str, stage: str) -> Any:
@@ -63,12 +70,12 @@ def _memo_view(memo: FitMemo, ssn: Session, quotas: list[Any]) -> dict[str, Any]
 
 
 @PROPERTY
-@given(clusters(), statements)
+@given(clusters(), statements, st.booleans())
 def test_followed_state_equals_a_fresh_count_after_every_operation(
-    objs: list[dict[str, Any]], plan: list[tuple[list[tuple[str, int, int]], str]]
+    objs: list[dict[str, Any]], plan: list[tuple[list[tuple[str, int, int]], str]], continuity: bool
 ) -> None:
     cache = build(objs)
-    ssn = Session(cache.snapshot(NOW), POLICY)
+    ssn = Session(cache.snapshot(NOW), CONTINUITY_POLICY if continuity else POLICY)
     shares = _plugin(ssn, "drf", "job.order")
     topology = _plugin(ssn, "topology", "job.zone_candidates")
     quotas = sorted(ssn.quotas(), key=lambda q: q.name)
@@ -77,7 +84,7 @@ def test_followed_state_equals_a_fresh_count_after_every_operation(
 
     def check(when: str) -> None:
         assert _shares(shares, ssn) == _shares(_Shares(ssn), ssn), f"drf shares drifted {when}"
-        fresh = FitMemo(ssn, by_affinity_key=topology.memo.by_affinity_key)
+        fresh = FitMemo(ssn, by_affinity_key=topology.memo.by_affinity_key, neighbour_scores=continuity)
         assert _memo_view(topology.memo, ssn, quotas) == _memo_view(fresh, ssn, quotas), f"memo drifted {when}"
 
     for ops, end in plan:

@@ -93,7 +93,7 @@ class _Topology:
         if self._memo is None:
             # scores read a job's affinity key only when weighed and when some job names one
             keyed = self.args.affinity_weight > 0 and any(j.affinity_key for j in self.ssn.jobs())
-            self._memo = FitMemo(self.ssn, by_affinity_key=keyed)
+            self._memo = FitMemo(self.ssn, by_affinity_key=keyed, neighbour_scores=self.args.continuity_weight > 0)
         return self._memo
 
     @property

@@ -84,11 +84,14 @@ class ShapeFit:
 class FitMemo:
     """Zones of the session and the :class:`ShapeFit` of every shape met so far. ``by_affinity_key``:
     the QN score reads the affinity key of the quota's job (topology ``affinity_weight`` > 0), so
-    quotas of jobs with different keys have different shapes."""
+    quotas of jobs with different keys have different shapes. ``neighbour_scores``: a node's QN
+    score reads the capacity of the nodes at the next lower and higher node index (topology
+    ``continuity_weight`` > 0), so a change of a node's ledger changes its neighbours' scores too."""
 
-    def __init__(self, ssn: Session, *, by_affinity_key: bool = False) -> None:
+    def __init__(self, ssn: Session, *, by_affinity_key: bool = False, neighbour_scores: bool = False) -> None:
         self.ssn = ssn
         self.by_affinity_key = by_affinity_key
+        self._at_index: dict[int, list[str]] | None = {} if neighbour_scores else None  # index → nodes
         self.zone_of: dict[str, ZoneId] = {}
         self.zone_nodes: dict[ZoneId, list[str]] = {}  # ascending node index
         self.spec_zones: dict[str, list[ZoneId]] = {}  # GPU spec → its zones, first index ascending
@@ -108,6 +111,8 @@ class FitMemo:
                 self._touched[zid] = 0
             members.append(node.name)
             self.all_indices.setdefault(node.spec, []).append(node.index)
+            if self._at_index is not None:
+                self._at_index.setdefault(node.index, []).append(node.name)
             if node.quota_allocated:
                 self._touched[zid] += 1
                 self._busy.add(node.name)
@@ -350,7 +355,8 @@ class FitMemo:
         """A quota was bound to or released from ``node_name``, or a pod placed there or evicted:
         whether its zone is untouched changes now; its capacity (quota room less stray pods) and
         score (binpack, eviction cost) for each shape change when that shape is next read
-        (:meth:`_fit`). Nothing else does."""
+        (:meth:`_fit`), and so do its index neighbours' scores when scores read neighbours.
+        Nothing else does."""
         node = self.ssn.node(node_name)
         zid = self.zone_of.get(node_name)
         if node is None or zid is None:
@@ -364,6 +370,9 @@ class FitMemo:
                 self._busy.discard(node_name)
                 self._touched[zid] -= 1
         self._changed.append(node_name)
+        if self._at_index is not None:
+            for side in (node.index - 1, node.index + 1):
+                self._changed += self._at_index.get(side, ())
 
     def _fit(self, sid: int) -> ShapeFit:
         """The shape's view, caught up with every node changed since it was last read: a bind
