@@ -70,7 +70,7 @@ def _memo_view(memo: FitMemo, ssn: Session, quotas: list[Any]) -> dict[str, Any]
 
 
 @PROPERTY
-@given(clusters(), statements, st.booleans())
+@given(clusters(affinity=True), statements, st.booleans())
 def test_followed_state_equals_a_fresh_count_after_every_operation(
     objs: list[dict[str, Any]], plan: list[tuple[list[tuple[str, int, int]], str]], continuity: bool
 ) -> None:

@@ -51,7 +51,9 @@ EXPECTED_ERRORS = (StatementError, LedgerError, ClaimError, IllegalTransition)
 
 
 @st.composite
-def clusters(draw: st.DrawFn, *, jobqueue: bool = False) -> list[dict[str, Any]]:
+def clusters(draw: st.DrawFn, *, jobqueue: bool = False, affinity: bool = False) -> list[dict[str, Any]]:
+    """1–3 nodes, 1–4 quotas, 1–3 jobs in every state; with ``jobqueue`` a JobQueue admitting one
+    or two jobs, with ``affinity`` jobs that may name a ``topology-affinity-key``."""
     n_nodes = draw(st.integers(1, 3))
     nodes = [f"n{i}" for i in range(n_nodes)]
     objs: list[dict[str, Any]] = [b.queue("research")]
@@ -79,6 +81,8 @@ def clusters(draw: st.DrawFn, *, jobqueue: bool = False) -> list[dict[str, Any]]
         grouped = draw(st.booleans())
         job = f"job{j}"
         size = draw(st.integers(1, 3)) if grouped else 1
+        key = draw(st.sampled_from(["", "k1", "k2"])) if affinity else ""
+        annotations = {**QUEUE_ANNO, wellknown.ANNO_TOPOLOGY_AFFINITY_KEY: key} if key else QUEUE_ANNO
         if grouped:
             objs.append(b.podgroup(job, min_member=draw(st.integers(1, size))))
         for i in range(size):
@@ -96,7 +100,7 @@ def clusters(draw: st.DrawFn, *, jobqueue: bool = False) -> list[dict[str, Any]]
                 node=node,
                 phase="Running" if node else "Pending",
                 index=i,
-                annotations=QUEUE_ANNO,
+                annotations=annotations,
                 priority=draw(st.sampled_from([0, 10])),
             )
             if kind == "releasing":

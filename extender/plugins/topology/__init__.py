@@ -314,6 +314,7 @@ class _Topology:
         zid = self._memo.zone_of.get(ev.node)
         if job.affinity_key and zid is not None and self._affinity is not None:
             self._affinity[job.affinity_key][zid] += 1 if added else -1
+            self._memo.affinity_changed(job.affinity_key)
 
 
 class Plugin:

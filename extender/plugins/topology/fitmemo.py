@@ -68,6 +68,7 @@ class ShapeFit:
 
     rep: QuotaInfo  # detached, unbound stand-in of the shape
     synced: int  # how many of the memo's changed nodes this view has caught up with
+    affinity_key: str = ""  # the topology-affinity-key its scores read ("": none)
     eligible: dict[str, bool] = field(default_factory=dict)
     refusals: dict[str, Status] = field(default_factory=dict)  # node → why it is not eligible
     capacity: dict[str, int] = field(default_factory=dict)  # eligible node → slots now
@@ -148,7 +149,7 @@ class FitMemo:
                 rep.name = f"{quota.name}#shape{sid}"
                 rep.node_name = ""
                 rep.phase = QuotaPhase.EMPTY
-                self.shapes[sid] = ShapeFit(rep, synced=len(self._changed))
+                self.shapes[sid] = ShapeFit(rep, synced=len(self._changed), affinity_key=key[1])
         self._quota_shape[quota.name] = sid
         return sid
 
@@ -156,7 +157,8 @@ class FitMemo:
         """The quota's claims changed: its claimants are part of its shape."""
         self._quota_shape.pop(name, None)
 
-    def _shape_key(self, quota: QuotaInfo) -> object | None:
+    def _shape_key(self, quota: QuotaInfo) -> tuple[object, str] | None:
+        """(the quota's filter key, the affinity key its scores read), or None: no shape."""
         if quota.quota_affinity or quota.quota_anti_affinity or quota.static_bind_node:
             return None
         ssn = self.ssn
@@ -164,11 +166,8 @@ class FitMemo:
             holder = ssn.quota(name)
             if holder is not None and any(t.matches(quota.name, quota.labels) for t in holder.quota_anti_affinity):
                 return None
-        if self.by_affinity_key:
-            job = job_of_quota(ssn, quota)
-            if job is not None and job.affinity_key:
-                return (ssn.filter_key(quota), job.affinity_key)
-        return ssn.filter_key(quota)
+        job = job_of_quota(ssn, quota) if self.by_affinity_key else None
+        return (ssn.filter_key(quota), job.affinity_key if job is not None else "")
 
     # --- evaluation --------------------------------------------------------------------------
     def judge(self, quota: QuotaInfo, node: NodeInfo) -> Status:
@@ -373,6 +372,15 @@ class FitMemo:
         if self._at_index is not None:
             for side in (node.index - 1, node.index + 1):
                 self._changed += self._at_index.get(side, ())
+
+    def affinity_changed(self, key: str) -> None:
+        """Where the jobs of affinity key ``key`` hold quotas changed: the affinity term of the
+        scores of its shapes did, in every zone (it is a zone's share of the key's quotas), so
+        their scores and rankings are taken again when next read."""
+        for fit in self.shapes.values():
+            if fit.affinity_key == key:
+                fit.score.clear()
+                fit.rankings.clear()
 
     def _fit(self, sid: int) -> ShapeFit:
         """The shape's view, caught up with every node changed since it was last read: a bind
