@@ -3,7 +3,8 @@
 Random clusters — 1–4 leaves of 2–6 nodes, 1–2 GPU models (possibly mixed on one leaf), some
 nodes NotReady or tainted, some already holding quotas — and random gangs of RDMA jobs (every
 worker asks for ``rdma/hca``, so topology scheduling is on; some also set
-``enable-topology-scheduling: "true"`` for strict rank order). After one cycle, on the session's
+``enable-topology-scheduling: "true"`` for strict rank order, some name a
+``topology-affinity-key`` shared with other gangs). After one cycle, on the session's
 final state:
 
 * invariant 1 on every node, invariant 3 on every quota, every ledger recomputes exactly;
@@ -45,6 +46,7 @@ class Gang:
     workers: int
     gpu: int
     strict: bool
+    key: str = ""  # topology-affinity-key ("": none)
     quotas: list[str] = field(default_factory=list)
 
 
@@ -58,7 +60,8 @@ class Cluster:
     def objects(self) -> list[dict[str, Any]]:
         objs = node_objects(self.nodes, self.repel)
         for g in self.gangs:
-            objs.append(b.podgroup(g.name, min_member=g.workers))
+            topology = {"affinityKey": g.key} if g.key else None
+            objs.append(b.podgroup(g.name, min_member=g.workers, topology=topology))
             for i in range(g.workers):
                 q = f"q-{g.name}-{i}"
                 g.quotas.append(q)
@@ -99,7 +102,13 @@ def clusters(draw: st.DrawFn, max_gangs: int = 3) -> Cluster:
             )
             k += 1
     gangs = [
-        Gang(f"g{j}", draw(st.integers(1, 6)), draw(st.sampled_from([1, 2, 4, 8])), draw(st.booleans()))
+        Gang(
+            f"g{j}",
+            draw(st.integers(1, 6)),
+            draw(st.sampled_from([1, 2, 4, 8])),
+            draw(st.booleans()),
+            draw(st.sampled_from(["", "", "k1", "k2"])),  # zones of a key attract its gangs first
+        )
         for j in range(draw(st.integers(1, max_gangs)))
     ]
     return Cluster(nodes, gangs)
