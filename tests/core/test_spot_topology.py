@@ -70,3 +70,30 @@ def test_an_rdma_gang_waiting_for_a_mount_point_is_told_storage_not_ready() -> N
     result = Scheduler(default_policy()).run_once(cache.snapshot(NOW))
     verdict = result.verdicts["default/train"]
     assert verdict.status.reason is Reason.STORAGE_NOT_READY, verdict.status.message()
+
+
+def test_a_zone_s_spot_room_is_counted_for_each_pod_size() -> None:
+    """One session answers for a 1-GPU spot job, then for an 8-GPU one (the extender reuses a
+    session while the cache does not change): leaf s2's two nodes take sixteen 1-GPU pods but only
+    two 8-GPU ones, so the three-pod 8-GPU job fits no zone, whatever was asked before."""
+    objs: list[dict[str, Any]] = [
+        b.queue("research"),
+        b.podgroup("small", min_member=1),
+        b.podgroup("big", min_member=1),
+    ]
+    for i, leaf in enumerate(["s1", "s2", "s2"]):
+        objs += [b.node(f"n{i}", extra_allocatable=SPOT), b.topology(f"n{i}", [leaf])]
+    for i in range(2):
+        objs.append(b.pod(f"small-{i}", group="small", gpu=1, hca=1, extra={wellknown.RESOURCE_SPOT_GPU: "1"}))
+    for i in range(3):
+        objs.append(b.pod(f"big-{i}", group="big", gpu=8, hca=1, extra={wellknown.RESOURCE_SPOT_GPU: "8"}))
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    assert not cache.conversion_errors
+    ssn = Session(cache.snapshot(NOW), default_policy())
+    task = {t.name: t for j in ssn.jobs() for t in j.tasks.values()}
+    n1 = ssn.node("n1")
+    assert n1 is not None
+    assert ssn.tn.predicate(task["small-0"], n1).ok
+    status = ssn.tn.predicate(task["big-0"], n1)
+    assert status.reason is Reason.NO_ZONE_FITS, status.message()

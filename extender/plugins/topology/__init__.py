@@ -41,6 +41,7 @@ from extender.framework.status import SKIP, SUCCESS, Reason, Status
 from extender.model.job import JobInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
+from extender.model.selectors import map_key
 from extender.model.task import TaskInfo
 from extender.plugins.topology import holds
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for, job_of_quota
@@ -81,7 +82,8 @@ class _Topology:
         self._planner: GangPlanner | None = None
         self.plans: dict[str, GangPlan | Status] = {}
         self._affinity: defaultdict[str, Counter[ZoneId]] | None = None
-        self._spot_room: dict[ZoneId, int] = {}  # zone → spot pods of one shape its idle room takes
+        # (zone, request) → how many spot pods of that request the zone's idle room takes
+        self._spot_room: dict[tuple[ZoneId, tuple[tuple[str, object], ...]], int] = {}
         self.holds = holds.HoldBook(ssn.snap.holds, ssn.now, args.hold_seconds)
         ssn.notes[holds.NOTE] = self.holds.current()  # expired holds end with this session
         if self.holds.expired:
@@ -272,16 +274,23 @@ class _Topology:
             zones = ", ".join(sorted(z[1] for z in placed if z is not None))
             return Status.unschedulable(Reason.ZONE_MISMATCH, f"the job's spot pods run in zone {zones}")
         need = 1 + sum(1 for t in siblings if not t.node)
-        room = self._spot_room.get(zid) if zid is not None else 0
-        if room is None and zid is not None:
-            room = self._spot_room[zid] = sum(
-                capacity_for(task.request, n.idle) for n in map(ssn.node, memo.zone_nodes[zid]) if n is not None
-            )
-        if (room or 0) >= need:
+        room = self._zone_spot_room(zid, task) if zid is not None else 0
+        if room >= need:
             return SUCCESS
         return Status.unschedulable(
-            Reason.NO_ZONE_FITS, f"zone {zid[1] if zid else node.name} has room for {room or 0} of {need} spot pods"
+            Reason.NO_ZONE_FITS, f"zone {zid[1] if zid else node.name} has room for {room} of {need} spot pods"
         )
+
+    def _zone_spot_room(self, zid: ZoneId, task: TaskInfo) -> int:
+        """How many pods of ``task``'s request the zone's ``idle`` room takes (kept per request
+        until a pod is placed or evicted in the session)."""
+        key = (zid, map_key(task.request.q))
+        room = self._spot_room.get(key)
+        if room is None:
+            ssn = self.ssn
+            nodes = (n for n in map(ssn.node, self.memo.zone_nodes[zid]) if n is not None)
+            room = self._spot_room[key] = sum(capacity_for(task.request, n.idle) for n in nodes)
+        return room
 
     def on_event(self, ev: Event) -> None:
         kind = ev.kind
