@@ -15,6 +15,7 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
 * **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
   span more zones because of a hold than without it waits instead (``NodeHeldForGang``): a hold
   may delay others, never scatter them.
+* **Refusals.** A gang without a plan is told why in operators' words (``refusals.py``).
 """
 
 from __future__ import annotations
@@ -23,13 +24,10 @@ from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
-from extender import wellknown
 from extender.framework.session import Session
-from extender.framework.status import Reason, Status, aggregate
+from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
-from extender.model.resources import format_quantity
-from extender.model.topology import describe_tier
 from extender.plugins.topology.fitmemo import FitMemo
 from extender.plugins.topology.gangplan import (
     Candidate,
@@ -46,9 +44,10 @@ from extender.plugins.topology.gangplan import (
 )
 from extender.plugins.topology.holds import HoldBook
 from extender.plugins.topology.mixedplan import STATE_LIMIT, Kind, MixedGang, MixedNode, plan_mixed, states
+from extender.plugins.topology.refusals import describe_gang, fits_only_above, held_for_others, no_zone_fits
 from extender.plugins.topology.siblings import BoundSiblings
 
-__all__ = ["GangPlan", "GangPlanner", "describe_gang"]
+__all__ = ["GangPlan", "GangPlanner"]
 
 
 @dataclass(slots=True)
@@ -84,17 +83,6 @@ class _SpecPlan:
     zones: list[ZoneOffer]
     slots: list[Slot] | None  # None: made for the winning spec only
     nodes: dict[str, str] | None = None  # a mixed gang's plan: unbound quota → node
-
-
-def describe_gang(quotas: Sequence[QuotaInfo], gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES) -> str:
-    """``4×1 GPU`` — what the gang asks of a zone, as an operator would say it (``gpus``: the
-    resources that are GPUs, ``--gpu-resources``)."""
-    first = quotas[0].request
-    if not all(q.request == first for q in quotas):
-        return f"{len(quotas)} quotas"
-    name = next((g for g in gpus if first.get(g)), "")
-    what = f"{format_quantity(name, first.get(name))} GPU" if name else str(first)
-    return f"{len(quotas)}×{what}"
 
 
 def _size(quota: QuotaInfo, gpus: Sequence[str]) -> tuple[int, int]:
@@ -157,19 +145,13 @@ class GangPlanner:
     ) -> GangPlan | Status:
         """Nodes for ``unbound``, every one counted as ``head`` (of shape ``sid``); ``judged``: all
         of ``unbound`` have that shape, so the plan's nodes were judged for each of them."""
-        memo = self.memo
         specs, bound_zones = self._specs(quotas, head)
         best = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
         if self.holds.any():
-            # a hold may make a gang wait, never make it span more zones than it would without
             free = self.without_holds()._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
-            if free is not None and (best is None or free.key[:2] < best.key[:2]):
-                holders = sorted({self.holds.holder(n) for z in free.zones for n in memo.zone_nodes[z.id]} - {""})
-                what = describe_gang(unbound, self.ssn.gpu_resources)
-                return Status.unschedulable(
-                    Reason.NODE_HELD_FOR_GANG,
-                    f"{free.key[1]} zone(s) would hold {what} but nodes there are held for " + ", ".join(holders),
-                )
+            kept_off = self._kept_off(best, free, unbound)
+            if kept_off is not None:
+                return kept_off
         if best is None:
             return self._failure(job, head, sid, specs, unbound)
         if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
@@ -178,6 +160,14 @@ class GangPlanner:
         placed = assign_ranks(slots, self._ranges(quotas, unbound))
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
         return GangPlan(nodes, [z.id for z in best.zones], judged)
+
+    def _kept_off(self, best: _SpecPlan | None, free: _SpecPlan | None, unbound: Sequence[QuotaInfo]) -> Status | None:
+        """``NodeHeldForGang`` when the plan were nothing held (``free``) spans fewer zones than
+        ``best``: a hold may make a gang wait, never make it span more zones than it would without."""
+        if free is None or (best is not None and free.key[:2] >= best.key[:2]):
+            return None
+        holders = sorted({self.holds.holder(n) for z in free.zones for n in self.memo.zone_nodes[z.id]} - {""})
+        return held_for_others(free.key[1], describe_gang(unbound, self.ssn.gpu_resources), holders)
 
     def _specs(self, quotas: Sequence[QuotaInfo], head: QuotaInfo) -> tuple[Collection[str], list[ZoneId]]:
         """The GPU specs a gang may plan in (its bound siblings', else the one ``head`` asks for,
@@ -225,14 +215,9 @@ class GangPlanner:
         specs, bound_zones = self._specs(quotas, head)
         best = self._best_mixed(job, mix, specs, bound_zones)
         if self.holds.any():
-            free = self.without_holds()._best_mixed(job, mix, specs, bound_zones)
-            if free is not None and (best is None or free.key[:2] < best.key[:2]):
-                holders = sorted({self.holds.holder(n) for z in free.zones for n in self.memo.zone_nodes[z.id]} - {""})
-                what = describe_gang(unbound, self.ssn.gpu_resources)
-                return Status.unschedulable(
-                    Reason.NODE_HELD_FOR_GANG,
-                    f"{free.key[1]} zone(s) would hold {what} but nodes there are held for " + ", ".join(holders),
-                )
+            kept_off = self._kept_off(best, self.without_holds()._best_mixed(job, mix, specs, bound_zones), unbound)
+            if kept_off is not None:
+                return kept_off
         if best is None or best.nodes is None:
             return self._failure(job, head, sid, specs, unbound)
         if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
@@ -483,23 +468,15 @@ class GangPlanner:
     def _above_limit(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, best: _SpecPlan, unbound: Sequence[QuotaInfo]
     ) -> Status:
-        """A hard ``highestTierAllowed`` the gang fits only above: it waits, and says which tier
-        blocks and how much room the roomiest unit of the allowed tier has."""
+        """A hard ``highestTierAllowed`` the gang fits only above: it waits (``refusals.py``)."""
         limit = max(job.highest_tier or 0, 1)  # an NVLink-domain limit is told with the leaves
-        span = best.key[0]
-        above = describe_tier(span) if span <= self.memo.levels else "cluster"
         units: dict[str, int] = {}
         spec = best.zones[0].id[0] if best.zones else ""
         for zid in self.memo.spec_zones.get(spec, []):
             name = zid[1] if limit <= 1 else self.memo.zone_tiers[zid].get(limit, zid[1])
             units[name] = units.get(name, 0) + self._offer(job, head, sid, zid).capacity
-        unit, room = max(units.items(), key=lambda kv: (kv[1], kv[0])) if units else ("-", 0)
         what = describe_gang(unbound, self.ssn.gpu_resources)
-        return Status.unschedulable(
-            Reason.FITS_ONLY_ABOVE_ALLOWED_TIER,
-            f"{what} fits only across a {above} (tier {span}); highestTierAllowed is {describe_tier(limit)} "
-            f"(tier {limit}), and the roomiest {describe_tier(limit)}, {unit}, takes {room} of {len(unbound)}",
-        )
+        return fits_only_above(what, len(unbound), span=best.key[0], levels=self.memo.levels, limit=limit, room=units)
 
     def _failure(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, specs: Collection[str], unbound: Sequence[QuotaInfo]
@@ -508,13 +485,7 @@ class GangPlanner:
         if not specs:
             return Status.unresolvable(Reason.NO_ZONE_FITS, f"no node has GPU model {head.spec}")
         room = {z: self._offer(job, head, sid, z).capacity for s in specs for z in memo.spec_zones.get(s, [])}
-        what = describe_gang(unbound, self.ssn.gpu_resources)
-        if not any(room.values()):
-            refusals = {n: s for spec in specs for n, s in memo.refusals(sid, spec).items()}
-            if refusals:
-                return aggregate(refusals)
-            return Status.unschedulable(Reason.NO_ZONE_FITS, f"no zone has room for any of {what}")
-        zid, most = max(room.items(), key=lambda kv: (kv[1], kv[0]))
-        return Status.unschedulable(
-            Reason.NO_ZONE_FITS, f"no zone holds {what}: the roomiest, {zid[1]}, takes {most} of {len(unbound)}"
+        refusals = (
+            {n: st for spec in specs for n, st in memo.refusals(sid, spec).items()} if not any(room.values()) else {}
         )
+        return no_zone_fits(describe_gang(unbound, self.ssn.gpu_resources), len(unbound), room, refusals)

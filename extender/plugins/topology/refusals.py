@@ -1,0 +1,68 @@
+"""Why a gang gets no plan, worded as an operator reads it in ``/diagnose``, the extender's
+reasons and the PodGroup condition. Pure: the planner gathers the figures, these say them.
+
+* ``NodeHeldForGang`` — fewer zones would hold the gang were nothing held for another gang: it
+  waits rather than spread (a hold may delay a gang, never scatter it);
+* ``FitsOnlyAboveAllowedTier`` — the gang fits only across a tier above its hard
+  ``highestTierAllowed``: which tier, and the roomiest unit of the allowed one;
+* ``NoZoneFits`` — no zone (or set of zones) holds it: the roomiest zone and what it takes, or,
+  when no node takes any of its quotas, why the nodes refuse them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from extender import wellknown
+from extender.framework.status import Reason, Status, aggregate
+from extender.model.quota import QuotaInfo
+from extender.model.resources import format_quantity
+from extender.model.topology import describe_tier
+from extender.plugins.topology.gangplan import ZoneId
+
+__all__ = ["describe_gang", "fits_only_above", "held_for_others", "no_zone_fits"]
+
+
+def describe_gang(quotas: Sequence[QuotaInfo], gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES) -> str:
+    """``4×1 GPU`` — what the gang asks of a zone, as an operator would say it (``gpus``: the
+    resources that are GPUs, ``--gpu-resources``)."""
+    first = quotas[0].request
+    if not all(q.request == first for q in quotas):
+        return f"{len(quotas)} quotas"
+    name = next((g for g in gpus if first.get(g)), "")
+    what = f"{format_quantity(name, first.get(name))} GPU" if name else str(first)
+    return f"{len(quotas)}×{what}"
+
+
+def held_for_others(zones: int, what: str, holders: Sequence[str]) -> Status:
+    """``zones`` zones would hold the gang (``what``) but for the holds of ``holders``."""
+    return Status.unschedulable(
+        Reason.NODE_HELD_FOR_GANG,
+        f"{zones} zone(s) would hold {what} but nodes there are held for " + ", ".join(holders),
+    )
+
+
+def fits_only_above(what: str, need: int, *, span: int, levels: int, limit: int, room: Mapping[str, int]) -> Status:
+    """The gang fits only across tier ``span`` (above ``levels``: the whole cluster) while its
+    hard limit is tier ``limit``; ``room``: what each unit of that tier takes of it."""
+    above = describe_tier(span) if span <= levels else "cluster"
+    unit, most = max(room.items(), key=lambda kv: (kv[1], kv[0])) if room else ("-", 0)
+    allowed = describe_tier(limit)
+    return Status.unschedulable(
+        Reason.FITS_ONLY_ABOVE_ALLOWED_TIER,
+        f"{what} fits only across a {above} (tier {span}); highestTierAllowed is {allowed} "
+        f"(tier {limit}), and the roomiest {allowed}, {unit}, takes {most} of {need}",
+    )
+
+
+def no_zone_fits(what: str, need: int, room: Mapping[ZoneId, int], refusals: Mapping[str, Status]) -> Status:
+    """No zone holds the gang: ``room`` is what each zone takes of it; when that is nothing
+    anywhere, ``refusals`` (node → why it refuses the gang's quotas) say why, if any node did."""
+    if not any(room.values()):
+        if refusals:
+            return aggregate(refusals)
+        return Status.unschedulable(Reason.NO_ZONE_FITS, f"no zone has room for any of {what}")
+    zid, most = max(room.items(), key=lambda kv: (kv[1], kv[0]))
+    return Status.unschedulable(
+        Reason.NO_ZONE_FITS, f"no zone holds {what}: the roomiest, {zid[1]}, takes {most} of {need}"
+    )
