@@ -1,7 +1,7 @@
 """State the plugins keep across a session's operations equals the same state counted afresh
 (hypothesis, the ``sky-core`` profile).
 
-Three structures follow the statement instead of recounting on every read, and each is checked
+Five structures follow the statement instead of recounting on every read, and each is checked
 against a fresh count after every operation of random statements (commit or discard):
 
 * ``drf`` — a job's placed share is dropped by the events that change it and counted again when
@@ -10,7 +10,9 @@ against a fresh count after every operation of random statements (commit or disc
   score, which reads the neighbours' room, the nodes beside it), and each quota shape's view
   (capacities, zone totals, offers, ranked candidates with their scores) catches up when next
   read; the default policy and one with continuity on are drawn;
-* ``ZoneRanking`` — a zone's candidates kept best first while single nodes are re-ranked.
+* ``ZoneRanking`` — a zone's candidates kept best first while single nodes are re-ranked;
+* ``specpool`` — what each queue's tasks claim, for its capability check, kept by claim events;
+* ``jobqueue`` — the admitted jobs each JobQueue runs, kept by claim and placement events.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from extender.conf import default_policy, default_policy_text, load_policy_text
 from extender.framework.session import Session
 from extender.model.job import QueueInfo
 from extender.plugins.drf import _Shares
+from extender.plugins.jobqueue import _JobQueues
+from extender.plugins.specpool import _QueueClaims
 from extender.plugins.topology.fitmemo import FitMemo
 from extender.plugins.topology.gangplan import Candidate, rank_key
 from extender.plugins.topology.ranking import ZoneRanking
@@ -69,8 +73,16 @@ def _memo_view(memo: FitMemo, ssn: Session, quotas: list[Any]) -> dict[str, Any]
     return out
 
 
+def _queue_claims(claims: _QueueClaims) -> dict[str, dict[str, int]]:
+    return {q: {k: v for k, v in r.q.items() if v} for q, r in claims.claimed.items() if any(r.q.values())}
+
+
+def _running(jqs: _JobQueues) -> dict[str, set[str]]:
+    return {q: s for q, s in jqs.running.items() if s}
+
+
 @PROPERTY
-@given(clusters(affinity=True), statements, st.booleans())
+@given(clusters(affinity=True, jobqueue=True), statements, st.booleans())
 def test_followed_state_equals_a_fresh_count_after_every_operation(
     objs: list[dict[str, Any]], plan: list[tuple[list[tuple[str, int, int]], str]], continuity: bool
 ) -> None:
@@ -78,12 +90,22 @@ def test_followed_state_equals_a_fresh_count_after_every_operation(
     ssn = Session(cache.snapshot(NOW), CONTINUITY_POLICY if continuity else POLICY)
     shares = _plugin(ssn, "drf", "job.order")
     topology = _plugin(ssn, "topology", "job.zone_candidates")
+    claims = _plugin(ssn, "specpool", "tq.predicate")
+    jqs = _plugin(ssn, "jobqueue", "job.enqueueable")
     quotas = sorted(ssn.quotas(), key=lambda q: q.name)
     _shares(shares, ssn)  # counted now: from here on the events keep them
+    claims._ensure()
+    jqs._ensure()
     _memo_view(topology.memo, ssn, quotas)  # every shape met and read: from here on it catches up
 
     def check(when: str) -> None:
         assert _shares(shares, ssn) == _shares(_Shares(ssn), ssn), f"drf shares drifted {when}"
+        fresh_claims = _QueueClaims(ssn)
+        fresh_claims._ensure()
+        assert _queue_claims(claims) == _queue_claims(fresh_claims), f"specpool queue claims drifted {when}"
+        fresh_jqs = _JobQueues(ssn)
+        fresh_jqs._ensure()
+        assert _running(jqs) == _running(fresh_jqs), f"jobqueue running jobs drifted {when}"
         fresh = FitMemo(ssn, by_affinity_key=topology.memo.by_affinity_key, neighbour_scores=continuity)
         assert _memo_view(topology.memo, ssn, quotas) == _memo_view(fresh, ssn, quotas), f"memo drifted {when}"
 
