@@ -17,6 +17,8 @@ against a fresh count after every operation of random statements (commit or disc
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -77,6 +79,20 @@ def _queue_claims(claims: _QueueClaims) -> dict[str, dict[str, int]]:
     return {q: {k: v for k, v in r.q.items() if v} for q, r in claims.claimed.items() if any(r.q.values())}
 
 
+def _affinity(counts: Mapping[str, Counter[Any]]) -> dict[str, dict[Any, int]]:
+    return {key: {z: n for z, n in c.items() if n} for key, c in counts.items() if any(c.values())}
+
+
+def _fresh_affinity(ssn: Session, zone_of: Mapping[str, Any]) -> dict[str, dict[Any, int]]:
+    """Quotas per zone of the jobs of each affinity key, counted now."""
+    out: defaultdict[str, Counter[Any]] = defaultdict(Counter)
+    for job in ssn.jobs():
+        for q in ssn.job_quotas(job) if job.affinity_key else ():
+            if q.node_name in zone_of:
+                out[job.affinity_key][zone_of[q.node_name]] += 1
+    return _affinity(out)
+
+
 def _running(jqs: _JobQueues) -> dict[str, set[str]]:
     return {q: s for q, s in jqs.running.items() if s}
 
@@ -108,6 +124,9 @@ def test_followed_state_equals_a_fresh_count_after_every_operation(
         assert _running(jqs) == _running(fresh_jqs), f"jobqueue running jobs drifted {when}"
         fresh = FitMemo(ssn, by_affinity_key=topology.memo.by_affinity_key, neighbour_scores=continuity)
         assert _memo_view(topology.memo, ssn, quotas) == _memo_view(fresh, ssn, quotas), f"memo drifted {when}"
+        if topology._affinity is not None:
+            want = _fresh_affinity(ssn, topology.memo.zone_of)
+            assert _affinity(topology._affinity) == want, f"topology affinity counts drifted {when}"
 
     for ops, end in plan:
         stmt = ssn.statement()

@@ -307,6 +307,7 @@ class _Topology:
             task = self.ssn.task(ev.task)
             if task is not None:
                 self.plans.pop(task.job, None)
+                self._claim_moved(task.job, ev.quota)
             return
         if self._memo is None:
             return
@@ -314,15 +315,31 @@ class _Topology:
         if kind is EventKind.BIND_QUOTA and not ev.undo and self._affinity is None:
             return  # a bind: the plan stands, and no affinity is tracked
         quota = self.ssn.quota(ev.quota)
-        job = job_of_quota(self.ssn, quota) if quota is not None else None
-        if job is None:
-            return
         added = (kind is EventKind.BIND_QUOTA) != ev.undo
-        if ev.undo or not added:
-            self.plans.pop(job.key, None)  # discarded or released: plan again when next asked
         zid = self._memo.zone_of.get(ev.node)
-        if job.affinity_key and zid is not None and self._affinity is not None:
-            self._affinity[job.affinity_key][zid] += 1 if added else -1
+        for job in self._claimant_jobs(quota) if quota is not None else ():
+            if ev.undo or not added:
+                self.plans.pop(job.key, None)  # discarded or released: plan again when next asked
+            if job.affinity_key and zid is not None and self._affinity is not None:
+                self._affinity[job.affinity_key][zid] += 1 if added else -1
+                self._memo.affinity_changed(job.affinity_key)
+
+    def _claimant_jobs(self, quota: QuotaInfo) -> list[JobInfo]:
+        """The jobs whose tasks claim ``quota``, each once (mostly one)."""
+        keys = dict.fromkeys(c.job for c in quota.claims.values())
+        return [j for j in map(self.ssn.job, keys) if j is not None]
+
+    def _claim_moved(self, job_key: str, quota_name: str) -> None:
+        """A task of ``job_key`` claimed or gave up ``quota_name``: if the quota is bound, where the
+        job holds quotas changed, and with it its affinity key's counts (counted again when next
+        read; the scores of the key's shapes with them)."""
+        if self._affinity is None:
+            return
+        job, quota = self.ssn.job(job_key), self.ssn.quota(quota_name)
+        if job is None or not job.affinity_key or quota is None or not quota.node_name:
+            return
+        self._affinity = None
+        if self._memo is not None:
             self._memo.affinity_changed(job.affinity_key)
 
 
