@@ -15,6 +15,9 @@ final state:
   single zone could hold it) — the time being reconstructed from the order of the intents;
 * a gang that was not committed could not have fit (checked against the final state: the
   cluster only fills up during a cycle), and its verdict says it is stuck.
+
+Under the continuity algorithm (packed or not), whose zones are not the fewest, the validity
+checks alone.
 """
 
 from __future__ import annotations
@@ -23,12 +26,14 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from extender import wellknown
 from extender.cache.cache import ClusterCache
-from extender.conf import default_policy
+from extender.conf import default_policy, default_policy_text, load_policy_text
+from extender.framework.policy import Policy
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
@@ -135,11 +140,13 @@ def fewest_zones(c: Cluster, slots: dict[str, int], need: int) -> int | None:
     return best
 
 
-def run(c: Cluster, *, liveness: bool = True) -> CycleResult:
+def run(c: Cluster, *, liveness: bool = True, policy: Policy = POLICY, zone_rules: bool = True) -> CycleResult:
+    """One cycle and the checks of the module docstring (``zone_rules``: also fewest zones and
+    distinct nodes, the default policy's rules; without: validity only)."""
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, c.objects())
     assert not cache.conversion_errors
-    result = Scheduler(POLICY).run_once(cache.snapshot(NOW))
+    result = Scheduler(policy).run_once(cache.snapshot(NOW))
     ssn = result.session
     spec = {n.name: n for n in c.nodes}
 
@@ -162,6 +169,8 @@ def run(c: Cluster, *, liveness: bool = True) -> CycleResult:
             assert all(n.ready and not n.tainted for n in chosen), f"{g.name} on an unusable node: {nodes}"
             indices = [spec[n].index for _, n in placed]
             assert indices == sorted(indices), f"{g.name} breaks rank order: {indices}"
+            if not zone_rules:
+                continue
             slots = room(c, before[g.name], g.gpu)
             minimal = fewest_zones(c, slots, g.workers)
             zones_used = {(n.model, n.leaf) for n in chosen}
@@ -209,6 +218,24 @@ def _counterexample() -> Cluster:
 def test_a_gang_that_fits_is_placed_even_after_other_gangs_of_its_shape(c: Cluster) -> None:
     """Liveness: a gang left unplaced must not fit the final (fullest) state of the cycle."""
     run(c, liveness=True)
+
+
+def policy_with(topology: dict[str, Any]) -> Policy:
+    doc = yaml.safe_load(default_policy_text())
+    doc["plugins"]["topology"].update(topology)
+    return load_policy_text(yaml.safe_dump(doc))
+
+
+CONTINUITY = policy_with({"continuity_weight": 200.0})
+CONTINUITY_PACKED = policy_with({"continuity_weight": 200.0, "pack_workers": True})
+
+
+@PROPERTY
+@given(clusters(), st.booleans())
+def test_under_continuity_every_placement_stays_valid(c: Cluster, pack: bool) -> None:
+    """The continuity algorithm (runs of consecutive node indices), packed or not: one GPU model,
+    usable nodes, rank order, whole gangs, exact ledgers (its zones are not the fewest)."""
+    run(c, liveness=False, policy=CONTINUITY_PACKED if pack else CONTINUITY, zone_rules=False)
 
 
 @PROPERTY
