@@ -122,7 +122,7 @@ def test_followed_state_equals_a_fresh_count_after_every_operation(
         fresh_jqs = _JobQueues(ssn)
         fresh_jqs._ensure()
         assert _running(jqs) == _running(fresh_jqs), f"jobqueue running jobs drifted {when}"
-        fresh = FitMemo(ssn, by_affinity_key=topology.memo.by_affinity_key, neighbour_scores=continuity)
+        fresh = FitMemo(ssn, neighbour_scores=continuity)
         assert _memo_view(topology.memo, ssn, quotas) == _memo_view(fresh, ssn, quotas), f"memo drifted {when}"
         if topology._affinity is not None:
             want = _fresh_affinity(ssn, topology.memo.zone_of)

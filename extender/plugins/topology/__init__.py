@@ -44,7 +44,7 @@ from extender.model.quota import QuotaInfo
 from extender.model.selectors import map_key
 from extender.model.task import TaskInfo
 from extender.plugins.topology import holds
-from extender.plugins.topology.fitmemo import FitMemo, capacity_for, job_of_quota
+from extender.plugins.topology.fitmemo import FitMemo, capacity_for
 from extender.plugins.topology.gangplan import ZoneId
 from extender.plugins.topology.planner import GangPlan, GangPlanner
 
@@ -93,9 +93,7 @@ class _Topology:
     @property
     def memo(self) -> FitMemo:
         if self._memo is None:
-            # scores read a job's affinity key only when weighed and when some job names one
-            keyed = self.args.affinity_weight > 0 and any(j.affinity_key for j in self.ssn.jobs())
-            self._memo = FitMemo(self.ssn, by_affinity_key=keyed, neighbour_scores=self.args.continuity_weight > 0)
+            self._memo = FitMemo(self.ssn, neighbour_scores=self.args.continuity_weight > 0)
         return self._memo
 
     @property
@@ -213,7 +211,7 @@ class _Topology:
         return SUCCESS
 
     def node_order(self, quota: QuotaInfo, node: NodeInfo) -> float:
-        job = job_of_quota(self.ssn, quota)
+        job = _job_of_quota(self.ssn, quota)
         if job is None or not job.topology:
             return 0.0
         args, memo = self.args, self.memo
@@ -226,7 +224,9 @@ class _Topology:
             sides = (self.ssn.node_by_index(node.index - 1), self.ssn.node_by_index(node.index + 1))
             free = sum(1 for n in sides if n is not None and memo.node_capacity(quota, sid, n) > 0)
             score += args.continuity_weight * (1.0, 0.5, 0.0)[free]
-        if job.affinity_key and zid is not None and args.affinity_weight:
+        # cross-job affinity is a zone's: the planner weighs it where it chooses zones, so a
+        # shape's stand-in (scored for every job of the shape) is scored without it
+        if job.affinity_key and zid is not None and args.affinity_weight and not memo.is_stand_in(quota):
             tracked = self.affinity(job.affinity_key)
             total = sum(tracked.values())
             if total:
@@ -234,7 +234,7 @@ class _Topology:
         return score
 
     def best_n(self, quota: QuotaInfo, ranked: list[tuple[NodeInfo, float]]) -> NodeInfo | None:
-        job = job_of_quota(self.ssn, quota)
+        job = _job_of_quota(self.ssn, quota)
         plan = self.plans.get(job.key) if job is not None else None
         if not isinstance(plan, GangPlan):
             return None
@@ -248,7 +248,7 @@ class _Topology:
             return SKIP
         if quota.static_bind_node:  # the operator named its node: a hold does not overrule that
             return SKIP
-        job = job_of_quota(self.ssn, quota)  # None: not claimed yet (a pod the extender places inline)
+        job = _job_of_quota(self.ssn, quota)  # None: not claimed yet (a pod the extender places inline)
         if job is not None and job.topology:
             return SKIP
         holder = self.holds.holder(node.name)
@@ -322,7 +322,6 @@ class _Topology:
                 self.plans.pop(job.key, None)  # discarded or released: plan again when next asked
             if job.affinity_key and zid is not None and self._affinity is not None:
                 self._affinity[job.affinity_key][zid] += 1 if added else -1
-                self._memo.affinity_changed(job.affinity_key)
 
     def _claimant_jobs(self, quota: QuotaInfo) -> list[JobInfo]:
         """The jobs whose tasks claim ``quota``, each once (mostly one)."""
@@ -332,15 +331,12 @@ class _Topology:
     def _claim_moved(self, job_key: str, quota_name: str) -> None:
         """A task of ``job_key`` claimed or gave up ``quota_name``: if the quota is bound, where the
         job holds quotas changed, and with it its affinity key's counts (counted again when next
-        read; the scores of the key's shapes with them)."""
+        read)."""
         if self._affinity is None:
             return
         job, quota = self.ssn.job(job_key), self.ssn.quota(quota_name)
-        if job is None or not job.affinity_key or quota is None or not quota.node_name:
-            return
-        self._affinity = None
-        if self._memo is not None:
-            self._memo.affinity_changed(job.affinity_key)
+        if job is not None and job.affinity_key and quota is not None and quota.node_name:
+            self._affinity = None
 
 
 class Plugin:
@@ -383,3 +379,9 @@ class Plugin:
             "tn.predicate": t.spot_zone,
             "events": t.on_event,
         }
+
+
+def _job_of_quota(ssn: Session, quota: QuotaInfo) -> JobInfo | None:
+    for claim in quota.claims.values():
+        return ssn.job(claim.job)
+    return None

@@ -2,10 +2,11 @@
 which nodes can take such a quota, how many, and how they score.
 
 A **shape** is a key under which quotas filter and score identically on every node (request,
-selectors, tolerations, affinity, mount points, their pods' placement keys; and, when the topology
-score weighs cross-job affinity, the ``topology-affinity-key`` of the quota's job, which that score
-reads). Quotas with quota affinity or a static node, and quotas another quota's anti-affinity
-repels, read names and labels: they have no shape and are judged one by one.
+selectors, tolerations, affinity, mount points, their pods' placement keys). Quotas with quota
+affinity or a static node, and quotas another quota's anti-affinity repels, read names and labels:
+they have no shape and are judged one by one. The topology score's cross-job affinity term is a
+zone's, not a node's, and reads the job: a shape's stand-in is scored without it
+(:meth:`FitMemo.is_stand_in`), and the planner weighs affinity where it chooses zones.
 
 For a shape the memo evaluates the QN ``select`` and ``predicate`` stages **once per node** on a
 detached, unbound stand-in of the shape. A refusal that says only "not enough ``quota_idle``"
@@ -24,14 +25,13 @@ from functools import partial
 
 from extender.framework.session import Session
 from extender.framework.status import SUCCESS, Code, Reason, Status
-from extender.model.job import JobInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.resources import Resource
 from extender.plugins.topology.gangplan import Candidate, ZoneId, ZoneOffer, rank_key
 from extender.plugins.topology.ranking import ZoneRanking
 
-__all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for", "job_of_quota"]
+__all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for"]
 
 UNBOUNDED = 1 << 30  # the capacity of a node for a request of nothing
 _ROOM = frozenset({Reason.INSUFFICIENT_QUOTA_IDLE})
@@ -52,14 +52,6 @@ def capacity_for(request: Resource, room: Resource) -> int:
     return out
 
 
-def job_of_quota(ssn: Session, quota: QuotaInfo) -> JobInfo | None:
-    """The job of the quota's first claimant, whose settings the topology stages read (None:
-    unclaimed)."""
-    for claim in quota.claims.values():
-        return ssn.job(claim.job)
-    return None
-
-
 @dataclass(slots=True)
 class ShapeFit:
     """One shape's view of the nodes: eligibility, capacity and score per node, and each zone's
@@ -68,7 +60,6 @@ class ShapeFit:
 
     rep: QuotaInfo  # detached, unbound stand-in of the shape
     synced: int  # how many of the memo's changed nodes this view has caught up with
-    affinity_key: str = ""  # the topology-affinity-key its scores read ("": none)
     eligible: dict[str, bool] = field(default_factory=dict)
     refusals: dict[str, Status] = field(default_factory=dict)  # node → why it is not eligible
     capacity: dict[str, int] = field(default_factory=dict)  # eligible node → slots now
@@ -83,15 +74,13 @@ class ShapeFit:
 
 
 class FitMemo:
-    """Zones of the session and the :class:`ShapeFit` of every shape met so far. ``by_affinity_key``:
-    the QN score reads the affinity key of the quota's job (topology ``affinity_weight`` > 0), so
-    quotas of jobs with different keys have different shapes. ``neighbour_scores``: a node's QN
-    score reads the capacity of the nodes at the next lower and higher node index (topology
-    ``continuity_weight`` > 0), so a change of a node's ledger changes its neighbours' scores too."""
+    """Zones of the session and the :class:`ShapeFit` of every shape met so far.
+    ``neighbour_scores``: a node's QN score reads the capacity of the nodes at the next lower and
+    higher node index (topology ``continuity_weight`` > 0), so a change of a node's ledger changes
+    its neighbours' scores too."""
 
-    def __init__(self, ssn: Session, *, by_affinity_key: bool = False, neighbour_scores: bool = False) -> None:
+    def __init__(self, ssn: Session, *, neighbour_scores: bool = False) -> None:
         self.ssn = ssn
-        self.by_affinity_key = by_affinity_key
         self._at_index: dict[int, list[str]] | None = {} if neighbour_scores else None  # index → nodes
         self.zone_of: dict[str, ZoneId] = {}
         self.zone_nodes: dict[ZoneId, list[str]] = {}  # ascending node index
@@ -131,6 +120,7 @@ class FitMemo:
         self._shape_ids: dict[object, int] = {}
         self.shapes: dict[int, ShapeFit] = {}  # read through _fit(), which catches the view up
         self._quota_shape: dict[str, int | None] = {}
+        self._stand_ins: set[str] = set()  # the names of the shapes' stand-ins
         self._changed: list[str] = []  # nodes whose ledgers changed, in order (see _fit)
 
     # --- shapes ------------------------------------------------------------------------------
@@ -149,16 +139,20 @@ class FitMemo:
                 rep.name = f"{quota.name}#shape{sid}"
                 rep.node_name = ""
                 rep.phase = QuotaPhase.EMPTY
-                self.shapes[sid] = ShapeFit(rep, synced=len(self._changed), affinity_key=key[1])
+                self.shapes[sid] = ShapeFit(rep, synced=len(self._changed))
+                self._stand_ins.add(rep.name)
         self._quota_shape[quota.name] = sid
         return sid
+
+    def is_stand_in(self, quota: QuotaInfo) -> bool:
+        """``quota`` is a shape's stand-in (scored for the shape, not for one job)."""
+        return quota.name in self._stand_ins
 
     def forget_quota(self, name: str) -> None:
         """The quota's claims changed: its claimants are part of its shape."""
         self._quota_shape.pop(name, None)
 
-    def _shape_key(self, quota: QuotaInfo) -> tuple[object, str] | None:
-        """(the quota's filter key, the affinity key its scores read), or None: no shape."""
+    def _shape_key(self, quota: QuotaInfo) -> object | None:
         if quota.quota_affinity or quota.quota_anti_affinity or quota.static_bind_node:
             return None
         ssn = self.ssn
@@ -166,8 +160,7 @@ class FitMemo:
             holder = ssn.quota(name)
             if holder is not None and any(t.matches(quota.name, quota.labels) for t in holder.quota_anti_affinity):
                 return None
-        job = job_of_quota(ssn, quota) if self.by_affinity_key else None
-        return (ssn.filter_key(quota), job.affinity_key if job is not None else "")
+        return ssn.filter_key(quota)
 
     # --- evaluation --------------------------------------------------------------------------
     def judge(self, quota: QuotaInfo, node: NodeInfo) -> Status:
@@ -372,15 +365,6 @@ class FitMemo:
         if self._at_index is not None:
             for side in (node.index - 1, node.index + 1):
                 self._changed += self._at_index.get(side, ())
-
-    def affinity_changed(self, key: str) -> None:
-        """Where the jobs of affinity key ``key`` hold quotas changed: the affinity term of the
-        scores of its shapes did, in every zone (it is a zone's share of the key's quotas), so
-        their scores and rankings are taken again when next read."""
-        for fit in self.shapes.values():
-            if fit.affinity_key == key:
-                fit.score.clear()
-                fit.rankings.clear()
 
     def _fit(self, sid: int) -> ShapeFit:
         """The shape's view, caught up with every node changed since it was last read: a bind
