@@ -57,8 +57,8 @@ class TopologyArgs(ArgsModel):
     affinity_weight: float = Field(
         10.0,
         ge=0,
-        description="weight of cross-job zone affinity in node scores; it also puts a job in its "
-        "affinity key's zones before best fit (0: no cross-job affinity at all)",
+        description="cross-job zone affinity: a gang goes to its affinity key's zones before best fit, "
+        "and this weighs the key's share of a zone in node scores (0: no cross-job affinity at all)",
     )
     pack_workers: bool = Field(
         False, description="pack a gang's ranks onto as few nodes as possible instead of distinct nodes"
