@@ -12,7 +12,8 @@ off). For such a job:
   with consecutive ranks sharing a node only when needed (``pack_workers`` packs instead). Zones
   are computed per GPU spec, so A100 and H100 nodes never share one even on the same switch.
 * ``qn.node_order`` — ``namedzone_weight · 1/zone size + continuity_weight · neighbour score +
-  affinity`` (zones holding quotas of jobs with the same ``topology-affinity-key`` score higher).
+  affinity`` (zones holding quotas of jobs with the same ``topology-affinity-key`` score higher;
+  not for a quota shape's stand-in: the planner weighs affinity where it chooses zones).
 * ``qn.best_n`` — the planned node when the pipeline offers it (the allocate_zone action reads
   candidates in order and stops at the first feasible one, ``RANK_ORDERED_BEST_N``).
 * ``qn.select`` — for other jobs: a node held for a waiting gang (``holds.py``) is refused.
