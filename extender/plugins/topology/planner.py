@@ -302,17 +302,25 @@ class GangPlanner:
         memo = self.memo
         affinity = self.affinity(job.affinity_key)[zid] if self.affinity is not None and job.affinity_key else 0
         held = self._holding() and any(self.holds.held_for_other(n, job.key) for n in memo.zone_nodes[zid])
-        if not held and not affinity:
-            return memo.offer(head, sid, zid)
-        cap = sum(c.capacity for c in self._candidates(job, head, sid, zid))
         base = memo.offer(head, sid, zid)
+        if not held and not affinity:
+            return base
+        # held nodes take nothing; else the zone's capacity is the memo's (no need to rank it)
+        cap = sum(c.capacity for c in self._candidates(job, head, sid, zid)) if held else base.capacity
         return ZoneOffer(zid, base.size, cap, base.untouched, base.first_index, affinity)
 
     def _offers(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str) -> list[ZoneOffer]:
         """:meth:`_offer` of every zone of ``spec``."""
-        if not self._keyed(job) and not self._holding():
-            return self.memo.spec_offers(head, sid, spec)
-        return [self._offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, [])]
+        if self._holding():
+            return [self._offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, [])]
+        offers = self.memo.spec_offers(head, sid, spec)
+        if self.affinity is None or not job.affinity_key:
+            return offers
+        counts = self.affinity(job.affinity_key)  # the memo's offers, with the key's quotas per zone
+        return [
+            ZoneOffer(z.id, z.size, z.capacity, z.untouched, z.first_index, n) if (n := counts[z.id]) else z
+            for z in offers
+        ]
 
     def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
         """The zone's candidates for the job, best first (``gangplan.rank_key``)."""
@@ -448,10 +456,6 @@ class GangPlanner:
 
     def _holding(self) -> bool:
         return self.holds.any()
-
-    def _keyed(self, job: JobInfo) -> bool:
-        """Zones attract the job by its affinity key (it names one, and affinity is on)."""
-        return bool(job.affinity_key) and self.affinity is not None
 
     # --- ranks and failures ------------------------------------------------------------------
     def _ranges(self, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> list[tuple[int | None, int | None]]:
