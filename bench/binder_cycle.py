@@ -51,7 +51,7 @@ per-quota cost grows at most ~log n (``seconds_per_quota(n) / seconds_per_quota(
 ``ratio_to_floor`` ≤ 2.0 at every size.
 
 Usage: ``python bench/binder_cycle.py [--nodes 5000] [--jobs 2000] [--workers 8] [--repeat 5]
-[--system-pods-per-node 0] [--scale]``; prints one JSON document.
+[--system-pods-per-node 0] [--affinity-keys 0] [--scale]``; prints one JSON document.
 """
 
 from __future__ import annotations
@@ -89,15 +89,20 @@ SCALE_KEYS = ("nodes", "quotas", "pods", "build_seconds", "peak_rss_mib", "secon
               "floor_seconds", "policy_floor_seconds")  # fmt: skip
 
 
-def build(nodes: int, leaves: int, jobs: int, workers: int, system_pods: int = 0) -> ClusterCache:
+def build(
+    nodes: int, leaves: int, jobs: int, workers: int, system_pods: int = 0, *, affinity_keys: int = 0
+) -> ClusterCache:
     cache = ClusterCache(clock=lambda: 1_000_000.0)
-    b.feed(cache, cluster_objects(nodes, leaves, jobs, workers, system_pods))
+    b.feed(cache, cluster_objects(nodes, leaves, jobs, workers, system_pods, affinity_keys=affinity_keys))
     return cache
 
 
-def cluster_objects(nodes: int, leaves: int, jobs: int, workers: int, system_pods: int = 0) -> list[dict[str, Any]]:
+def cluster_objects(
+    nodes: int, leaves: int, jobs: int, workers: int, system_pods: int = 0, *, affinity_keys: int = 0
+) -> list[dict[str, Any]]:
     """The benchmark's cluster as API objects: nodes in leaves of two GPU models (alternating), and
-    RDMA gangs of ``workers`` whose pods claim their quotas (as the webhook leaves them)."""
+    RDMA gangs of ``workers`` whose pods claim their quotas (as the webhook leaves them); with
+    ``affinity_keys``, each gang names one of that many topology affinity keys in turn."""
     per_leaf = max(1, nodes // leaves)
     objs: list[dict[str, Any]] = []
     for leaf in range(leaves):
@@ -122,7 +127,10 @@ def cluster_objects(nodes: int, leaves: int, jobs: int, workers: int, system_pod
                 )
     for j in range(jobs):
         gpu = (1, 2, 2, 1)[j % 4]
-        objs += b.training_job(f"job{j}", workers, gpu=gpu, hca=1)
+        gang = b.training_job(f"job{j}", workers, gpu=gpu, hca=1)
+        if affinity_keys:
+            gang[0]["spec"]["topology"] = {"affinityKey": f"key-{j % affinity_keys}"}  # the PodGroup
+        objs += gang
     return objs
 
 
@@ -156,7 +164,14 @@ def timed_policy_floor(cache: ClusterCache, parts: dict[str, float] | None = Non
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     with heap.paused():  # not measured: no full collections while the cache fills (settled below)
-        cache = build(args.nodes, args.leaves, args.jobs, args.workers, args.system_pods_per_node)
+        cache = build(
+            args.nodes,
+            args.leaves,
+            args.jobs,
+            args.workers,
+            args.system_pods_per_node,
+            affinity_keys=args.affinity_keys,
+        )
     build_s = time.perf_counter() - t0
     settle_s = heap.settle()  # what the service does once its cache has synced
     first_s, _, _, _ = timed_cycle(cache)  # the first cycle after the sync, as the service pays it
@@ -191,6 +206,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "leaves": args.leaves,
         "gpu_models": 2,
         "jobs": args.jobs,
+        "affinity_keys": args.affinity_keys,
         "quotas": len(cache.quotas),
         "pods": len(cache.task_job) + len(cache.others),
         "quotas_bound_in_cycle": bound,
@@ -332,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--system-pods-per-node", type=int, default=0, help="running pods of another scheduler per node")
+    ap.add_argument("--affinity-keys", type=int, default=0, help="gangs name one of this many affinity keys in turn")
     ap.add_argument("--skip-idle", action="store_true", help="do not measure the idle cycle")
     ap.add_argument("--scale", action="store_true", help="1,000 / 5,000 / 10,000 nodes, one process each")
     args = ap.parse_args(argv)
