@@ -17,7 +17,7 @@ final state:
   cluster only fills up during a cycle), and its verdict says it is stuck.
 
 Under the continuity algorithm (packed or not), whose zones are not the fewest, the validity
-checks alone.
+checks and liveness.
 """
 
 from __future__ import annotations
@@ -232,10 +232,11 @@ CONTINUITY_PACKED = policy_with({"continuity_weight": 200.0, "pack_workers": Tru
 
 @PROPERTY
 @given(clusters(), st.booleans())
-def test_under_continuity_every_placement_stays_valid(c: Cluster, pack: bool) -> None:
+def test_under_continuity_every_placement_stays_valid_and_a_gang_that_fits_runs(c: Cluster, pack: bool) -> None:
     """The continuity algorithm (runs of consecutive node indices), packed or not: one GPU model,
-    usable nodes, rank order, whole gangs, exact ledgers (its zones are not the fewest)."""
-    run(c, liveness=False, policy=CONTINUITY_PACKED if pack else CONTINUITY, zone_rules=False)
+    usable nodes, rank order, whole gangs, exact ledgers (its zones are not the fewest); and a
+    gang that fits is placed, in a run if one holds it, else by the zone rules."""
+    run(c, liveness=True, policy=CONTINUITY_PACKED if pack else CONTINUITY, zone_rules=False)
 
 
 @PROPERTY

@@ -289,12 +289,18 @@ class GangPlanner:
         need: int,
         bound_zones: list[ZoneId],
     ) -> _SpecPlan | None:
-        best: _SpecPlan | None = None
-        for spec in specs:
-            plan = self._plan_spec(job, head, sid, spec, need=need, bound_zones=bound_zones)
-            if plan is not None and (best is None or plan.key < best.key):
-                best = plan
-        return best
+        """The best spec's plan (rule 1). Under continuity, as the seed's topology plugin takes the
+        first algorithm by weight that gives a result: when no run of consecutive nodes of any spec
+        holds the gang, the zone rules place it (a gang that fits is never refused)."""
+        for continuity in (True, False) if self.continuity else (False,):
+            best: _SpecPlan | None = None
+            for spec in specs:
+                plan = self._plan_spec(job, head, sid, spec, need=need, bound_zones=bound_zones, continuity=continuity)
+                if plan is not None and (best is None or plan.key < best.key):
+                    best = plan
+            if best is not None:
+                return best
+        return None
 
     # --- one GPU spec ------------------------------------------------------------------------
     def _offer(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer:
@@ -330,11 +336,20 @@ class GangPlanner:
         return [c for c in cands if not self.holds.held_for_other(c.name, job.key)]
 
     def _plan_spec(
-        self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, *, need: int, bound_zones: list[ZoneId]
+        self,
+        job: JobInfo,
+        head: QuotaInfo,
+        sid: int | None,
+        spec: str,
+        *,
+        need: int,
+        bound_zones: list[ZoneId],
+        continuity: bool,
     ) -> _SpecPlan | None:
-        """The zones this spec would give the gang, with the key that ranks specs (rule 1)."""
+        """The zones this spec would give the gang, with the key that ranks specs (rule 1); with
+        ``continuity``, the shortest run of consecutive nodes instead."""
         zones = self.memo.spec_zones.get(spec, [])
-        if self.continuity and not bound_zones:
+        if continuity and not bound_zones:
             return self._plan_continuity(job, head, sid, spec, need=need)
         if self.memo.domain_of and not bound_zones:
             in_domain = self._plan_domain(job, head, sid, spec, need=need)
