@@ -12,7 +12,10 @@ one of them uses."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
+
+import yaml
 
 from extender import wellknown
 from extender.cache.cache import ClusterCache
@@ -36,6 +39,14 @@ def policy_without(action: str) -> Policy:
     line = f"  - {action}\n"
     assert line in text, f"the default policy lists no plain {action!r}"
     return load_policy_text(text.replace(line, ""), f"default policy without {action}")
+
+
+def policy_with_topology(args: Mapping[str, Any]) -> Policy:
+    """The default policy with these ``topology`` plugin arguments set (``continuity_weight``,
+    ``pack_workers``, hold knobs, …)."""
+    doc = yaml.safe_load(default_policy_text())
+    doc["plugins"]["topology"].update(args)
+    return load_policy_text(yaml.safe_dump(doc), f"default policy with topology {dict(args)}")
 
 
 def make_cache(objs: list[dict[str, Any]], now: float = NOW) -> ClusterCache:

@@ -21,11 +21,10 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from extender.conf import default_policy, default_policy_text, load_policy_text
+from extender.conf import default_policy
 from extender.framework.session import Session
 from extender.model.job import QueueInfo
 from extender.plugins.drf import _Shares
@@ -35,13 +34,12 @@ from extender.plugins.topology.fitmemo import FitMemo
 from extender.plugins.topology.gangplan import Candidate, rank_key
 from extender.plugins.topology.ranking import ZoneRanking
 from tests.core.props import PROPERTY
+from tests.core.scenarios import policy_with_topology
 from tests.core.test_statement_property import EXPECTED_ERRORS, NOW, build, clusters, resolve, statements
 
 POLICY = default_policy()
 # continuity scores read the neighbours' capacity: a bind changes the scores of nodes beside it
-_doc = yaml.safe_load(default_policy_text())
-_doc["plugins"]["topology"]["continuity_weight"] = 200.0
-CONTINUITY_POLICY = load_policy_text(yaml.safe_dump(_doc))
+CONTINUITY_POLICY = policy_with_topology({"continuity_weight": 200.0})
 
 
 def _plugin(ssn: Session, name: str, stage: str) -> Any:

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from bench.cache_writes import apply_plan, run_pods
 from extender.binder.plan import plan_writes
 from extender.cache.cache import ClusterCache
-from extender.conf import default_policy_text, load_policy_text
 from extender.framework.session import FitStage
 from extender.framework.status import Reason
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
+from tests.core.scenarios import policy_with_topology
 
 T0 = 1_800_000_000.0
 FILLED = {"n0": 8, "n4": 8, "n5": 4}  # node → GPUs of the running one-pod job there
@@ -48,9 +46,7 @@ class Cluster:
             objs.append(b.pod(f"fill-{n}", quota=f"q-fill-{n}", gpu=gpu, hca=None, node=n, phase="Running"))
         objs += b.training_job("big", workers, gpu=8, hca=1)
         b.feed(self.cache, objs)
-        doc = yaml.safe_load(default_policy_text())
-        doc["plugins"]["topology"].update(topology)
-        self.scheduler = Scheduler(load_policy_text(yaml.safe_dump(doc)))
+        self.scheduler = Scheduler(policy_with_topology(topology))
 
     def cycle(self) -> CycleResult:
         result = self.scheduler.run_once(self.cache.snapshot())

@@ -24,21 +24,18 @@ import re
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.cache_writes import apply_plan
 from extender.binder.plan import plan_writes
 from extender.cache.cache import ClusterCache
-from extender.conf import default_policy_text, load_policy_text
 from extender.framework.intents import BindQuota
-from extender.framework.policy import Policy
 from extender.plugins.topology.holds import recorded as recorded_holds
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
-from tests.core.scenarios import NOW, bumped
+from tests.core.scenarios import NOW, bumped, policy_with_topology
 from tests.core.test_gang_sequences_property import Node, check_cycle, placed, set_ready, start_bound_pods
 
 Step = tuple[str, int, int]  # (kind, count | index | seconds, GPUs per worker)
@@ -85,12 +82,6 @@ def worlds(draw: st.DrawFn) -> World:
     return objs, nodes, draw(st.lists(step, min_size=4, max_size=16)), topology
 
 
-def policy_with(topology: dict[str, Any]) -> Policy:
-    doc = yaml.safe_load(default_policy_text())
-    doc["plugins"]["topology"].update(topology)
-    return load_policy_text(yaml.safe_dump(doc))
-
-
 def holds_of(sched: Scheduler) -> Holds:
     return {job: (h.nodes, h.since) for job, h in sched.memory.holds.items()}
 
@@ -129,7 +120,7 @@ class History:
         b.feed(self.cache, objs)
         self.nodes = dict(nodes)  # as nodes go or flip
         self.topology = topology
-        self.policy = policy_with(topology)
+        self.policy = policy_with_topology(topology)
         self.sched = Scheduler(self.policy)
         self.gangs: Gangs = {}
 
@@ -245,7 +236,7 @@ def test_the_checker_catches_a_bind_to_a_held_node_a_stale_hold_and_a_hold_of_a_
     b.feed(cache, [b.node("n0"), b.topology("n0", ["s0"]), *b.training_job("big", 2, gpu=8)])
     b.feed(cache, b.training_job("small", 1, gpu=1, hca=None))
     topology = {"max_holds": 1, "hold_seconds": 20.0}
-    result = Scheduler(policy_with({})).run_once(cache.snapshot(NOW))
+    result = Scheduler(policy_with_topology({})).run_once(cache.snapshot(NOW))
     assert [(i.quota, i.node) for i in result.intents if isinstance(i, BindQuota)] == [("q-small-0", "n0")]
     apply_plan(cache, plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas()))
     gangs: Gangs = {"big": (2, 8), "small": (1, 1)}

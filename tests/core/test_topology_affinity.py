@@ -7,21 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from extender.cache.cache import ClusterCache
-from extender.conf import default_policy_text, load_policy_text
 from extender.framework.policy import Policy
 from extender.scheduler import Scheduler
 from tests import builders as b
+from tests.core.scenarios import policy_with_topology
 
 NOW = 1_800_000_000.0
-
-
-def policy_with(topology: dict[str, Any]) -> Policy:
-    doc = yaml.safe_load(default_policy_text())
-    doc["plugins"]["topology"].update(topology)
-    return load_policy_text(yaml.safe_dump(doc))
 
 
 def gang(job: str, workers: int, gpu: int, key: str, *, bound: list[str] | None = None) -> list[dict[str, Any]]:
@@ -60,7 +52,7 @@ def test_a_gang_s_nodes_do_not_depend_on_which_gang_met_its_shape_first() -> Non
     ranks must not depend on gang ``first`` (key ``h``, too large to fit, earlier in the queue)
     having met the same quota shape first: cross-job affinity is a zone's, weighed where zones are
     chosen, not in the node scores the planner keeps per shape (ties in the run: lower index)."""
-    policy = policy_with({"continuity_weight": 200.0, "affinity_weight": 10.0})
+    policy = policy_with_topology({"continuity_weight": 200.0, "affinity_weight": 10.0})
     alone = place([*cluster(), *gang("late", 3, 4, "g")], policy, "late", 3)
     first = gang("first", 5, 4, "h")
     for o in first:
@@ -77,7 +69,8 @@ def test_affinity_comes_before_best_fit_and_only_for_the_key() -> None:
     for i in range(8):
         objs += [b.node(f"n{i}", index=i), b.topology(f"n{i}", ["s1" if i < 4 else "s2"])]
     objs += gang("run-x", 2, 8, "x", bound=["n0", "n1"]) + gang("run-g", 1, 8, "g", bound=["n4"])
-    policy = policy_with({})
+    policy = policy_with_topology({})
     assert place([*objs, *gang("pair", 2, 8, "g")], policy, "pair", 2) == ["n5", "n6"]
     assert place([*objs, *gang("pair", 2, 8, "h")], policy, "pair", 2) == ["n2", "n3"]
-    assert place([*objs, *gang("pair", 2, 8, "g")], policy_with({"affinity_weight": 0.0}), "pair", 2) == ["n2", "n3"]
+    unkeyed = policy_with_topology({"affinity_weight": 0.0})
+    assert place([*objs, *gang("pair", 2, 8, "g")], unkeyed, "pair", 2) == ["n2", "n3"]

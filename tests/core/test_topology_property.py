@@ -26,17 +26,17 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from extender import wellknown
 from extender.cache.cache import ClusterCache
-from extender.conf import default_policy, default_policy_text, load_policy_text
+from extender.conf import default_policy
 from extender.framework.policy import Policy
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
+from tests.core.scenarios import policy_with_topology
 from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers, node_objects, used_before_each_gang
 
 POLICY = default_policy()
@@ -220,14 +220,8 @@ def test_a_gang_that_fits_is_placed_even_after_other_gangs_of_its_shape(c: Clust
     run(c, liveness=True)
 
 
-def policy_with(topology: dict[str, Any]) -> Policy:
-    doc = yaml.safe_load(default_policy_text())
-    doc["plugins"]["topology"].update(topology)
-    return load_policy_text(yaml.safe_dump(doc))
-
-
-CONTINUITY = policy_with({"continuity_weight": 200.0})
-CONTINUITY_PACKED = policy_with({"continuity_weight": 200.0, "pack_workers": True})
+CONTINUITY = policy_with_topology({"continuity_weight": 200.0})
+CONTINUITY_PACKED = policy_with_topology({"continuity_weight": 200.0, "pack_workers": True})
 
 
 @PROPERTY
