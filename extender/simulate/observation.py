@@ -112,6 +112,11 @@ class SimulationResult:
             pods = [v for v in final.pods.values() if v.job == job]
             if not pods or any(v.node for v in pods):
                 problems.append(f"job {job}: expected no pod placed, found {[(v.phase, v.node) for v in pods]}")
+        pending = self.steps[-1].pending
+        for job, text in exp.reasons.items():
+            why = {k: pending.get(k, "") for k, v in final.pods.items() if v.job == job and not v.node}
+            if not why or any(text not in w for w in why.values()):
+                problems.append(f"job {job}: expected every pending pod's reason to contain {text!r}, found {why}")
         return problems
 
     def as_json(self) -> dict[str, Any]:

@@ -98,6 +98,11 @@ class NodeOverride(_Model):
     taints: list[dict[str, str]] = Field(default_factory=list)
     spot_gpus: int | None = Field(None, ge=0, alias="spotGpus")
     nvlink: str | None = Field(None, description="NVLink domain (tier 0) of the node; overrides its leaf's")
+    mount_points: dict[str, bool] = Field(
+        default_factory=dict,
+        alias="mountPoints",
+        description="{mount point: ready}: what the node's storage daemon reports (condition infiniai-fs-<id>)",
+    )
 
 
 class Leaf(_Model):
@@ -235,6 +240,9 @@ class Expect(_Model):
     spines: dict[str, list[str]] = Field(default_factory=dict, description="namespace/job → spines it uses")
     running: list[str] = Field(default_factory=list, description="jobs whose pods all run")
     pending: list[str] = Field(default_factory=list, description="jobs with no pod placed")
+    reasons: dict[str, str] = Field(
+        default_factory=dict, description="namespace/job → text every one of its pending pods' reason contains"
+    )
 
 
 class Scenario(_Model):

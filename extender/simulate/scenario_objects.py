@@ -136,7 +136,7 @@ def _node(
         "status": {
             "capacity": dict(alloc),
             "allocatable": alloc,
-            "conditions": [node_ready_condition(o.ready)],
+            "conditions": [node_ready_condition(o.ready), *_storage_conditions(o.mount_points)],
             # the kubelet stand-in's version: kubectl get nodes shows it in VERSION, as a kubelet's
             "nodeInfo": {"kubeletVersion": _kubelet_version(), "operatingSystem": "linux"},
         },
@@ -148,6 +148,21 @@ def _kubelet_version() -> str:
     from extender.emulator.discovery import VERSION_INFO  # noqa: PLC0415
 
     return str(VERSION_INFO["gitVersion"])
+
+
+def _storage_conditions(mount_points: dict[str, bool]) -> list[dict[str, Any]]:
+    """The node conditions a storage daemon writes, one per mount point (seed 六 6.2)."""
+    now = format_time(time.time())
+    return [
+        {
+            "type": wellknown.STORAGE_CONDITION_PREFIX + mp,
+            "status": "True" if ready else "False",
+            "reason": "MountPointReady" if ready else "MountPointNotReady",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        for mp, ready in sorted(mount_points.items())
+    ]
 
 
 def node_ready_condition(ready: bool) -> dict[str, Any]:

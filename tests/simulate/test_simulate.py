@@ -62,9 +62,6 @@ def test_default_scenario_text_and_svg(tmp_path: Path) -> None:
     assert len(coloured) == 4 * 1 + 3 * 8  # the last step: train 4 × 1 GPU, llama 3 × 8 GPUs
 
 
-# Scenarios of issue 17 whose expectations need the tier-aware gang planner (item 4): they load and
-# run, and --check reports exactly the placements that planner must change. strict: once it lands,
-# an XPASS fails here, so whoever lands it removes the entries.
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_every_example_scenario_runs_clean(path: Path) -> None:
     r = _cli("simulate", str(path), "--check", "--quiet")
@@ -79,6 +76,28 @@ def test_check_fails_when_the_outcome_differs(tmp_path: Path) -> None:
     r = _cli("simulate", str(wrong), "--check", "--quiet")
     assert r.returncode == 1
     assert "quota q-train-1: expected on n1, found n4" in r.stderr
+
+
+def test_check_fails_when_a_pending_reason_differs(tmp_path: Path) -> None:
+    """``expect.reasons`` reads kube-scheduler's FailedScheduling message of the job's pending pods."""
+    text = (ROOT / "examples" / "scenarios" / "storage-not-ready.yaml").read_text()
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(text.replace("needs-fs2: StorageNotReady", "needs-fs2: NoZoneFits"))
+    r = _cli("simulate", str(wrong), "--check", "--quiet")
+    assert r.returncode == 1
+    assert "job default/needs-fs2: expected every pending pod's reason to contain 'NoZoneFits'" in r.stderr
+    assert "StorageNotReady(" in r.stderr  # and it shows what the reason was
+
+
+def test_mount_points_become_the_storage_daemons_node_conditions() -> None:
+    scenario = load_scenario(str(ROOT / "examples" / "scenarios" / "storage-not-ready.yaml"))
+    nodes = {o["metadata"]["name"]: o for o in cluster_objects(scenario) if o["kind"] == "Node"}
+    conditions = {n: {c["type"]: c["status"] for c in o["status"]["conditions"]} for n, o in nodes.items()}
+    assert conditions == {
+        "n0": {"Ready": "True", "infiniai-fs-fs1": "False"},
+        "n1": {"Ready": "True", "infiniai-fs-fs1": "True"},
+        "n2": {"Ready": "True"},
+    }
 
 
 def test_bad_scenarios_are_clear_errors(tmp_path: Path) -> None:
