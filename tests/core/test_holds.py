@@ -240,3 +240,21 @@ def test_a_new_leader_continues_a_recorded_hold_and_lets_an_expired_one_go() -> 
     c.cycle()
     assert c.holds() == {}
     assert c.node_of("q-solo") == "n1"
+
+
+def test_a_node_too_small_for_a_worker_is_not_held() -> None:
+    """Leaf s1 = n0–n3; n0 has 7 GPUs left allocatable (one failed), n1 and n2 are full. ``big``
+    (3 workers of 8 GPUs) can never use n0: it holds n1–n3, and a 4-GPU one-pod job still runs
+    on n0."""
+    c = Cluster({f"n{i}": "s1" for i in range(4)}, {"n1": 8, "n2": 8}, workers=3, reserve_after_cycles=1)
+    old = c.cache.node_object("n0")
+    assert old is not None
+    new = b.node("n0", index=0, gpu=7)
+    new["metadata"].update(uid=old["metadata"]["uid"], resourceVersion="2")
+    c.cache.on_node_update(old, new)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n1", "n2", "n3")}
+    c.submit_single("solo", gpu=4)
+    c.cycle()
+    assert c.node_of("q-solo") == "n0"

@@ -240,13 +240,16 @@ class FitMemo:
         self, quota: QuotaInfo, sid: int | None, zid: ZoneId, held: Callable[[str], bool]
     ) -> list[tuple[int, int, int, str]]:
         """(room now, room when empty, index, name) of the zone's nodes that could take the shape
-        and are not held for another gang: what a hold is chosen from."""
+        and are not held for another gang: what a hold is chosen from. A node too small for one
+        quota of the shape even when empty (a GPU gone from an 8-GPU node, for 8-GPU workers) is
+        none of them: holding it would keep others off room the gang can never use."""
         out = []
         for node in self._nodes(zid):
             if held(node.name) or not self.eligible(quota, sid, node):
                 continue
-            now = self.node_capacity(quota, sid, node)
-            out.append((now, capacity_for(quota.request, node.allocatable), node.index, node.name))
+            empty = capacity_for(quota.request, node.allocatable)
+            if empty > 0:
+                out.append((self.node_capacity(quota, sid, node), empty, node.index, node.name))
         return out
 
     # --- one shape's view, caught up (the public reads above call _fit once, then these) -----
