@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.cache_writes import apply_plan, run_pods
+from bench.cache_writes import apply_plan, bumped, run_pods
+from extender import wellknown
 from extender.binder.plan import plan_writes
 from extender.cache.cache import ClusterCache
 from extender.framework.session import FitStage
@@ -21,6 +22,7 @@ from tests import builders as b
 from tests.core.scenarios import policy_with_topology
 
 T0 = 1_800_000_000.0
+BY = wellknown.COMPONENT
 FILLED = {"n0": 8, "n4": 8, "n5": 4}  # node → GPUs of the running one-pod job there
 
 
@@ -67,6 +69,16 @@ class Cluster:
         assert pod is not None and quota is not None
         self.cache.on_pod_delete(pod)
         self.cache.on_quota_delete(quota)
+
+    def replace_node(self, name: str, **changes: Any) -> None:
+        """The node ``name`` as ``b.node`` builds it with ``changes`` (an informer update)."""
+        old = self.cache.node_object(name)
+        assert old is not None
+        new = b.node(name, index=int(name.removeprefix("n")), **changes)
+        new["metadata"].update(
+            uid=old["metadata"]["uid"], resourceVersion=str(int(old["metadata"]["resourceVersion"]) + 1)
+        )
+        self.cache.on_node_update(old, new)
 
     def holds(self) -> dict[str, tuple[str, ...]]:
         return {job: h.nodes for job, h in self.scheduler.memory.holds.items()}
@@ -247,14 +259,28 @@ def test_a_node_too_small_for_a_worker_is_not_held() -> None:
     (3 workers of 8 GPUs) can never use n0: it holds n1–n3, and a 4-GPU one-pod job still runs
     on n0."""
     c = Cluster({f"n{i}": "s1" for i in range(4)}, {"n1": 8, "n2": 8}, workers=3, reserve_after_cycles=1)
-    old = c.cache.node_object("n0")
-    assert old is not None
-    new = b.node("n0", index=0, gpu=7)
-    new["metadata"].update(uid=old["metadata"]["uid"], resourceVersion="2")
-    c.cache.on_node_update(old, new)
+    c.replace_node("n0", gpu=7)
     for _ in range(3):
         c.cycle()
     assert c.holds() == {"default/big": ("n1", "n2", "n3")}
     c.submit_single("solo", gpu=4)
     c.cycle()
     assert c.node_of("q-solo") == "n0"
+
+
+def test_a_partly_bound_gang_holds_only_nodes_of_its_bound_quotas_gpu_model() -> None:
+    """n0–n1 are A100 (leaf s1), n2–n5 H100 (leaf s2). ``big`` (2 whole-node workers, no GPU model
+    asked) has worker 0 bound and running on n0; n1 is full, so worker 1 waits: it may go only
+    to an A100 node (a gang never mixes models). Its hold must be n1, never an H100 node it could
+    not use (and which other jobs would be kept off for nothing)."""
+    c = Cluster({f"n{i}": "s1" if i < 2 else "s2" for i in range(6)}, {"n1": 8}, workers=2, reserve_after_cycles=1)
+    for i in range(2, 6):
+        c.replace_node(f"n{i}", gpu_model="H100")
+    quota, pod = c.cache.quota_object("q-big-0"), c.cache.pod_by_name("default", "big-worker-0")
+    assert quota is not None and pod is not None
+    c.cache.on_quota_update(quota, bumped(quota, status={"phase": "QuotaBound", "nodeName": "n0", "boundBy": BY}))
+    c.cache.on_pod_update(pod, bumped(pod, spec={**pod["spec"], "nodeName": "n0"}, status={"phase": "Running"}))
+    for _ in range(3):
+        c.cycle()
+    assert c.node_of("q-big-1") == ""
+    assert c.holds() == {"default/big": ("n1",)}

@@ -19,7 +19,7 @@ for a shape, so nothing else is re-evaluated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -237,17 +237,25 @@ class FitMemo:
         return self._score(self._fit(sid), node)
 
     def hold_rows(
-        self, quota: QuotaInfo, sid: int | None, zid: ZoneId, held: Callable[[str], bool]
+        self,
+        quota: QuotaInfo,
+        sid: int | None,
+        zid: ZoneId,
+        held: Callable[[str], bool],
+        kept: Mapping[str, Resource],
     ) -> list[tuple[int, int, int, str]]:
         """(room now, room when empty, index, name) of the zone's nodes that could take the shape
         and are not held for another gang: what a hold is chosen from. A node too small for one
         quota of the shape even when empty (a GPU gone from an 8-GPU node, for 8-GPU workers) is
-        none of them: holding it would keep others off room the gang can never use."""
+        none of them: holding it would keep others off room the gang can never use. ``kept``:
+        node → what the gang's own bound quotas take there, which no departure of others frees
+        ("empty" is empty of the other jobs)."""
         out = []
         for node in self._nodes(zid):
             if held(node.name) or not self.eligible(quota, sid, node):
                 continue
-            empty = capacity_for(quota.request, node.allocatable)
+            own = kept.get(node.name)
+            empty = capacity_for(quota.request, node.allocatable - own if own is not None else node.allocatable)
             if empty > 0:
                 out.append((self.node_capacity(quota, sid, node), empty, node.index, node.name))
         return out

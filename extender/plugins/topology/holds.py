@@ -8,7 +8,9 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
 * **What it holds** (:func:`choose_hold`): the zone that would fit it *soonest* — among the zones
   whose nodes could hold the whole gang once empty, the one with the most room for it now; within
   it, the nodes with the most room now, as many as the gang needs when they are empty. When no
-  single zone could ever hold it, the fewest zones by that measure, roomiest first.
+  single zone could ever hold it, the fewest zones by that measure, roomiest first. Only zones of
+  a GPU model the gang may use (its bound quotas' model, if some are bound: ``GangPlanner.specs``),
+  and "empty" is empty of other jobs: the room the gang's own bound quotas take stays taken.
 * **A hold follows the room** (:func:`better_hold`): every cycle the gang still waits, the choice
   is made again (its own held nodes count as candidates); when the new set has more room for the
   gang now than the held one, the hold moves there, keeping its start time (so ``hold_seconds``
@@ -38,6 +40,7 @@ from typing import TYPE_CHECKING, Final
 
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
+from extender.model.resources import Resource
 
 if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
@@ -155,12 +158,13 @@ def choose_hold(memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Seque
     if head is None:
         return ()
     sid = memo.shape_of(head)
-    specs = [head.spec] if head.spec else sorted(memo.spec_zones)
+    specs, _ = planner.specs(quotas, head)  # the GPU models the gang may use: its bound quotas' one
+    kept = _bound_room(quotas)
     best: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
     for spec in specs:
         # per zone: [(room now, room when empty, index, name)] of the nodes that could take the gang
         rows = {
-            z: memo.hold_rows(head, sid, z, lambda n: planner.holds.held_for_other(n, job.key))
+            z: memo.hold_rows(head, sid, z, lambda n: planner.holds.held_for_other(n, job.key), kept)
             for z in memo.spec_zones.get(spec, [])
         }
         whole = [z for z, r in rows.items() if sum(x[1] for x in r) >= need]
@@ -188,6 +192,15 @@ def choose_hold(memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Seque
         return ()
     index = {n: i for z in memo.zone_nodes.values() for i, n in enumerate(z)}
     return tuple(sorted(best[1], key=lambda n: (memo.zone_of[n], index[n])))
+
+
+def _bound_room(quotas: Sequence[QuotaInfo]) -> dict[str, Resource]:
+    """Node → what the gang's bound quotas take there (room that stays the gang's own)."""
+    out: dict[str, Resource] = {}
+    for q in quotas:
+        if q.node_name:
+            out[q.node_name] = out[q.node_name] + q.request if q.node_name in out else q.request
+    return out
 
 
 def _take(rows: Sequence[tuple[int, int, int, str]], need: int) -> list[str]:

@@ -145,7 +145,7 @@ class GangPlanner:
     ) -> GangPlan | Status:
         """Nodes for ``unbound``, every one counted as ``head`` (of shape ``sid``); ``judged``: all
         of ``unbound`` have that shape, so the plan's nodes were judged for each of them."""
-        specs, bound_zones = self._specs(quotas, head)
+        specs, bound_zones = self.specs(quotas, head)
         best = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
         if self.holds.any():
             free = self.without_holds()._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
@@ -169,7 +169,7 @@ class GangPlanner:
         holders = sorted({self.holds.holder(n) for z in free.zones for n in self.memo.zone_nodes[z.id]} - {""})
         return held_for_others(free.key[1], describe_gang(unbound, self.ssn.gpu_resources), holders)
 
-    def _specs(self, quotas: Sequence[QuotaInfo], head: QuotaInfo) -> tuple[Collection[str], list[ZoneId]]:
+    def specs(self, quotas: Sequence[QuotaInfo], head: QuotaInfo) -> tuple[Collection[str], list[ZoneId]]:
         """The GPU specs a gang may plan in (its bound siblings', else the one ``head`` asks for,
         else every spec), and its bound siblings' zones."""
         memo = self.memo
@@ -212,7 +212,7 @@ class GangPlanner:
         :meth:`_plan_group` but the NVLink-domain tier: specs, bound siblings, holds, tier limit."""
         head, unbound = mix.head, mix.unbound
         sid = self.memo.shape_of(head)
-        specs, bound_zones = self._specs(quotas, head)
+        specs, bound_zones = self.specs(quotas, head)
         best = self._best_mixed(job, mix, specs, bound_zones)
         if self.holds.any():
             kept_off = self._kept_off(best, self.without_holds()._best_mixed(job, mix, specs, bound_zones), unbound)
