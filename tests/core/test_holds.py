@@ -17,6 +17,7 @@ from extender.binder.plan import plan_writes
 from extender.cache.cache import ClusterCache
 from extender.framework.session import FitStage
 from extender.framework.status import Reason
+from extender.plugins.topology.holds import Hold
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.scenarios import policy_with_topology
@@ -229,8 +230,6 @@ def test_at_most_max_holds_gangs_hold_the_oldest_first() -> None:
 def test_a_new_leader_continues_a_recorded_hold_and_lets_an_expired_one_go() -> None:
     """``Scheduler.take_over``: the holds the PodGroups record replace what the new leader's
     scheduler remembered; a hold keeps its start, so one older than ``hold_seconds`` ends at once."""
-    from extender.plugins.topology.holds import Hold
-
     c = Cluster(reserve_after_cycles=1, hold_seconds=60)
     c.cycle()
     c.cycle()
@@ -284,3 +283,29 @@ def test_a_partly_bound_gang_holds_only_nodes_of_its_bound_quotas_gpu_model() ->
         c.cycle()
     assert c.node_of("q-big-1") == ""
     assert c.holds() == {"default/big": ("n1",)}
+
+
+def test_turning_holds_off_in_the_policy_ends_the_holds_in_force() -> None:
+    """A policy reload with ``reserve_after_cycles: 0`` (the documented off switch): the hold
+    taken under the old policy ends at once, and a one-pod job takes a node it held."""
+    c = Cluster(reserve_after_cycles=1)
+    c.cycle()
+    c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    c.scheduler.swap_policy(policy_with_topology({"reserve_after_cycles": 0}))
+    c.submit_single("solo")
+    c.cycle()
+    assert c.holds() == {}
+    assert c.node_of("q-solo") == "n1"
+
+
+def test_a_lower_max_holds_ends_the_youngest_holds() -> None:
+    c = _two_waiting_gangs(max_holds=2)
+    for _ in range(3):
+        c.cycle()
+    assert set(c.holds()) == {"default/big", "default/big2"}
+    c.now += 5  # big2's hold is the younger one: take it from a later cycle
+    c.scheduler.memory.holds["default/big2"] = Hold(c.holds()["default/big2"], c.now - 1)
+    c.scheduler.swap_policy(policy_with_topology({"reserve_after_cycles": 1, "max_holds": 1}))
+    c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}

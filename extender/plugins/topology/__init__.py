@@ -85,7 +85,8 @@ class _Topology:
         self._affinity: defaultdict[str, Counter[ZoneId]] | None = None
         # (zone, request) → how many spot pods of that request the zone's idle room takes
         self._spot_room: dict[tuple[ZoneId, tuple[tuple[str, object], ...]], int] = {}
-        self.holds = holds.HoldBook(ssn.snap.holds, ssn.now, args.hold_seconds)
+        limit = args.max_holds if args.reserve_after_cycles > 0 else 0  # 0: holds are off, old ones end
+        self.holds = holds.HoldBook(ssn.snap.holds, ssn.now, args.hold_seconds, limit)
         ssn.notes[holds.NOTE] = self.holds.current()  # expired holds end with this session
         if self.holds.expired:
             ssn.notes[holds.EXPIRED_NOTE] = self.holds.expired

@@ -20,8 +20,10 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   run, as long as they need no more zones there than they would without the hold: else they wait);
   the holder may use them like any node.
 * A hold ends when the gang is placed (no unbound quota left), when its job is deleted, or
-  ``hold_seconds`` after it began. A hold that expired is not taken again at once: the gang's count
-  of failed cycles starts over (so others may use the nodes for ``reserve_after_cycles`` cycles).
+  ``hold_seconds`` after it began; and at once when the policy turns holds off
+  (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower ``max_holds`` ends the youngest). A
+  hold that ended so or expired is not taken again at once: the gang's count of failed cycles
+  starts over (so others may use the nodes for ``reserve_after_cycles`` cycles).
 
 Holds live between cycles in the scheduler's memory; a session sees them in ``Snapshot.holds``
 and reports the set it leaves under :data:`NOTE`. The binder records each in its PodGroup's
@@ -75,18 +77,20 @@ def recorded(holds: Mapping[str, tuple[tuple[str, ...], float]]) -> dict[str, Ho
 
 
 class HoldBook:
-    """The holds of one session: those it was handed that have not expired, plus new ones."""
+    """The holds of one session: those it was handed that have not expired, at most ``limit`` of
+    them (the oldest: a policy may have lowered ``max_holds``, or turned holds off), plus new ones."""
 
-    def __init__(self, holds: Mapping[str, Hold], now: float, hold_seconds: float) -> None:
+    def __init__(self, holds: Mapping[str, Hold], now: float, hold_seconds: float, limit: int) -> None:
         self._now = now
-        self._holds = {job: h for job, h in holds.items() if now - h.since < hold_seconds}
-        self.expired = frozenset(holds) - frozenset(self._holds)  # their gangs wait anew before holding
+        alive = sorted((h.since, job) for job, h in holds.items() if now - h.since < hold_seconds)
+        self._holds = {job: holds[job] for _, job in alive[: max(0, limit)]}
+        self.expired = frozenset(holds) - frozenset(self._holds)  # ended: their gangs wait anew before holding
         self._holder = {n: job for job, h in self._holds.items() for n in h.nodes}
 
     @classmethod
     def none(cls) -> HoldBook:
         """A book that holds nothing."""
-        return cls({}, 0.0, 1.0)
+        return cls({}, 0.0, 1.0, 0)
 
     def any(self) -> bool:
         return bool(self._holds)
