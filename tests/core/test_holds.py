@@ -309,3 +309,22 @@ def test_a_lower_max_holds_ends_the_youngest_holds() -> None:
     c.scheduler.swap_policy(policy_with_topology({"reserve_after_cycles": 1, "max_holds": 1}))
     c.cycle()
     assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+
+
+def test_a_gang_with_a_hard_leaf_limit_holds_within_one_leaf_only() -> None:
+    """Leaves s1 = n0–n1, s2 = n2–n3; n0 is full. ``big`` (3 whole-node workers) must stay in one
+    leaf (``highestTierAllowed: leaf``, mode hard), and no leaf ever holds it: it holds nothing
+    (a hold across leaves would keep others off nodes it can never use), and a one-pod job runs."""
+    leaves = {"n0": "s1", "n1": "s1", "n2": "s2", "n3": "s2"}
+    c = Cluster(leaves, {"n0": 8}, workers=3, reserve_after_cycles=1)
+    pg = c.cache.podgroup_object("default/big")
+    assert pg is not None
+    spec = {**pg["spec"], "topology": {"highestTierAllowed": "leaf", "mode": "hard"}}
+    c.cache.on_podgroup_update(pg, bumped(pg, spec=spec))
+    for _ in range(3):
+        result = c.cycle()
+    assert result.verdicts["default/big"].status.reason is Reason.FITS_ONLY_ABOVE_ALLOWED_TIER
+    assert c.holds() == {}
+    c.submit_single("solo")
+    c.cycle()
+    assert c.node_of("q-solo") == "n1"

@@ -10,7 +10,8 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   it, the nodes with the most room now, as many as the gang needs when they are empty. When no
   single zone could ever hold it, the fewest zones by that measure, roomiest first. Only zones of
   a GPU model the gang may use (its bound quotas' model, if some are bound: ``GangPlanner.specs``),
-  and "empty" is empty of other jobs: the room the gang's own bound quotas take stays taken.
+  and "empty" is empty of other jobs: the room the gang's own bound quotas take stays taken. A
+  gang with a hard tier limit holds within one unit of that tier (one leaf, one spine, …).
 * **A hold follows the room** (:func:`better_hold`): every cycle the gang still waits, the choice
   is made again (its own held nodes count as candidates); when the new set has more room for the
   gang now than the held one, the hold moves there, keeping its start time (so ``hold_seconds``
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Final
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
+from extender.plugins.topology.gangplan import ZoneId
 
 if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
@@ -156,6 +158,10 @@ def better_hold(
     return new
 
 
+Row = tuple[int, int, int, str]  # a node a hold may take: (room now, room when empty, index, name)
+Key = tuple[int, int, int]  # what ranks held sets (lowest first): zones, less room now, nodes
+
+
 def choose_hold(memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Sequence[QuotaInfo]) -> tuple[str, ...]:
     """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them)."""
     head, need = _head(quotas)
@@ -164,38 +170,60 @@ def choose_hold(memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Seque
     sid = memo.shape_of(head)
     specs, _ = planner.specs(quotas, head)  # the GPU models the gang may use: its bound quotas' one
     kept = _bound_room(quotas)
-    best: tuple[tuple[int, int, int], tuple[str, ...]] | None = None
+    best: tuple[Key, tuple[str, ...]] | None = None
     for spec in specs:
-        # per zone: [(room now, room when empty, index, name)] of the nodes that could take the gang
+        # per zone: the nodes that could take the gang
         rows = {
             z: memo.hold_rows(head, sid, z, lambda n: planner.holds.held_for_other(n, job.key), kept)
             for z in memo.spec_zones.get(spec, [])
         }
-        whole = [z for z, r in rows.items() if sum(x[1] for x in r) >= need]
-        if whole:
-            zone = max(whole, key=lambda z: (sum(x[0] for x in rows[z]), -len(rows[z]), z))
-            picked = _take(rows[zone], need)
-            key = (1, -sum(x[0] for x in rows[zone]), 0)
-        else:
-            order = sorted(rows, key=lambda z: (-sum(x[0] for x in rows[z]), -sum(x[1] for x in rows[z]), z))
-            picked, left, count = [], need, 0
-            for z in order:
-                if left <= 0:
-                    break
-                nodes = _take(rows[z], left)
-                picked += nodes
-                left -= sum(x[1] for x in rows[z] if x[3] in nodes)
-                count += 1
-            if left > 0:
-                continue
-            key = (count, 0, len(picked))
-        names = tuple(picked)
-        if names and (best is None or key < best[0]):
-            best = (key, names)
+        for unit in _units(memo, job, list(rows)):
+            found = _hold_in({z: rows[z] for z in unit}, need)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
     if best is None:
         return ()
     index = {n: i for z in memo.zone_nodes.values() for i, n in enumerate(z)}
     return tuple(sorted(best[1], key=lambda n: (memo.zone_of[n], index[n])))
+
+
+def _units(memo: FitMemo, job: JobInfo, zones: list[ZoneId]) -> list[list[ZoneId]]:
+    """The sets of zones one hold may span: all of them, unless the job's hard tier limit
+    (``highestTierAllowed``, mode hard) keeps it in one unit of that tier — one leaf, one spine, …
+    — for a hold the gang could never be placed across would only keep others off its nodes."""
+    limit = job.highest_tier if job.tier_hard else None
+    if limit is None or limit > memo.levels:
+        return [zones]
+    units: dict[object, list[ZoneId]] = {}
+    for z in zones:
+        name = memo.zone_tiers[z].get(limit) if limit >= 2 else None
+        units.setdefault(name if name else z, []).append(z)
+    return list(units.values())
+
+
+def _hold_in(rows: Mapping[ZoneId, Sequence[Row]], need: int) -> tuple[Key, tuple[str, ...]] | None:
+    """The nodes of these zones to hold for ``need`` quotas, and the key that ranks the set:
+    the zone with the most room now of those that could hold the gang once empty; else the
+    fewest zones by that measure, roomiest first (None: these zones could never hold it)."""
+    whole = [z for z, r in rows.items() if sum(x[1] for x in r) >= need]
+    if whole:
+        zone = max(whole, key=lambda z: (sum(x[0] for x in rows[z]), -len(rows[z]), z))
+        picked = _take(rows[zone], need)
+        key = (1, -sum(x[0] for x in rows[zone]), 0)
+    else:
+        order = sorted(rows, key=lambda z: (-sum(x[0] for x in rows[z]), -sum(x[1] for x in rows[z]), z))
+        picked, left, count = [], need, 0
+        for z in order:
+            if left <= 0:
+                break
+            nodes = _take(rows[z], left)
+            picked += nodes
+            left -= sum(x[1] for x in rows[z] if x[3] in nodes)
+            count += 1
+        if left > 0:
+            return None
+        key = (count, 0, len(picked))
+    return (key, tuple(picked)) if picked else None
 
 
 def _bound_room(quotas: Sequence[QuotaInfo]) -> dict[str, Resource]:
@@ -207,7 +235,7 @@ def _bound_room(quotas: Sequence[QuotaInfo]) -> dict[str, Resource]:
     return out
 
 
-def _take(rows: Sequence[tuple[int, int, int, str]], need: int) -> list[str]:
+def _take(rows: Sequence[Row], need: int) -> list[str]:
     """The roomiest nodes (now) until their room when empty covers ``need``."""
     out, left = [], need
     for _, room_empty, _, name in sorted(rows, key=lambda r: (-r[0], r[2], r[3])):
