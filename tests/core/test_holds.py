@@ -328,3 +328,13 @@ def test_a_gang_with_a_hard_leaf_limit_holds_within_one_leaf_only() -> None:
     c.submit_single("solo")
     c.cycle()
     assert c.node_of("q-solo") == "n1"
+
+
+def test_a_hold_over_two_leaves_lists_its_nodes_in_node_index_order() -> None:
+    """Leaf ``b`` = n0–n1, leaf ``a`` = n2–n3 (names not in index order); n0 is full, so ``big``
+    (4 whole-node workers) holds both leaves. The hold and /diagnose read n0–n3, not ``n2–n1``."""
+    c = Cluster({"n0": "b", "n1": "b", "n2": "a", "n3": "a"}, {"n0": 8}, workers=4, reserve_after_cycles=1)
+    for _ in range(3):
+        result = c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    assert "HoldingNodes n0–n3 (4 nodes) for default/big" in result.verdicts["default/big"].status.message()

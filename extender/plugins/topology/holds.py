@@ -183,8 +183,9 @@ def choose_hold(memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Seque
                 best = found
     if best is None:
         return ()
-    index = {n: i for z in memo.zone_nodes.values() for i, n in enumerate(z)}
-    return tuple(sorted(best[1], key=lambda n: (memo.zone_of[n], index[n])))
+    # in node-index order (what Hold.nodes promises, and /diagnose prints as ``n4–n7``)
+    index = {n: node.index for n in best[1] if (node := memo.ssn.node(n)) is not None}
+    return tuple(sorted(best[1], key=lambda n: (index.get(n, 0), n)))
 
 
 def _units(memo: FitMemo, job: JobInfo, zones: list[ZoneId]) -> list[list[ZoneId]]:
