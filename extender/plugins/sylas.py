@@ -11,9 +11,10 @@ with the annotation ``spot-pool`` (default exclusive).
 * ``tn.node_order`` — spot pods prefer nodes whose GPUs no quota holds (less likely to be
   evicted soon).
 * ``qn.node_order`` — binding a quota to a node whose ``idle`` spot pods occupy will mean
-  evicting them: predict the victims (exclusive pool first, whole PodGroups at a time, cheapest
-  first) and score ``1 − cost``, cost weighing four strategies: priority class, number of pods
-  evicted, resources evicted, and run time (shortest- or longest-running first).
+  evicting them (``idle`` less the room of quotas bound there whose pods have not started: those
+  displace spot pods too, later): predict the victims (exclusive pool first, whole PodGroups at
+  a time, cheapest first) and score ``1 − cost``, cost weighing four strategies: priority class,
+  number of pods evicted, resources evicted, and run time (shortest- or longest-running first).
 * ``job.victims`` — only spot pods may be preempted.
 """
 
@@ -32,7 +33,7 @@ from extender.framework.status import SKIP, SUCCESS, Reason, Status
 from extender.model.node import NodeInfo, NodeTask
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource, to_units
-from extender.model.task import TaskInfo
+from extender.model.task import TaskInfo, TaskStatus
 
 NAME: Final = "sylas"
 
@@ -77,6 +78,28 @@ def pool_used(node: NodeInfo, resource: str) -> tuple[int, int]:
         else:
             exclusive += amount
     return shared, exclusive
+
+
+def unpromised_idle(node: NodeInfo, besides: str = "") -> Resource:
+    """The node's ``idle`` less what the quotas bound here (but ``besides``) hold that their pods
+    here do not use yet: the room a further quota takes without evicting spot pods. A quota bound
+    but not yet running (its pods wait for hop ③) displaces spot pods as surely as a running one,
+    only later; ``idle`` alone would count its room twice."""
+    if not node.quota_allocated or (besides in node.quota_allocated and len(node.quota_allocated) == 1):
+        return node.idle
+    used: dict[str, Resource] = {}
+    for rec in node.tasks.values():
+        if rec.quota in node.quota_allocated and rec.status is not TaskStatus.PIPELINED:
+            used.setdefault(rec.quota, Resource.empty()).iadd(rec.request)
+    free = node.idle.clone()
+    for name, request in node.quota_allocated.items():
+        if name == besides:
+            continue
+        running = used.get(name)
+        free.isub(
+            request if running is None else Resource({n: max(0, v - running.get(n)) for n, v in request.q.items()})
+        )
+    return free
 
 
 class Plugin:
@@ -176,10 +199,10 @@ class Plugin:
             return 1.0 - min(1.0, max(0, promised) / cap)
 
         def node_order_qn(quota: QuotaInfo, node: NodeInfo) -> float:
-            idle = node.idle.q
-            if all(v <= idle.get(n, 0) for n, v in quota.request.q.items()):
+            free = unpromised_idle(node, quota.name).q
+            if all(v <= free.get(n, 0) for n, v in quota.request.q.items()):
                 return 1.0  # nothing to evict
-            shortage = Resource({n: v - idle.get(n, 0) for n, v in quota.request.q.items() if v > idle.get(n, 0)})
+            shortage = Resource({n: v - free.get(n, 0) for n, v in quota.request.q.items() if v > free.get(n, 0)})
             victims = self.predicted_victims(node, shortage, ssn.now, gpus)
             if victims is None:
                 return 0.0

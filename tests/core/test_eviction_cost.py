@@ -28,13 +28,15 @@ def spot_pod(name: str, node: str, gpu: int, job: str) -> dict[str, Any]:
     )
 
 
-def place_one_whole_node_worker(spot: list[dict[str, Any]]) -> str:
+def place_one_whole_node_worker(
+    spot: list[dict[str, Any]], *, gpu: int = 8, others: list[dict[str, Any]] | None = None
+) -> str:
     objs: list[dict[str, Any]] = [b.queue("research")]
     for name in ("na", "nb"):
         objs += [b.node(name, extra_allocatable=SPOT), b.topology(name, ["s1"])]
     objs += [b.podgroup("spot4", min_member=1), b.podgroup("spot1", min_member=1)]
-    objs += spot
-    objs += b.training_job("train", 1, gpu=8, hca=1)
+    objs += spot + (others or [])
+    objs += b.training_job("train", 1, gpu=gpu, hca=1)
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)
     assert not cache.conversion_errors
@@ -53,3 +55,29 @@ def test_a_gang_evicts_one_spot_pod_rather_than_a_four_pod_spot_job() -> None:
 def test_with_equal_costs_the_lower_node_index_wins() -> None:
     same = [spot_pod("spot4-0", "na", 4, "spot4"), spot_pod("spot1-0", "nb", 4, "spot1")]
     assert place_one_whole_node_worker(same) == "na"
+
+
+def bound_quota(job: str, node: str, *, running: bool) -> list[dict[str, Any]]:
+    """A 4-GPU quota of ``job`` bound to ``node``, its pod running there or still waiting."""
+    return [
+        b.podgroup(job, min_member=1),
+        b.quota(f"q-{job}", gpu=4, status={"phase": "QuotaBound", "nodeName": node}),
+        b.pod(
+            f"{job}-0",
+            group=job,
+            quota=f"q-{job}",
+            gpu=4,
+            index=0,
+            node=node if running else None,
+            phase="Running" if running else "Pending",
+        ),
+    ]
+
+
+def test_a_quota_bound_but_not_running_yet_keeps_its_room_from_the_spot_pods() -> None:
+    """na and nb each hold a bound 4-GPU quota (binpack ranks them alike). On na its pod has not
+    started, and four 1-GPU spot pods use the other half of ``idle``: a second 4-GPU quota there
+    means evicting all four once both quotas run. nb needs no eviction at all."""
+    four = [spot_pod(f"spot4-{i}", "na", 1, "spot4") for i in range(4)]
+    others = bound_quota("waiting", "na", running=False) + bound_quota("running", "nb", running=True)
+    assert place_one_whole_node_worker(four, gpu=4, others=others) == "nb"
