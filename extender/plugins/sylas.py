@@ -13,8 +13,9 @@ with the annotation ``spot-pool`` (default exclusive).
 * ``qn.node_order`` — binding a quota to a node whose ``idle`` spot pods occupy will mean
   evicting them (``idle`` less the room of quotas bound there whose pods have not started: those
   displace spot pods too, later): predict the victims (exclusive pool first, whole PodGroups at
-  a time, cheapest first) and score ``1 − cost``, cost weighing four strategies: priority class,
-  number of pods evicted, resources evicted, and run time (shortest- or longest-running first).
+  a time, cheapest first, none that the shortage does not need) and score ``1 − cost``, cost
+  weighing four strategies: priority class, number of pods evicted, resources evicted, and run
+  time (shortest- or longest-running first).
 * ``job.victims`` — only spot pods may be preempted.
 """
 
@@ -113,7 +114,10 @@ class Plugin:
     def predicted_victims(
         self, node: NodeInfo, shortage: Resource, now: float, gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES
     ) -> list[list[NodeTask]] | None:
-        """Groups (one per job) of spot pods to evict, cheapest first, until ``shortage`` is covered."""
+        """Groups (one per job) of spot pods to evict until ``shortage`` is covered: the cheapest
+        first, then, the costliest first, each group given back whose room the others cover
+        without it (as kube-scheduler's preemption reprieves victims: a cheap group that frees
+        nothing the shortage needs is not evicted beside the one that does)."""
         groups: defaultdict[str, list[NodeTask]] = defaultdict(list)
         for rec in node.tasks.values():
             if rec.preemptible:
@@ -124,13 +128,20 @@ class Plugin:
         chosen: list[list[NodeTask]] = []
         left = shortage.clone()
         for g in costs:
-            if all(v <= 0 for v in left.q.values()):
+            if _covered(left):
                 break
             chosen.append(g)
             for rec in g:
                 left.isub(rec.request)
-        if any(v > 0 for v in left.q.values()):
+        if not _covered(left):
             return None
+        for i in range(len(chosen) - 1, -1, -1):
+            back = left.clone()
+            for rec in chosen[i]:
+                back.iadd(rec.request)
+            if _covered(back):
+                del chosen[i]
+                left = back
         return chosen
 
     def group_cost(
@@ -219,6 +230,11 @@ class Plugin:
             "qn.node_order": node_order_qn,
             "job.victims": victims,
         }
+
+
+def _covered(left: Resource) -> bool:
+    """Nothing of a shortage is left."""
+    return all(v <= 0 for v in left.q.values())
 
 
 def _gpus(resources: Resource, names: Sequence[str]) -> int:
