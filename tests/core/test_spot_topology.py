@@ -97,3 +97,23 @@ def test_a_zone_s_spot_room_is_counted_for_each_pod_size() -> None:
     assert ssn.tn.predicate(task["small-0"], n1).ok
     status = ssn.tn.predicate(task["big-0"], n1)
     assert status.reason is Reason.NO_ZONE_FITS, status.message()
+
+
+def test_a_zone_s_spot_room_counts_only_nodes_that_take_the_pod() -> None:
+    """Leaf s1 has two empty nodes but one is cordoned; leaf s2 has two it may use. The first pod
+    of a two-pod spot job goes only to s2: in s1 its sibling would find no node and wait, the
+    job split between running and pending, while s2 holds it whole."""
+    objs: list[dict[str, Any]] = [b.queue("research"), b.podgroup("sp", min_member=1)]
+    for i, leaf in enumerate(["s1", "s1", "s2", "s2"]):
+        objs += [b.node(f"n{i}", extra_allocatable=SPOT, unschedulable=i == 1), b.topology(f"n{i}", [leaf])]
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, [*objs, spot("sp-0"), spot("sp-1")])
+    assert not cache.conversion_errors
+    ssn = Session(cache.snapshot(NOW), default_policy())
+    task = next(t for j in ssn.jobs() for t in j.tasks.values() if t.name == "sp-0")
+    got = {}
+    for node in ssn.nodes():
+        status = ssn.tn.predicate(task, node)
+        got[node.name] = None if status.ok else status.reason
+    assert got["n0"] is Reason.NO_ZONE_FITS, got
+    assert got["n2"] is None and got["n3"] is None, got

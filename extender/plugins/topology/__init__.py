@@ -21,7 +21,8 @@ off). For such a job:
   job only if its node indices never descend as its task indices ascend.
 * ``tn.predicate`` — spot gangs that request RDMA (the TN path, no quotas) stay in one zone too:
   once a pod of the job runs, its siblings go only to that zone; the first pod goes only to a zone
-  whose ``idle`` room holds every unplaced pod of the job.
+  whose ``idle`` room, on the nodes the pod's other TN predicates pass, holds every unplaced pod
+  of the job.
 
 Non-topology jobs are left alone (every stage but the hold check abstains).
 """
@@ -83,8 +84,9 @@ class _Topology:
         self._planner: GangPlanner | None = None
         self.plans: dict[str, GangPlan | Status] = {}
         self._affinity: defaultdict[str, Counter[ZoneId]] | None = None
-        # (zone, request) → how many spot pods of that request the zone's idle room takes
-        self._spot_room: dict[tuple[ZoneId, tuple[tuple[str, object], ...]], int] = {}
+        # (zone, request, placement key, pool) → how many such spot pods the zone's idle room takes
+        self._spot_room: dict[tuple[ZoneId, tuple[tuple[str, object], ...], tuple[object, ...], str], int] = {}
+        self._judging_spot: set[str] = set()  # spot pods whose zone room is being counted
         limit = args.max_holds if args.reserve_after_cycles > 0 else 0  # 0: holds are off, old ones end
         self.holds = holds.HoldBook(ssn.snap.holds, ssn.now, args.hold_seconds, limit)
         ssn.notes[holds.NOTE] = self.holds.current()  # expired holds end with this session
@@ -260,7 +262,7 @@ class _Topology:
 
     def spot_zone(self, task: TaskInfo, node: NodeInfo) -> Status:
         """The zone rule for a spot pod of a topology job (see the module docstring)."""
-        if not task.spot:
+        if not task.spot or task.uid in self._judging_spot:
             return SKIP
         ssn = self.ssn
         job = ssn.job(task.job)
@@ -284,14 +286,21 @@ class _Topology:
         )
 
     def _zone_spot_room(self, zid: ZoneId, task: TaskInfo) -> int:
-        """How many pods of ``task``'s request the zone's ``idle`` room takes (kept per request
-        until a pod is placed or evicted in the session)."""
-        key = (zid, map_key(task.request.q))
+        """How many pods like ``task`` the zone's ``idle`` room takes, on the nodes whose other TN
+        predicates (readiness, taints, selectors, spot pools, storage …) take such a pod: a node
+        that refuses it holds none of the job. Kept per request and placement key until a pod is
+        placed or evicted in the session."""
+        key = (zid, map_key(task.request.q), task.placement_key(), task.spot_pool)
         room = self._spot_room.get(key)
         if room is None:
             ssn = self.ssn
-            nodes = (n for n in map(ssn.node, self.memo.zone_nodes[zid]) if n is not None)
-            room = self._spot_room[key] = sum(capacity_for(task.request, n.idle) for n in nodes)
+            nodes = [n for n in map(ssn.node, self.memo.zone_nodes[zid]) if n is not None]
+            self._judging_spot.add(task.uid)  # the zone rule abstains while the others judge
+            try:
+                room = sum(capacity_for(task.request, n.idle) for n in nodes if ssn.tn.predicate(task, n).ok)
+            finally:
+                self._judging_spot.discard(task.uid)
+            self._spot_room[key] = room
         return room
 
     def on_event(self, ev: Event) -> None:
