@@ -72,6 +72,28 @@ def test_an_rdma_gang_waiting_for_a_mount_point_is_told_storage_not_ready() -> N
     assert verdict.status.reason is Reason.STORAGE_NOT_READY, verdict.status.message()
 
 
+def test_an_rdma_gang_a_missing_mount_point_keeps_out_is_told_storage_not_ready() -> None:
+    """Two 8-GPU workers on two empty nodes of one leaf, the mount point ready on n0 only: n0 takes
+    one worker, and the gang waits for the mount point on n1 — the verdict says so first, then
+    what the leaf holds without it (as a gang without topology is told both)."""
+    from extender.scheduler import Scheduler
+
+    fs1 = wellknown.STORAGE_CONDITION_PREFIX + "fs1"
+    ready = [{"type": fs1, "status": "True", "lastHeartbeatTime": b.TS, "lastTransitionTime": b.TS}]
+    objs = [b.queue("research"), b.node("n0", conditions=ready), b.node("n1")]
+    objs += [b.topology("n0", ["s1"]), b.topology("n1", ["s1"])]
+    job = b.training_job("train", 2, gpu=8, hca=1)
+    for o in job:
+        if o["kind"] == "Pod":
+            o["metadata"]["annotations"][wellknown.ANNO_REQUIRED_MOUNT_POINTS] = "fs1"
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs + job)
+    result = Scheduler(default_policy()).run_once(cache.snapshot(NOW))
+    status = result.verdicts["default/train"].status
+    assert status.reason is Reason.STORAGE_NOT_READY, status.message()
+    assert Reason.NO_ZONE_FITS in {f.reason for f in status.failures}, status.message()
+
+
 def test_a_zone_s_spot_room_is_counted_for_each_pod_size() -> None:
     """One session answers for a 1-GPU spot job, then for an 8-GPU one (the extender reuses a
     session while the cache does not change): leaf s2's two nodes take sixteen 1-GPU pods but only

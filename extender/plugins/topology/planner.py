@@ -28,7 +28,7 @@ from extender.framework.session import Session
 from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
-from extender.plugins.topology.fitmemo import FitMemo
+from extender.plugins.topology.fitmemo import FitMemo, capacity_for
 from extender.plugins.topology.gangplan import (
     Candidate,
     Slot,
@@ -504,7 +504,9 @@ class GangPlanner:
         if not specs:
             return Status.unresolvable(Reason.NO_ZONE_FITS, f"no node has GPU model {head.spec}")
         room = {z: self._offer(job, head, sid, z).capacity for s in specs for z in memo.spec_zones.get(s, [])}
-        refusals = (
-            {n: st for spec in specs for n, st in memo.refusals(sid, spec).items()} if not any(room.values()) else {}
-        )
-        return no_zone_fits(describe_gang(unbound, self.ssn.gpu_resources), len(unbound), room, refusals)
+        refusals = {n: st for spec in specs for n, st in memo.refusals(sid, spec).items()}
+        refused_room: Counter[ZoneId] = Counter()  # what the refusing nodes would take, were they to accept
+        for node in filter(None, map(self.ssn.node, refusals)):
+            refused_room[memo.zone_of[node.name]] += capacity_for(head.request, node.quota_room())
+        what = describe_gang(unbound, self.ssn.gpu_resources)
+        return no_zone_fits(what, len(unbound), room, refusals, refused_room)

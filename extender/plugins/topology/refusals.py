@@ -55,14 +55,29 @@ def fits_only_above(what: str, need: int, *, span: int, levels: int, limit: int,
     )
 
 
-def no_zone_fits(what: str, need: int, room: Mapping[ZoneId, int], refusals: Mapping[str, Status]) -> Status:
-    """No zone holds the gang: ``room`` is what each zone takes of it; when that is nothing
-    anywhere, ``refusals`` (node → why it refuses the gang's quotas) say why, if any node did."""
+def no_zone_fits(
+    what: str,
+    need: int,
+    room: Mapping[ZoneId, int],
+    refusals: Mapping[str, Status],
+    refused_room: Mapping[ZoneId, int] | None = None,
+) -> Status:
+    """No zone holds the gang: ``room`` is what each zone takes of it, ``refusals`` why nodes refuse
+    its quotas (node → status) and ``refused_room`` what those nodes of each zone would take were
+    they to accept. The nodes' reasons lead when they are what the gang waits for: no node takes any
+    of it, or the zones of one GPU model would hold it with the refusing nodes (a gang waiting for a
+    mount point on one node is told ``StorageNotReady``, then what the zones hold without it)."""
     if not any(room.values()):
         if refusals:
             return aggregate(refusals)
         return Status.unschedulable(Reason.NO_ZONE_FITS, f"no zone has room for any of {what}")
     zid, most = max(room.items(), key=lambda kv: (kv[1], kv[0]))
-    return Status.unschedulable(
+    short = Status.unschedulable(
         Reason.NO_ZONE_FITS, f"no zone holds {what}: the roomiest, {zid[1]}, takes {most} of {need}"
     )
+    with_refused: dict[str, int] = {}
+    for z, n in [*room.items(), *(refused_room or {}).items()]:
+        with_refused[z[0]] = with_refused.get(z[0], 0) + n
+    if refusals and max(with_refused.values()) >= need:
+        return Status.merge([aggregate(refusals), short])
+    return short
