@@ -50,6 +50,30 @@ def test_the_first_spot_pod_goes_only_to_a_zone_that_holds_the_whole_job() -> No
     assert got == {"n0": Reason.NO_ZONE_FITS, "n1": None, "n2": None}
 
 
+def test_the_first_spot_pod_goes_only_to_the_best_fit_zone() -> None:
+    """Leaves s1 (two nodes) and s2 (three) both hold a two-pod spot job: only s1, the one with
+    less room, takes its first pod. The choice is one zone, not any zone that holds the job, so
+    a sibling kube-scheduler filters before the extender hears the first pod's bind (the binding
+    cycle runs asynchronously) is sent to the same zone."""
+    objs: list[dict[str, Any]] = [b.queue("research"), b.podgroup("sp", min_member=1)]
+    for i, leaf in enumerate(["s2", "s1", "s2", "s1", "s2"]):
+        objs += [b.node(f"n{i}", extra_allocatable=SPOT), b.topology(f"n{i}", [leaf])]
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, [*objs, spot("sp-0"), spot("sp-1")])
+    assert not cache.conversion_errors
+    ssn = Session(cache.snapshot(NOW), default_policy())
+    tasks = {t.name: t for j in ssn.jobs() for t in j.tasks.values()}
+    for name in ("sp-0", "sp-1"):  # either pod first, and the other before the first one's bind
+        got = {n.name: ssn.tn.predicate(tasks[name], n).reason for n in ssn.nodes()}
+        assert got == {
+            "n0": Reason.ZONE_MISMATCH,
+            "n1": None,
+            "n2": Reason.ZONE_MISMATCH,
+            "n3": None,
+            "n4": Reason.ZONE_MISMATCH,
+        }, name
+
+
 def test_a_spot_pod_follows_its_running_sibling_into_its_zone() -> None:
     got = verdicts([spot("sp-0", node="n1"), spot("sp-1")], "sp-1")
     assert got["n0"] is Reason.ZONE_MISMATCH
@@ -114,9 +138,10 @@ def test_a_zone_s_spot_room_is_counted_for_each_pod_size() -> None:
     assert not cache.conversion_errors
     ssn = Session(cache.snapshot(NOW), default_policy())
     task = {t.name: t for j in ssn.jobs() for t in j.tasks.values()}
-    n1 = ssn.node("n1")
-    assert n1 is not None
-    assert ssn.tn.predicate(task["small-0"], n1).ok
+    n0, n1 = ssn.node("n0"), ssn.node("n1")
+    assert n0 is not None and n1 is not None
+    assert ssn.tn.predicate(task["small-0"], n0).ok  # s1 is the best fit for two 1-GPU pods
+    assert ssn.tn.predicate(task["small-0"], n1).reason is Reason.ZONE_MISMATCH
     status = ssn.tn.predicate(task["big-0"], n1)
     assert status.reason is Reason.NO_ZONE_FITS, status.message()
 

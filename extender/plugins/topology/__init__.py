@@ -20,9 +20,9 @@ off). For such a job:
 * ``job.quota_allocate`` — a topology job commits only within one GPU spec, and a strict-order
   job only if its node indices never descend as its task indices ascend.
 * ``tn.predicate`` — spot gangs that request RDMA (the TN path, no quotas) stay in one zone too:
-  once a pod of the job runs, its siblings go only to that zone; the first pod goes only to a zone
-  whose ``idle`` room, on the nodes the pod's other TN predicates pass, holds every unplaced pod
-  of the job.
+  once a pod of the job runs, its siblings go only to that zone; the first pod goes only to the
+  best-fit zone: the one with the least ``idle`` room (on the nodes the pod's other TN predicates
+  pass) that holds every unplaced pod of the job.
 
 Non-topology jobs are left alone (every stage but the hold check abstains).
 """
@@ -279,11 +279,30 @@ class _Topology:
             return Status.unschedulable(Reason.ZONE_MISMATCH, f"the job's spot pods run in zone {zones}")
         need = 1 + sum(1 for t in siblings if not t.node)
         room = self._zone_spot_room(zid, task) if zid is not None else 0
-        if room >= need:
+        if room < need:
+            return Status.unschedulable(
+                Reason.NO_ZONE_FITS, f"zone {zid[1] if zid else node.name} has room for {room} of {need} spot pods"
+            )
+        target = self._spot_target(task, need)
+        if zid == target:
             return SUCCESS
+        assert target is not None  # zid holds the job, so some zone does
         return Status.unschedulable(
-            Reason.NO_ZONE_FITS, f"zone {zid[1] if zid else node.name} has room for {room} of {need} spot pods"
+            Reason.ZONE_MISMATCH, f"the job's {need} spot pods go to zone {target[1]}, the fullest that holds them"
         )
+
+    def _spot_target(self, task: TaskInfo, need: int) -> ZoneId | None:
+        """The one zone the first spot pod of a topology job may start in: best fit, as for a gang's
+        quotas — the zone with the least room that holds ``need`` pods like ``task`` (ties: fewer
+        nodes, then zone order). One zone, not every zone that holds the job: kube-scheduler binds
+        asynchronously, so a sibling may be filtered before the extender hears the first pod's bind;
+        with the cache unchanged it is sent to the same zone."""
+        best: tuple[int, int, ZoneId] | None = None
+        for zid, nodes in self.memo.zone_nodes.items():
+            room = self._zone_spot_room(zid, task)
+            if room >= need and (best is None or (room, len(nodes), zid) < best):
+                best = (room, len(nodes), zid)
+        return best[2] if best is not None else None
 
     def _zone_spot_room(self, zid: ZoneId, task: TaskInfo) -> int:
         """How many pods like ``task`` the zone's ``idle`` room takes, on the nodes whose other TN
