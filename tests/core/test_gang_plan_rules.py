@@ -1,0 +1,78 @@
+"""Gang plans a cluster operator would call wrong, each as a small cluster through ``run_once``
+(issue 16 items 1–3): found by the oracle of ``test_topology_property.py``, kept as regressions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extender import wellknown
+from extender.cache.cache import ClusterCache
+from extender.conf import default_policy
+from extender.framework.status import Reason
+from extender.scheduler import CycleResult, Scheduler
+from tests import builders as b
+
+NOW = 1_800_000_000.0
+Obj = dict[str, Any]
+
+
+def cycle(objs: list[Obj]) -> CycleResult:
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, [b.queue("research"), *objs])
+    assert not cache.conversion_errors, cache.conversion_errors
+    return Scheduler(default_policy()).run_once(cache.snapshot(NOW))
+
+
+def nodes_of(result: CycleResult, job: str, size: int) -> list[str]:
+    return [result.session.quota(f"q-{job}-{i}").node_name for i in range(size)]  # type: ignore[union-attr]
+
+
+def leaf(first: int, count: int, switch: str, model: str = "A100") -> list[Obj]:
+    return [
+        o
+        for i in range(first, first + count)
+        for o in (b.node(f"n{i}", gpu_model=model), b.topology(f"n{i}", [switch]))
+    ]
+
+
+def busy(node: str, gpu: int = 8) -> list[Obj]:
+    """A node's GPUs held by another job's quota, its pod running."""
+    q = f"busy-{node}"
+    anno = {wellknown.ANNO_QUEUE_NAME: "research"}
+    return [
+        b.quota(q, gpu=gpu, hca=None, status={"phase": "QuotaBound", "nodeName": node}),
+        b.pod(q, quota=q, gpu=gpu, hca=None, node=node, phase="Running", annotations=anno),
+    ]
+
+
+def partly_bound(job: str, size: int, bound: dict[int, str], *, strict: bool = False) -> list[Obj]:
+    """A gang of ``size`` 8-GPU RDMA workers whose quotas ``bound`` (task index → node) were
+    bound in an earlier cycle; its pods all wait."""
+    objs: list[Obj] = [b.podgroup(job, min_member=size)]
+    anno = {wellknown.ANNO_ENABLE_TOPOLOGY: "true"} if strict else None
+    for i in range(size):
+        status = {"phase": "QuotaBound", "nodeName": bound[i]} if i in bound else None
+        objs.append(b.quota(f"q-{job}-{i}", gpu=8, hca=1, status=status))
+        objs.append(b.pod(f"{job}-{i}", group=job, quota=f"q-{job}-{i}", gpu=8, hca=1, index=i, annotations=anno))
+    return objs
+
+
+def test_an_rdma_gang_runs_with_its_min_member_when_it_does_not_fit_whole() -> None:
+    """4 × 8 GPU, minMember 2, on two empty nodes: the same job without ``rdma/hca`` runs two
+    workers at once; so does the RDMA one (ranks 0 and 1), and the other two wait, saying why."""
+    result = cycle(leaf(0, 2, "s1") + b.training_job("j", 4, gpu=8, min_member=2))
+    assert nodes_of(result, "j", 4) == ["n0", "n1", "", ""]
+    verdict = result.verdicts["default/j"]
+    assert verdict.quota == "q-j-2" and verdict.status.reason is Reason.NO_ZONE_FITS, verdict
+
+
+def test_an_rdma_gang_with_quotas_for_its_min_member_only_is_placed() -> None:
+    """Hop ① let the gang through with quotas for two of its four workers (minMember 2, the
+    queue has no more): hop ② places those two, as it does for a job without RDMA."""
+    objs = leaf(0, 4, "s1") + b.training_job("j", 4, gpu=8, min_member=2)
+    objs = [o for o in objs if o["metadata"]["name"] not in ("q-j-2", "q-j-3")]
+    for o in objs:
+        if o["kind"] == "Pod" and o["metadata"]["name"] in ("j-worker-2", "j-worker-3"):
+            del o["metadata"]["annotations"][wellknown.ANNO_QUOTA_NAME]
+    result = cycle(objs)
+    assert nodes_of(result, "j", 2) == ["n0", "n1"]
