@@ -76,3 +76,11 @@ def test_an_rdma_gang_with_quotas_for_its_min_member_only_is_placed() -> None:
             del o["metadata"]["annotations"][wellknown.ANNO_QUOTA_NAME]
     result = cycle(objs)
     assert nodes_of(result, "j", 2) == ["n0", "n1"]
+
+
+def test_one_zone_is_best_fit_whatever_its_gpu_model() -> None:
+    """A gang of 2 × 8 GPU asking for no GPU model: leaf s1 (A100, one node of four busy) has room
+    for 3, leaf s2 (H100) for exactly 2. Best fit takes s2, as it does when s2 is A100 too."""
+    for model in ("H100", "A100"):
+        result = cycle(leaf(0, 4, "s1") + busy("n0") + leaf(4, 2, "s2", model) + b.training_job("j", 2, gpu=8))
+        assert nodes_of(result, "j", 2) == ["n4", "n5"], model

@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.model.task import ALIVE, TaskStatus
+from extender.plugins.topology.gangplan import ZoneOffer
 from extender.plugins.topology.mixedplan import Kind
 
-__all__ = ["Mix", "kinds_of", "least_to_place"]
+__all__ = ["Mix", "PlanKey", "kinds_of", "least_to_place", "plan_key"]
+
+PlanKey = tuple[int, int, int, int, int, int, int, str]
 
 
 @dataclass(slots=True)
@@ -78,3 +81,19 @@ def least_to_place(job: JobInfo, quotas: Sequence[QuotaInfo]) -> int:
         if t.status is TaskStatus.SUCCEEDED or (t.status in ALIVE and t.quota and t.quota in bound)
     )
     return max(1, job.min_member - ready)
+
+
+def plan_key(chosen: Sequence[ZoneOffer], spec: str, span: int) -> PlanKey:
+    """What ranks the plans of specs (rule 1; the least is best): the tier ``span`` spanned, the
+    zones, more affinity, then costs (the capacity of untouched zones broken, the capacity and
+    the nodes taken, the lowest index). One zone is best fit whatever its spec (as
+    ``gangplan.single_zone_key`` orders the zones of one spec): it breaks nothing."""
+    affinity = broken = capacity = size = 0
+    first = min((z.first_index for z in chosen), default=0)
+    for z in chosen:
+        affinity += z.affinity
+        capacity += z.capacity
+        size += z.size
+        if z.untouched and len(chosen) > 1:
+            broken += z.capacity
+    return (span, len(chosen), -affinity, broken, capacity, size, first, spec)

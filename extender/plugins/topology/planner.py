@@ -31,7 +31,7 @@ from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.topology.fitmemo import FitMemo
-from extender.plugins.topology.gangparts import Mix, kinds_of, least_to_place
+from extender.plugins.topology.gangparts import Mix, PlanKey, kinds_of, least_to_place, plan_key
 from extender.plugins.topology.gangplan import (
     Candidate,
     Slot,
@@ -70,7 +70,7 @@ class GangPlan:
 
 @dataclass(slots=True)
 class _SpecPlan:
-    key: tuple[int, int, int, int, int, int, int, str]
+    key: PlanKey
     zones: list[ZoneOffer]
     slots: list[Slot] | None  # None: made for the winning spec only
     nodes: dict[str, str] | None = None  # a mixed gang's plan: unbound quota → node
@@ -237,24 +237,11 @@ class GangPlanner:
             return None
         chosen = [self._offer(job, mix.head, sid, z) for z in bound_zones if z in members] + made[0]
         return _SpecPlan(
-            self._key(chosen, spec),
+            plan_key(chosen, spec, self.memo.span([z.id for z in chosen])),
             chosen,
             None,
             dict(zip((q.name for q in mix.unbound), made[1], strict=True)),
         )
-
-    def _key(self, chosen: Sequence[ZoneOffer], spec: str) -> tuple[int, int, int, int, int, int, int, str]:
-        """What ranks the plans of specs (rule 1): tier spanned, zones, affinity, then costs (the
-        capacity of untouched zones broken, the capacity and the nodes taken, the lowest index)."""
-        affinity = broken = capacity = size = 0
-        first = min((z.first_index for z in chosen), default=0)
-        for z in chosen:
-            affinity += z.affinity
-            capacity += z.capacity
-            size += z.size
-            if z.untouched:
-                broken += z.capacity
-        return (self.memo.span([z.id for z in chosen]), len(chosen), -affinity, broken, capacity, size, first, spec)
 
     def _best_spec(
         self,
@@ -347,7 +334,7 @@ class GangPlanner:
             if picked is None:
                 return None
             chosen = picked
-        return _SpecPlan(self._key(chosen, spec), chosen, None)
+        return _SpecPlan(plan_key(chosen, spec, self.memo.span([z.id for z in chosen])), chosen, None)
 
     def _slots(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, chosen: Sequence[ZoneOffer], need: int
