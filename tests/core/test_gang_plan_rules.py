@@ -84,3 +84,11 @@ def test_one_zone_is_best_fit_whatever_its_gpu_model() -> None:
     for model in ("H100", "A100"):
         result = cycle(leaf(0, 4, "s1") + busy("n0") + leaf(4, 2, "s2", model) + b.training_job("j", 2, gpu=8))
         assert nodes_of(result, "j", 2) == ["n4", "n5"], model
+
+
+def test_a_partly_bound_gang_fills_its_siblings_zone_before_another() -> None:
+    """Rank 0 is bound on n0 (leaf s1, where n1 is free); ranks 1 and 2 need two more nodes: one
+    in s1 (n1), then one in the fewest further zones (s2), not both in the roomier s2."""
+    result = cycle(leaf(0, 2, "s1") + leaf(2, 4, "s2") + partly_bound("j", 3, {0: "n0"}))
+    nodes = nodes_of(result, "j", 3)
+    assert nodes[:2] == ["n0", "n1"] and nodes[2] in {"n2", "n3", "n4", "n5"}, nodes

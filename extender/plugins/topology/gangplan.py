@@ -15,8 +15,9 @@ The rules, in the order the planner applies them:
    the one that breaks the least capacity of whole, untouched zones (an exact fit beats breaking a
    big empty zone), then the least capacity taken, fewer nodes, lower indices. Jobs sharing a
    ``topology-affinity-key`` first prefer zones where that key already holds quotas.
-2. **Slots per zone** (:func:`split_slots`): the zone with the most capacity is filled first, so
-   the largest part of the gang shares one switch.
+2. **Slots per zone** (:func:`split_slots`): the zones of the gang's bound siblings first (a
+   partly bound gang fills them before it takes room elsewhere), then the zone with the most
+   capacity, so the largest part of the gang shares one switch.
 3. **Nodes in a zone** (:func:`choose_nodes`): by default distinct nodes while the zone has enough
    of them, best QN score first (ties: lower index), and consecutive ranks share a node only when
    needed (then spread round-robin, so no node takes more ranks than it must). With
@@ -34,7 +35,7 @@ fails only when no spec's zones together hold ``need`` slots.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -155,11 +156,12 @@ def _best_subset(zones: Sequence[ZoneOffer], need: int, k: int) -> list[ZoneOffe
     return [zones[p] for p in chosen]
 
 
-def split_slots(zones: Sequence[ZoneOffer], need: int) -> list[tuple[ZoneOffer, int]]:
-    """How many of ``need`` slots each chosen zone takes (rule 2): the largest zone first."""
+def split_slots(zones: Sequence[ZoneOffer], need: int, home: Collection[ZoneId] = ()) -> list[tuple[ZoneOffer, int]]:
+    """How many of ``need`` slots each chosen zone takes (rule 2): the zones of the gang's bound
+    siblings (``home``) first, then the largest zone first."""
     out: list[tuple[ZoneOffer, int]] = []
     left = need
-    for z in sorted(zones, key=lambda z: (-z.capacity, z.first_index, z.id)):
+    for z in sorted(zones, key=lambda z: (z.id not in home, -z.capacity, z.first_index, z.id)):
         if left <= 0:
             break
         take = min(z.capacity, left)

@@ -156,7 +156,9 @@ class GangPlanner:
             return self._failure(job, head, sid, specs, unbound)
         if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
             return self._above_limit(job, head, sid, best, unbound)
-        slots = best.slots if best.slots is not None else self._slots(job, head, sid, best.zones, len(unbound))
+        slots = best.slots
+        if slots is None:
+            slots = self._slots(job, head, sid, best.zones, len(unbound), home=bound_zones)
         placed = assign_ranks(slots, self._ranges(quotas, unbound))
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
         return GangPlan(nodes, [z.id for z in best.zones], judged)
@@ -337,11 +339,18 @@ class GangPlanner:
         return _SpecPlan(plan_key(chosen, spec, self.memo.span([z.id for z in chosen])), chosen, None)
 
     def _slots(
-        self, job: JobInfo, head: QuotaInfo, sid: int | None, chosen: Sequence[ZoneOffer], need: int
+        self,
+        job: JobInfo,
+        head: QuotaInfo,
+        sid: int | None,
+        chosen: Sequence[ZoneOffer],
+        need: int,
+        *,
+        home: Collection[ZoneId],
     ) -> list[Slot]:
-        """The gang's slots in its chosen zones (rules 2 and 3)."""
+        """The gang's slots in its chosen zones (rules 2 and 3; ``home``: its bound siblings' zones)."""
         slots: list[Slot] = []
-        for zone, m in split_slots(chosen, need):
+        for zone, m in split_slots(chosen, need, home):
             for cand, count in choose_ranked(self._candidates(job, head, sid, zone.id), m, pack=self.pack):
                 slots += [Slot(cand.name, cand.index)] * count
         return slots
