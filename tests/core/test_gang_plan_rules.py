@@ -92,3 +92,18 @@ def test_a_partly_bound_gang_fills_its_siblings_zone_before_another() -> None:
     result = cycle(leaf(0, 2, "s1") + leaf(2, 4, "s2") + partly_bound("j", 3, {0: "n0"}))
     nodes = nodes_of(result, "j", 3)
     assert nodes[:2] == ["n0", "n1"] and nodes[2] in {"n2", "n3", "n4", "n5"}, nodes
+
+
+def test_a_strict_gang_partly_bound_is_placed_in_rank_order_around_its_bound_quota() -> None:
+    """Rank 0 of a strict-order gang is bound on n2; ranks 1 and 2 must sit on node index ≥ 2.
+    n0 and n1 are free but come first: the gang takes n3 and n4 instead of failing its order
+    check every cycle."""
+    result = cycle(leaf(0, 6, "s1") + partly_bound("j", 3, {0: "n2"}, strict=True))
+    assert nodes_of(result, "j", 3) == ["n2", "n3", "n4"]
+
+
+def test_a_strict_gang_whose_bound_quota_leaves_no_room_in_order_waits_and_says_so() -> None:
+    """Rank 1 is bound on n0, the lowest index: rank 0 must sit on n0 too, which is full."""
+    result = cycle(leaf(0, 3, "s1") + partly_bound("j", 2, {1: "n0"}, strict=True))
+    assert nodes_of(result, "j", 2) == ["", "n0"]
+    assert result.verdicts["default/j"].status.reason is Reason.TOPOLOGY_ORDER

@@ -34,21 +34,24 @@ from extender.plugins.topology.fitmemo import FitMemo
 from extender.plugins.topology.gangparts import Mix, PlanKey, kinds_of, least_to_place, plan_key
 from extender.plugins.topology.gangplan import (
     Candidate,
+    Range,
     Slot,
     ZoneId,
     ZoneOffer,
+    assign_in_order,
     assign_ranks,
     best_single_zone,
     choose_nodes,
     choose_ranked,
     choose_zones,
     continuity_block,
+    order_break,
     split_slots,
 )
 from extender.plugins.topology.holds import HoldBook
 from extender.plugins.topology.mixedplan import STATE_LIMIT, MixedGang, MixedNode, plan_mixed, states
 from extender.plugins.topology.refusals import describe_gang, fits_only_above, held_for_others, no_zone_fits
-from extender.plugins.topology.siblings import BoundSiblings
+from extender.plugins.topology.siblings import rank_ranges
 
 __all__ = ["GangPlan", "GangPlanner"]
 
@@ -159,9 +162,31 @@ class GangPlanner:
         slots = best.slots
         if slots is None:
             slots = self._slots(job, head, sid, best.zones, len(unbound), home=bound_zones)
-        placed = assign_ranks(slots, self._ranges(quotas, unbound))
+        ranges = rank_ranges(quotas, unbound, self.ssn.node)
+        placed, zones = assign_ranks(slots, ranges), [z.id for z in best.zones]
+        broken = order_break(placed, ranges) if job.strict_order else None
+        if broken is not None:
+            ordered = self._in_order(job, head, sid, zones, ranges)
+            if ordered is None:
+                at, how = broken
+                why = f"task {unbound[at].rank} would land on node index {how}"
+                return Status.unschedulable(Reason.TOPOLOGY_ORDER, why)
+            placed, zones = ordered
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
-        return GangPlan(nodes, [z.id for z in best.zones], judged)
+        return GangPlan(nodes, zones, judged)
+
+    def _in_order(
+        self, job: JobInfo, head: QuotaInfo, sid: int | None, zones: list[ZoneId], ranges: Sequence[Range]
+    ) -> tuple[list[Slot], list[ZoneId]] | None:
+        """A strict-order gang's slots in rank order around its bound siblings, and their zones: in
+        its chosen ``zones`` if they allow it, else anywhere in its spec; None when nowhere does."""
+        spec = zones[0][0] if zones else ""
+        for among in (zones, self.memo.spec_zones.get(spec, [])):
+            cands = [c for z in among for c in self._candidates(job, head, sid, z)]
+            placed = assign_in_order(cands, ranges)
+            if placed is not None:
+                return placed, sorted({self.memo.zone_of[s.node] for s in placed})
+        return None
 
     def _kept_off(self, best: _SpecPlan | None, free: _SpecPlan | None, unbound: Sequence[QuotaInfo]) -> Status | None:
         """``NodeHeldForGang`` when the plan were nothing held (``free``) spans fewer zones than
@@ -446,17 +471,6 @@ class GangPlanner:
         return self.holds.any()
 
     # --- ranks and failures ------------------------------------------------------------------
-    def _ranges(self, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> list[tuple[int | None, int | None]]:
-        """Each unbound quota's closed node-index range between its bound siblings."""
-        if len(unbound) == len(quotas):
-            return [(None, None)] * len(unbound)
-        info = BoundSiblings((q.name, q.rank) for q in quotas)
-        for q in quotas:
-            node = self.ssn.node(q.node_name) if q.node_name else None
-            if node is not None:
-                info.add(q.name, q.rank, node.index, node.name)
-        return [(None, None) if q.rank is None else info.neighbours(q.rank) for q in unbound]
-
     def _above_limit(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, best: _SpecPlan, unbound: Sequence[QuotaInfo]
     ) -> Status:
