@@ -13,8 +13,17 @@ final state:
   the job asks for strict order;
 * it uses the fewest zones possible at the time it was placed (in particular exactly one when a
   single zone could hold it) — the time being reconstructed from the order of the intents;
+* among those, the best by rule 1 (``docs/placement.md``), whatever the GPU model: one zone — the
+  one with the least room that holds it (after its affinity key's zones; ties: fewer nodes, lower
+  index); several — the set that breaks the least room of untouched zones, then takes the least
+  room, the fewest nodes; in each zone, distinct nodes while the zone has enough of them;
+* a gang with ``minMember`` below its size that does not fit whole places as many of its quotas
+  as fit (rank order first), never fewer than ``minMember``; a gang some of whose quotas were
+  bound in an earlier cycle keeps their GPU model and, when it asks for strict order, the order
+  around them;
 * a gang that was not committed could not have fit (checked against the final state: the
-  cluster only fills up during a cycle), and its verdict says it is stuck.
+  cluster only fills up during a cycle; for its ``minMember``, in rank order around its bound
+  quotas when it asks for strict order), and its verdict says it is stuck.
 
 Under the continuity algorithm (packed or not), whose zones are not the fewest, the validity
 checks and liveness.
@@ -23,6 +32,8 @@ checks and liveness.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +56,9 @@ MODEL_LABEL = "nvidia.com/gpu.product"
 STRICT = {wellknown.ANNO_ENABLE_TOPOLOGY: "true"}
 
 
+Zone = tuple[str, int]  # (GPU model, leaf)
+
+
 @dataclass
 class Gang:
     name: str
@@ -52,7 +66,14 @@ class Gang:
     gpu: int
     strict: bool
     key: str = ""  # topology-affinity-key ("": none)
+    min_member: int = 0  # 0: every worker
+    bound: dict[int, str] = field(default_factory=dict)  # task index → its quota's node, bound in an earlier cycle
     quotas: list[str] = field(default_factory=list)
+
+    @property
+    def least(self) -> int:
+        """How many of its quotas must be bound for the gang to run (its PodGroup's minMember)."""
+        return self.min_member or self.workers
 
 
 @dataclass
@@ -66,11 +87,13 @@ class Cluster:
         objs = node_objects(self.nodes, self.repel)
         for g in self.gangs:
             topology = {"affinityKey": g.key} if g.key else None
-            objs.append(b.podgroup(g.name, min_member=g.workers, topology=topology))
+            objs.append(b.podgroup(g.name, min_member=g.least, topology=topology))
+            g.quotas = []
             for i in range(g.workers):
                 q = f"q-{g.name}-{i}"
                 g.quotas.append(q)
-                objs.append(b.quota(q, gpu=g.gpu, hca=1))
+                status = {"phase": "QuotaBound", "nodeName": g.bound[i]} if i in g.bound else None
+                objs.append(b.quota(q, gpu=g.gpu, hca=1, status=status))
                 objs.append(
                     b.pod(
                         f"{g.name}-{i}",
@@ -83,6 +106,14 @@ class Cluster:
                     )
                 )
         return objs
+
+    def start(self) -> dict[str, int]:
+        """GPUs each node's quotas hold before the cycle: its busy quota's, the gangs' bound ones'."""
+        used = {n.name: n.busy for n in self.nodes}
+        for g in self.gangs:
+            for node in g.bound.values():
+                used[node] += g.gpu
+        return used
 
 
 @st.composite
@@ -106,17 +137,40 @@ def clusters(draw: st.DrawFn, max_gangs: int = 3) -> Cluster:
                 )
             )
             k += 1
-    gangs = [
-        Gang(
+    used = {n.name: n.busy for n in nodes}
+    gangs = []
+    for j in range(draw(st.integers(1, max_gangs))):
+        g = Gang(
             f"g{j}",
             draw(st.integers(1, 6)),
             draw(st.sampled_from([1, 2, 4, 8])),
             draw(st.booleans()),
             draw(st.sampled_from(["", "", "k1", "k2"])),  # zones of a key attract its gangs first
         )
-        for j in range(draw(st.integers(1, max_gangs)))
-    ]
+        if g.workers > 1 and draw(st.integers(0, 3)) == 0:  # an elastic gang: minMember below its size
+            g.min_member = draw(st.integers(1, g.workers - 1))
+        if g.workers > 1 and draw(st.integers(0, 3)) == 0:
+            draw_bound(draw, g, nodes, used)
+        gangs.append(g)
     return Cluster(nodes, gangs)
+
+
+def draw_bound(draw: st.DrawFn, g: Gang, nodes: list[NodeSpec], used: dict[str, int]) -> None:
+    """Some quotas of ``g`` bound in an earlier cycle (their pods still pending), on usable nodes of
+    one GPU model with room; a strict gang's in rank order."""
+    tasks = sorted(draw(st.sets(st.integers(0, g.workers - 1), min_size=1, max_size=g.workers - 1)))
+    model = ""
+    for i in tasks:
+        fits = [n for n in nodes if n.usable and used[n.name] + g.gpu <= 8 and model in ("", n.model)]
+        if not fits:
+            break
+        node = draw(st.sampled_from(fits))
+        model = node.model
+        g.bound[i] = node.name
+        used[node.name] += g.gpu
+    if g.strict:
+        index = {n.name: n.index for n in nodes}
+        g.bound = dict(zip(sorted(g.bound), sorted(g.bound.values(), key=lambda n: index[n]), strict=True))
 
 
 def room(c: Cluster, used_gpu: dict[str, int], gpu: int) -> dict[str, int]:
@@ -124,12 +178,19 @@ def room(c: Cluster, used_gpu: dict[str, int], gpu: int) -> dict[str, int]:
     return {n.name: (8 - used_gpu[n.name]) // gpu for n in c.nodes if n.ready and not n.tainted}
 
 
-def fewest_zones(c: Cluster, slots: dict[str, int], need: int) -> int | None:
-    """The exhaustive oracle: the fewest (model, leaf) zones of ONE model whose nodes together hold
-    ``need`` quotas, found by trying every set of zones; None if no set does."""
-    zones: dict[tuple[str, int], int] = {}
+def zone_room(c: Cluster, slots: dict[str, int]) -> dict[Zone, int]:
+    """Each zone's room for the gang: the sum of its nodes' slots."""
+    zones: dict[Zone, int] = {}
     for n in c.nodes:
-        zones[(n.model, n.leaf)] = zones.get((n.model, n.leaf), 0) + slots.get(n.name, 0)
+        zones[n.zone] = zones.get(n.zone, 0) + slots.get(n.name, 0)
+    return zones
+
+
+def fewest_zones(c: Cluster, slots: dict[str, int], need: int, *, among: Collection[Zone] | None = None) -> int | None:
+    """The exhaustive oracle: the fewest (model, leaf) zones of ONE model (``among`` them, if
+    given) whose nodes together hold ``need`` quotas, found by trying every set of zones; None
+    if no set does."""
+    zones = {z: cap for z, cap in zone_room(c, slots).items() if among is None or z in among}
     best: int | None = None
     for model in {m for m, _ in zones}:
         mine = [cap for (m, _), cap in zones.items() if m == model]
@@ -140,54 +201,189 @@ def fewest_zones(c: Cluster, slots: dict[str, int], need: int) -> int | None:
     return best
 
 
+def zone_cost(
+    c: Cluster, zones: Collection[Zone], slots: dict[str, int], used: dict[str, int], affinity: Counter[Zone]
+) -> tuple[int, ...]:
+    """Rule 1's cost of a set of zones (the least is best): one zone — more affinity, less room,
+    fewer nodes, lower first index; several — more affinity, less room of untouched zones
+    broken, less room taken, fewer nodes."""
+    room_of = zone_room(c, slots)
+    members = [n for n in c.nodes if n.zone in zones]
+    aff = -sum(affinity[z] for z in zones)
+    taken = sum(room_of[z] for z in zones)
+    if len(zones) == 1:
+        return (aff, taken, len(members), min(n.index for n in members))
+    untouched = [z for z in zones if all(used[n.name] == 0 for n in c.nodes if n.zone == z)]
+    return (aff, sum(room_of[z] for z in untouched), taken, len(members))
+
+
+def best_cost(
+    c: Cluster, slots: dict[str, int], need: int, count: int, used: dict[str, int], affinity: Counter[Zone]
+) -> tuple[int, ...]:
+    """The least :func:`zone_cost` of the sets of ``count`` zones of one model that hold ``need``."""
+    room_of = zone_room(c, slots)
+    costs = []
+    for model in {m for m, _ in room_of}:
+        for combo in itertools.combinations([z for z in room_of if z[0] == model], count):
+            if sum(room_of[z] for z in combo) >= need:
+                costs.append(zone_cost(c, combo, slots, used, affinity))
+    return min(costs)
+
+
+def fits_in_order(c: Cluster, g: Gang, used: dict[str, int], count: int) -> bool:
+    """Whether the first ``count`` unbound quotas of strict ``g`` fit its model's usable nodes with
+    node indices that never descend as task indices ascend, around its bound quotas (exhaustive)."""
+    spec = {n.name: n for n in c.nodes}
+    model = spec[next(iter(g.bound.values()))].model
+    slots = {n: k for n, k in room(c, used, g.gpu).items() if spec[n].model == model}
+    todo = [i for i in range(g.workers) if i not in g.bound][:count]
+    seq = sorted([*todo, *g.bound])
+
+    def go(at: int, low: int) -> bool:
+        if at == len(seq):
+            return True
+        i = seq[at]
+        if i in g.bound:
+            index = spec[g.bound[i]].index
+            return index >= low and go(at + 1, index)
+        for n, k in slots.items():
+            if k > 0 and spec[n].index >= low:
+                slots[n] -= 1
+                ok = go(at + 1, spec[n].index)
+                slots[n] += 1
+                if ok:
+                    return True
+        return False
+
+    return go(0, -1)
+
+
 def run(c: Cluster, *, liveness: bool = True, policy: Policy = POLICY, zone_rules: bool = True) -> CycleResult:
-    """One cycle and the checks of the module docstring (``zone_rules``: also fewest zones and
-    distinct nodes, the default policy's rules; without: validity only)."""
+    """One cycle and the checks of the module docstring (``zone_rules``: also fewest zones, rule 1's
+    costs and distinct nodes, the default policy's rules; without: validity only)."""
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, c.objects())
     assert not cache.conversion_errors
     result = Scheduler(policy).run_once(cache.snapshot(NOW))
     ssn = result.session
-    spec = {n.name: n for n in c.nodes}
-
     check_ledgers(ssn)
 
     # replay the cycle's bindings in commit order to know each gang's situation when it was placed
-    gang_of = {q: g.name for g in c.gangs for q in g.quotas}
+    gang_of = {q: g.name for g in c.gangs for i, q in enumerate(g.quotas) if i not in g.bound}
     need_of = {q: {"gpu": g.gpu} for g in c.gangs for q in g.quotas}
-    replayed, end = used_before_each_gang(result, {n.name: {"gpu": n.busy} for n in c.nodes}, need_of, gang_of)
+    replayed, end = used_before_each_gang(result, {n: {"gpu": v} for n, v in c.start().items()}, need_of, gang_of)
     before = {g: {n: v["gpu"] for n, v in used.items()} for g, used in replayed.items()}
     used = {n: v["gpu"] for n, v in end.items()}
+    where = {g.name: [ssn.quota(q).node_name for q in g.quotas] for g in c.gangs}  # type: ignore[union-attr]
 
     for g in c.gangs:
-        placed = [(i, ssn.quota(q).node_name) for i, q in enumerate(g.quotas)]  # type: ignore[union-attr]
-        nodes = [n for _, n in placed if n]
-        if len(nodes) == g.workers:  # committed
+        new = [i for i, n in enumerate(where[g.name]) if n and i not in g.bound]
+        if new:  # committed
             assert g.name in before
-            chosen = [spec[n] for n in nodes]
-            assert len({n.model for n in chosen}) == 1, f"{g.name} mixes GPU models: {nodes}"
-            assert all(n.ready and not n.tainted for n in chosen), f"{g.name} on an unusable node: {nodes}"
-            indices = [spec[n].index for _, n in placed]
-            assert indices == sorted(indices), f"{g.name} breaks rank order: {indices}"
-            if not zone_rules:
-                continue
-            slots = room(c, before[g.name], g.gpu)
-            minimal = fewest_zones(c, slots, g.workers)
-            zones_used = {(n.model, n.leaf) for n in chosen}
-            assert minimal is not None
-            assert len(zones_used) == minimal, f"{g.name} uses {len(zones_used)} zones, {minimal} would do: {nodes}"
-            # distinct nodes while the chosen zones have enough of them
-            open_nodes = [n for n in c.nodes if (n.model, n.leaf) in zones_used and slots.get(n.name, 0) > 0]
-            if len(open_nodes) >= g.workers and minimal == 1:
-                assert len(set(nodes)) == g.workers, f"{g.name} shares a node while others are free: {nodes}"
+            affinity = key_zones(c, g, where, list(before))
+            check_placed(c, g, where[g.name], new, before[g.name], affinity, zone_rules=zone_rules)
         else:
-            assert not nodes, f"{g.name} is half bound: {placed}"  # gang: all or nothing
             assert g.name not in before
             if liveness:
-                assert fewest_zones(c, room(c, used, g.gpu), g.workers) is None, f"{g.name} fits but was not placed"
+                assert not placeable(c, g, used), f"{g.name} fits but was not placed"
             verdict = result.verdicts.get(f"default/{g.name}")
             assert verdict is not None and not verdict.status.ok
     return result
+
+
+def key_zones(c: Cluster, g: Gang, where: dict[str, list[str]], order: list[str]) -> Counter[Zone]:
+    """The quotas per zone of the gangs sharing ``g``'s affinity key when ``g`` was placed
+    (``order``: the gangs in the order they were placed)."""
+    out: Counter[Zone] = Counter()
+    if not g.key:
+        return out
+    spec = {n.name: n for n in c.nodes}
+    earlier = set(order[: order.index(g.name)])
+    for h in c.gangs:
+        if h.key == g.key:
+            for i, n in enumerate(where[h.name]):
+                if n and (i in h.bound or h.name in earlier):
+                    out[spec[n].zone] += 1
+    return out
+
+
+def placeable(c: Cluster, g: Gang, used: dict[str, int]) -> bool:
+    """Whether ``g`` could run on ``used``: its minMember of quotas bound, on one GPU model (its
+    bound quotas'), around its bound quotas in rank order when it asks for strict order."""
+    least = max(1, g.least - len(g.bound))
+    if g.bound and g.strict:
+        return fits_in_order(c, g, used, least)
+    return most_that_fit(c, g, used) >= least
+
+
+def most_that_fit(c: Cluster, g: Gang, used: dict[str, int]) -> int:
+    """How many quotas of ``g``'s size one GPU model (its bound quotas', if any) still takes."""
+    spec = {n.name: n for n in c.nodes}
+    models = {spec[n].model for n in g.bound.values()} or {n.model for n in c.nodes}
+    slots = room(c, used, g.gpu)
+    return max(sum(k for n, k in slots.items() if spec[n].model == m) for m in models)
+
+
+def check_placed(
+    c: Cluster,
+    g: Gang,
+    nodes: list[str],
+    new: list[int],
+    used: dict[str, int],
+    affinity: Counter[Zone],
+    *,
+    zone_rules: bool,
+) -> None:
+    """The checks of a gang bound in the cycle (``new``: its quotas bound now; ``used``: the GPUs
+    each node held when it was placed)."""
+    spec = {n.name: n for n in c.nodes}
+    placed = [spec[n] for n in nodes if n]  # in task order
+    chosen = [spec[nodes[i]] for i in new]
+    assert len({n.model for n in placed}) == 1, f"{g.name} mixes GPU models: {nodes}"
+    assert all(n.usable for n in chosen), f"{g.name} on an unusable node: {nodes}"
+    assert len(placed) >= g.least, f"{g.name} runs {len(placed)} quotas, below its minMember {g.least}: {nodes}"
+    unbound = [i for i in range(g.workers) if i not in g.bound]
+    assert new == unbound[: len(new)], f"{g.name} binds {new}, not its first quotas in rank order"
+    if g.strict or not g.bound:
+        indices = [n.index for n in placed]
+        assert indices == sorted(indices), f"{g.name} breaks rank order: {indices}"
+    if not (g.strict and g.bound):
+        most = most_that_fit(c, g, used)
+        assert len(new) == min(len(unbound), most), f"{g.name} binds {len(new)}, {most} fit: {nodes}"
+    if not zone_rules:
+        return
+    slots = room(c, used, g.gpu)
+    if g.bound:
+        if not g.strict:
+            check_near_siblings(c, g, chosen, slots)
+        return
+    need = len(new)
+    minimal = fewest_zones(c, slots, need)
+    zones = {n.zone for n in chosen}
+    assert minimal is not None
+    assert len(zones) == minimal, f"{g.name} uses {len(zones)} zones, {minimal} would do: {nodes}"
+    cost, best = zone_cost(c, zones, slots, used, affinity), best_cost(c, slots, need, minimal, used, affinity)
+    assert cost == best, f"{g.name} takes zones {sorted(zones)} of cost {cost}, the best costs {best}: {nodes}"
+    for z in zones:  # distinct nodes while the zone has enough of them
+        here = [n.name for n in chosen if n.zone == z]
+        open_nodes = [n for n in c.nodes if n.zone == z and slots.get(n.name, 0) > 0]
+        if len(open_nodes) >= len(here):
+            assert len(set(here)) == len(here), f"{g.name} shares a node in {z} while others are free: {nodes}"
+
+
+def check_near_siblings(c: Cluster, g: Gang, chosen: list[NodeSpec], slots: dict[str, int]) -> None:
+    """A partly bound gang fills its bound quotas' zones first, then the fewest further zones."""
+    spec = {n.name: n for n in c.nodes}
+    home = {spec[n].zone for n in g.bound.values()}
+    model = next(iter(home))[0]
+    room_of = zone_room(c, slots)
+    inside = sum(room_of[z] for z in home)
+    outside = [n for n in chosen if n.zone not in home]
+    assert len(outside) == max(0, len(chosen) - inside), f"{g.name} leaves room in its siblings' zones {home}"
+    if outside:
+        others = [z for z in room_of if z[0] == model and z not in home]
+        fewest = fewest_zones(c, slots, len(outside), among=others)
+        assert len({n.zone for n in outside}) == fewest, f"{g.name} takes more further zones than {fewest}"
 
 
 @PROPERTY
@@ -238,6 +434,8 @@ def test_under_continuity_every_placement_stays_valid_and_a_gang_that_fits_runs(
 def test_a_single_rdma_gang_uses_one_zone_whenever_one_zone_can_hold_it(c: Cluster) -> None:
     result = run(c)
     (g,) = c.gangs
+    if g.bound or g.min_member:
+        return  # run() checked what such a gang gets
     fits_now = fewest_zones(c, room(c, {n.name: n.busy for n in c.nodes}, g.gpu), g.workers)
     nodes = [result.session.quota(q).node_name for q in g.quotas]  # type: ignore[union-attr]
     spec = {n.name: n for n in c.nodes}

@@ -137,6 +137,8 @@ class _Topology:
         if isinstance(plan, Status):
             return plan
         first = plan.nodes.get(quota.name)
+        if not first and plan.rest is not None:
+            return plan.rest  # beyond what fits now of a gang whose minMember the plan reaches
         others: Callable[[], list[str]] = list if job.strict_order else partial(plan.others, first)
         if not first:
             return others()

@@ -15,8 +15,9 @@ The rules, in the order the planner applies them:
    the one that breaks the least capacity of whole, untouched zones (an exact fit beats breaking a
    big empty zone), then the least capacity taken, fewer nodes, lower indices. Jobs sharing a
    ``topology-affinity-key`` first prefer zones where that key already holds quotas.
-2. **Slots per zone** (:func:`split_slots`): the zone with the most capacity is filled first, so
-   the largest part of the gang shares one switch.
+2. **Slots per zone** (:func:`split_slots`): the zones of the gang's bound siblings first (a
+   partly bound gang fills them before it takes room elsewhere), then the zone with the most
+   capacity, so the largest part of the gang shares one switch.
 3. **Nodes in a zone** (:func:`choose_nodes`): by default distinct nodes while the zone has enough
    of them, best QN score first (ties: lower index), and consecutive ranks share a node only when
    needed (then spread round-robin, so no node takes more ranks than it must). With
@@ -25,7 +26,8 @@ The rules, in the order the planner applies them:
 4. **Ranks** (:func:`assign_ranks`): slots sorted by node index go to quotas in task-index order,
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
-   inside it.
+   inside it. A strict-order gang whose slots cannot keep that order is placed on other nodes of
+   its spec that can (:func:`assign_in_order`), else waits.
 
 A gang the rules allow (capacity, predicates, one GPU spec) is therefore never refused: the plan
 fails only when no spec's zones together hold ``need`` slots.
@@ -34,13 +36,15 @@ fails only when no spec's zones together hold ``need`` slots.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
     "Candidate",
+    "Range",
     "Slot",
     "ZoneOffer",
+    "assign_in_order",
     "assign_ranks",
     "best_single_zone",
     "choose_nodes",
@@ -48,6 +52,7 @@ __all__ = [
     "choose_zones",
     "continuity_block",
     "fewest_to_reach",
+    "order_break",
     "rank_key",
     "single_zone_key",
     "split_slots",
@@ -155,11 +160,12 @@ def _best_subset(zones: Sequence[ZoneOffer], need: int, k: int) -> list[ZoneOffe
     return [zones[p] for p in chosen]
 
 
-def split_slots(zones: Sequence[ZoneOffer], need: int) -> list[tuple[ZoneOffer, int]]:
-    """How many of ``need`` slots each chosen zone takes (rule 2): the largest zone first."""
+def split_slots(zones: Sequence[ZoneOffer], need: int, home: Collection[ZoneId] = ()) -> list[tuple[ZoneOffer, int]]:
+    """How many of ``need`` slots each chosen zone takes (rule 2): the zones of the gang's bound
+    siblings (``home``) first, then the largest zone first."""
     out: list[tuple[ZoneOffer, int]] = []
     left = need
-    for z in sorted(zones, key=lambda z: (-z.capacity, z.first_index, z.id)):
+    for z in sorted(zones, key=lambda z: (z.id not in home, -z.capacity, z.first_index, z.id)):
         if left <= 0:
             break
         take = min(z.capacity, left)
@@ -282,6 +288,61 @@ def assign_ranks(
                 break
         out.append(free.pop(pick))
     return out
+
+
+Range = tuple[int | None, int | None]  # a quota's closed node-index range (None: open)
+
+
+def order_break(placed: Sequence[Slot], ranges: Sequence[Range]) -> tuple[int, str] | None:
+    """The first quota of ``placed`` (task order) outside its range or below the quota before it:
+    its position and how (``"0 < 3"``: node index 0 where 3 at least was due); None: none is."""
+    last = -1
+    for at, (s, (lo, hi)) in enumerate(zip(placed, ranges, strict=True)):
+        low = max(last, -1 if lo is None else lo)
+        if s.index < low:
+            return at, f"{s.index} < {low}"
+        if hi is not None and s.index > hi:
+            return at, f"{s.index} > {hi}"
+        last = s.index
+    return None
+
+
+def assign_in_order(candidates: Sequence[Candidate], ranges: Sequence[Range]) -> list[Slot] | None:
+    """Rule 4 for a strict-order gang whose bound siblings fence its ranks (``ranges``, task
+    order): each quota on the lowest-index node after the previous quota's, inside its range, from
+    which the rest can still follow in order; else beside the previous quota (distinct nodes
+    while the candidates allow). None when no placement in rank order exists."""
+    nodes = sorted(candidates, key=lambda c: (c.index, c.name))
+    left = [c.capacity for c in nodes]
+    out: list[Slot] = []
+    at = -1  # position of the previous quota's node
+    for i, (lo, hi) in enumerate(ranges):
+        for pos in [*range(at + 1, len(nodes)), *([at] if at >= 0 else [])]:
+            index = nodes[pos].index
+            if left[pos] == 0 or (lo is not None and index < lo) or (hi is not None and index > hi):
+                continue
+            left[pos] -= 1
+            if _follows(nodes, left, pos, ranges[i + 1 :]):
+                out.append(Slot(nodes[pos].name, index))
+                at = pos
+                break
+            left[pos] += 1
+        else:
+            return None
+    return out
+
+
+def _follows(nodes: Sequence[Candidate], left: Sequence[int], at: int, ranges: Sequence[Range]) -> bool:
+    """Whether quotas of ``ranges`` fit in order on ``nodes`` (room ``left``) from position ``at``
+    on. Exact: each on the lowest node it may take leaves the most room to the rest."""
+    room = list(left)
+    for lo, hi in ranges:
+        while at < len(nodes) and (room[at] == 0 or (lo is not None and nodes[at].index < lo)):
+            at += 1
+        if at == len(nodes) or (hi is not None and nodes[at].index > hi):
+            return False
+        room[at] -= 1
+    return True
 
 
 def continuity_block(candidates: Sequence[Candidate], indices: Sequence[int], need: int) -> list[Candidate] | None:

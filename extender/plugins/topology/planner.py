@@ -12,6 +12,8 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
   than ``STATE_LIMIT`` count vectors, every quota is counted as the largest instead (never an
   over-promise, but such a gang may wait while it would fit). Every quota is re-checked as it is
   bound, like any other.
+* **minMember below the gang's size** (``gangparts.py``): a gang that does not fit whole places
+  the most of its unbound quotas that fit, the lowest ranks first, when they reach ``minMember``.
 * **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
   span more zones because of a hold than without it waits instead (``NodeHeldForGang``): a hold
   may delay others, never scatter them.
@@ -29,23 +31,27 @@ from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
+from extender.plugins.topology.gangparts import Mix, PlanKey, kinds_of, least_to_place, plan_key
 from extender.plugins.topology.gangplan import (
     Candidate,
+    Range,
     Slot,
     ZoneId,
     ZoneOffer,
+    assign_in_order,
     assign_ranks,
     best_single_zone,
     choose_nodes,
     choose_ranked,
     choose_zones,
     continuity_block,
+    order_break,
     split_slots,
 )
 from extender.plugins.topology.holds import HoldBook
-from extender.plugins.topology.mixedplan import STATE_LIMIT, Kind, MixedGang, MixedNode, plan_mixed, states
+from extender.plugins.topology.mixedplan import STATE_LIMIT, MixedGang, MixedNode, plan_mixed, states
 from extender.plugins.topology.refusals import describe_gang, fits_only_above, held_for_others, no_zone_fits
-from extender.plugins.topology.siblings import BoundSiblings
+from extender.plugins.topology.siblings import rank_ranges
 
 __all__ = ["GangPlan", "GangPlanner"]
 
@@ -55,6 +61,7 @@ class GangPlan:
     nodes: dict[str, str]  # unbound quota → node
     zones: list[ZoneId]
     judged: bool = False  # every planned node was judged for its quota's own shape (else: judge each)
+    rest: Status | None = None  # why the job's unbound quotas beyond the plan wait (minMember < size)
     _by_name: list[str] | None = field(default=None, repr=False, compare=False)  # its nodes, sorted once
 
     def others(self, first: str | None) -> list[str]:
@@ -65,29 +72,11 @@ class GangPlan:
 
 
 @dataclass(slots=True)
-class _Mix:
-    """A gang of several kinds: its unbound quotas (rank order), the largest, its kinds, a quota
-    standing for each kind, each quota's kind, and the largest quota's kind."""
-
-    unbound: list[QuotaInfo]
-    head: QuotaInfo
-    kinds: list[Kind]
-    reps: list[QuotaInfo]
-    order: list[int]
-    head_kind: int
-
-
-@dataclass(slots=True)
 class _SpecPlan:
-    key: tuple[int, int, int, int, int, int, int, str]
+    key: PlanKey
     zones: list[ZoneOffer]
     slots: list[Slot] | None  # None: made for the winning spec only
     nodes: dict[str, str] | None = None  # a mixed gang's plan: unbound quota → node
-
-
-def _size(quota: QuotaInfo, gpus: Sequence[str]) -> tuple[int, int]:
-    """How large a quota is, to find a gang's largest: its GPUs, then all its units."""
-    return (sum(quota.request.get(g) for g in gpus), sum(quota.request.q.values()))
 
 
 class GangPlanner:
@@ -125,9 +114,23 @@ class GangPlanner:
         return self._unheld
 
     def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo]) -> GangPlan | Status:
-        """Nodes for the job's unbound ``quotas`` (all its quotas, rank order, bound ones included)."""
+        """Nodes for the job's unbound ``quotas`` (all its quotas, rank order, bound ones included):
+        for all of them if they fit, else for the most of them, the lowest ranks first, that fit
+        and reach ``minMember`` (``gangparts.least_to_place``); the rest wait (``GangPlan.rest``)."""
         unbound = [q for q in quotas if not q.node_name]
-        mix = self._mix(unbound)
+        whole = self._plan_some(job, quotas, unbound)
+        if isinstance(whole, GangPlan):
+            return whole
+        for count in range(len(unbound) - 1, least_to_place(job, quotas) - 1, -1):
+            part = self._plan_some(job, quotas, unbound[:count])
+            if isinstance(part, GangPlan):
+                part.rest = whole
+                return part
+        return whole
+
+    def _plan_some(self, job: JobInfo, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> GangPlan | Status:
+        """Nodes for ``unbound``, some of the job's unbound quotas, as one gang."""
+        mix = kinds_of(unbound, self.memo.shape_of, self.ssn.gpu_resources)
         if len(mix.kinds) > 1 and not self.continuity and states(mix.kinds) <= STATE_LIMIT:
             return self._plan_mixed(job, quotas, mix)
         sid = self.memo.shape_of(mix.head)
@@ -156,10 +159,34 @@ class GangPlanner:
             return self._failure(job, head, sid, specs, unbound)
         if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
             return self._above_limit(job, head, sid, best, unbound)
-        slots = best.slots if best.slots is not None else self._slots(job, head, sid, best.zones, len(unbound))
-        placed = assign_ranks(slots, self._ranges(quotas, unbound))
+        slots = best.slots
+        if slots is None:
+            slots = self._slots(job, head, sid, best.zones, len(unbound), home=bound_zones)
+        ranges = rank_ranges(quotas, unbound, self.ssn.node)
+        placed, zones = assign_ranks(slots, ranges), [z.id for z in best.zones]
+        broken = order_break(placed, ranges) if job.strict_order else None
+        if broken is not None:
+            ordered = self._in_order(job, head, sid, zones, ranges)
+            if ordered is None:
+                at, how = broken
+                why = f"task {unbound[at].rank} would land on node index {how}"
+                return Status.unschedulable(Reason.TOPOLOGY_ORDER, why)
+            placed, zones = ordered
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
-        return GangPlan(nodes, [z.id for z in best.zones], judged)
+        return GangPlan(nodes, zones, judged)
+
+    def _in_order(
+        self, job: JobInfo, head: QuotaInfo, sid: int | None, zones: list[ZoneId], ranges: Sequence[Range]
+    ) -> tuple[list[Slot], list[ZoneId]] | None:
+        """A strict-order gang's slots in rank order around its bound siblings, and their zones: in
+        its chosen ``zones`` if they allow it, else anywhere in its spec; None when nowhere does."""
+        spec = zones[0][0] if zones else ""
+        for among in (zones, self.memo.spec_zones.get(spec, [])):
+            cands = [c for z in among for c in self._candidates(job, head, sid, z)]
+            placed = assign_in_order(cands, ranges)
+            if placed is not None:
+                return placed, sorted({self.memo.zone_of[s.node] for s in placed})
+        return None
 
     def _kept_off(self, best: _SpecPlan | None, free: _SpecPlan | None, unbound: Sequence[QuotaInfo]) -> Status | None:
         """``NodeHeldForGang`` when the plan were nothing held (``free``) spans fewer zones than
@@ -181,33 +208,7 @@ class GangPlanner:
         return sorted(memo.spec_zones), bound_zones
 
     # --- gangs whose quotas differ in size (mixedplan.py) -----------------------------------
-    def _mix(self, unbound: Sequence[QuotaInfo]) -> _Mix:
-        """The gang's kinds: its quotas of one shape (a quota without one is a kind alone)."""
-        shape_of = self.memo.shape_of
-        sids = [shape_of(q) for q in unbound]
-        if sids and sids[0] is not None and sids.count(sids[0]) == len(sids):  # one kind: all ask the same
-            at = max(range(len(unbound)), key=lambda i: unbound[i].name)
-            head = unbound[at]
-            return _Mix(list(unbound), head, [Kind(head.request.q, len(unbound))], [unbound[0]], [0] * len(sids), 0)
-        index: dict[object, int] = {}
-        reps: list[QuotaInfo] = []
-        counts: list[int] = []
-        order: list[int] = []
-        for q, sid in zip(unbound, sids, strict=True):
-            t = index.setdefault(sid if sid is not None else ("quota", q.name), len(index))
-            if t == len(reps):
-                reps.append(q)
-                counts.append(0)
-            counts[t] += 1
-            order.append(t)
-        kinds = [Kind(rep.request.q, n) for rep, n in zip(reps, counts, strict=True)]
-        # the largest quota (ties: the last name); the quotas of one kind ask for the same
-        sizes = [_size(rep, self.ssn.gpu_resources) for rep in reps]
-        top = max(sizes)
-        at = max((i for i, t in enumerate(order) if sizes[t] == top), key=lambda i: unbound[i].name)
-        return _Mix(list(unbound), unbound[at], kinds, reps, order, order[at])
-
-    def _plan_mixed(self, job: JobInfo, quotas: Sequence[QuotaInfo], mix: _Mix) -> GangPlan | Status:
+    def _plan_mixed(self, job: JobInfo, quotas: Sequence[QuotaInfo], mix: Mix) -> GangPlan | Status:
         """A gang of several kinds, planned exactly (``mixedplan.py``) under every rule of
         :meth:`_plan_group` but the NVLink-domain tier: specs, bound siblings, holds, tier limit."""
         head, unbound = mix.head, mix.unbound
@@ -225,7 +226,7 @@ class GangPlanner:
         return GangPlan(best.nodes, [z.id for z in best.zones])
 
     def _best_mixed(
-        self, job: JobInfo, mix: _Mix, specs: Collection[str], bound_zones: list[ZoneId]
+        self, job: JobInfo, mix: Mix, specs: Collection[str], bound_zones: list[ZoneId]
     ) -> _SpecPlan | None:
         best: _SpecPlan | None = None
         for spec in specs:
@@ -234,7 +235,7 @@ class GangPlanner:
                 best = plan
         return best
 
-    def _mixed_members(self, job: JobInfo, mix: _Mix, zid: ZoneId) -> list[MixedNode]:
+    def _mixed_members(self, job: JobInfo, mix: Mix, zid: ZoneId) -> list[MixedNode]:
         """The zone's nodes not held for another gang, with their room, which kinds they take and
         their QN score for the gang's largest kind."""
         memo, out = self.memo, []
@@ -250,7 +251,7 @@ class GangPlanner:
                 out.append(MixedNode(name, node.index, zid, node.quota_room().q, eligible, score))
         return out
 
-    def _mixed_spec(self, job: JobInfo, mix: _Mix, spec: str, bound_zones: list[ZoneId]) -> _SpecPlan | None:
+    def _mixed_spec(self, job: JobInfo, mix: Mix, spec: str, bound_zones: list[ZoneId]) -> _SpecPlan | None:
         """Rules 1–3 of ``mixedplan.py`` in one spec: the zones (after the bound siblings' zones,
         else in the lowest tier that holds the gang), then each quota's node."""
         sid = self.memo.shape_of(mix.head)
@@ -263,21 +264,11 @@ class GangPlanner:
             return None
         chosen = [self._offer(job, mix.head, sid, z) for z in bound_zones if z in members] + made[0]
         return _SpecPlan(
-            self._key(chosen, spec), chosen, None, dict(zip((q.name for q in mix.unbound), made[1], strict=True))
+            plan_key(chosen, spec, self.memo.span([z.id for z in chosen])),
+            chosen,
+            None,
+            dict(zip((q.name for q in mix.unbound), made[1], strict=True)),
         )
-
-    def _key(self, chosen: Sequence[ZoneOffer], spec: str) -> tuple[int, int, int, int, int, int, int, str]:
-        """What ranks the plans of specs (rule 1): tier spanned, zones, affinity, then costs (the
-        capacity of untouched zones broken, the capacity and the nodes taken, the lowest index)."""
-        affinity = broken = capacity = size = 0
-        first = min((z.first_index for z in chosen), default=0)
-        for z in chosen:
-            affinity += z.affinity
-            capacity += z.capacity
-            size += z.size
-            if z.untouched:
-                broken += z.capacity
-        return (self.memo.span([z.id for z in chosen]), len(chosen), -affinity, broken, capacity, size, first, spec)
 
     def _best_spec(
         self,
@@ -370,14 +361,21 @@ class GangPlanner:
             if picked is None:
                 return None
             chosen = picked
-        return _SpecPlan(self._key(chosen, spec), chosen, None)
+        return _SpecPlan(plan_key(chosen, spec, self.memo.span([z.id for z in chosen])), chosen, None)
 
     def _slots(
-        self, job: JobInfo, head: QuotaInfo, sid: int | None, chosen: Sequence[ZoneOffer], need: int
+        self,
+        job: JobInfo,
+        head: QuotaInfo,
+        sid: int | None,
+        chosen: Sequence[ZoneOffer],
+        need: int,
+        *,
+        home: Collection[ZoneId],
     ) -> list[Slot]:
-        """The gang's slots in its chosen zones (rules 2 and 3)."""
+        """The gang's slots in its chosen zones (rules 2 and 3; ``home``: its bound siblings' zones)."""
         slots: list[Slot] = []
-        for zone, m in split_slots(chosen, need):
+        for zone, m in split_slots(chosen, need, home):
             for cand, count in choose_ranked(self._candidates(job, head, sid, zone.id), m, pack=self.pack):
                 slots += [Slot(cand.name, cand.index)] * count
         return slots
@@ -473,17 +471,6 @@ class GangPlanner:
         return self.holds.any()
 
     # --- ranks and failures ------------------------------------------------------------------
-    def _ranges(self, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> list[tuple[int | None, int | None]]:
-        """Each unbound quota's closed node-index range between its bound siblings."""
-        if len(unbound) == len(quotas):
-            return [(None, None)] * len(unbound)
-        info = BoundSiblings((q.name, q.rank) for q in quotas)
-        for q in quotas:
-            node = self.ssn.node(q.node_name) if q.node_name else None
-            if node is not None:
-                info.add(q.name, q.rank, node.index, node.name)
-        return [(None, None) if q.rank is None else info.neighbours(q.rank) for q in unbound]
-
     def _above_limit(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, best: _SpecPlan, unbound: Sequence[QuotaInfo]
     ) -> Status:

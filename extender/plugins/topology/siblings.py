@@ -17,9 +17,12 @@ discarded gang, a release): it is left to the caller to rebuild.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
-__all__ = ["SMALL", "BoundSiblings"]
+from extender.model.node import NodeInfo
+from extender.model.quota import QuotaInfo
+
+__all__ = ["SMALL", "BoundSiblings", "rank_ranges"]
 
 
 SMALL = 16  # up to this many bound quotas a plain pass is quicker than the trees
@@ -114,3 +117,18 @@ class BoundSiblings:
                 high = v
             i -= i & -i
         return low, high
+
+
+def rank_ranges(
+    quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo], node: Callable[[str], NodeInfo | None]
+) -> list[tuple[int | None, int | None]]:
+    """Each of ``unbound``'s closed node-index range between the bound ones of ``quotas`` (a job's
+    quotas; ``node``: a node by name): the seed's ``[preNode, lastNode]``."""
+    if not any(q.node_name for q in quotas):
+        return [(None, None)] * len(unbound)
+    info = BoundSiblings((q.name, q.rank) for q in quotas)
+    for q in quotas:
+        at = node(q.node_name) if q.node_name else None
+        if at is not None:
+            info.add(q.name, q.rank, at.index, at.name)
+    return [(None, None) if q.rank is None else info.neighbours(q.rank) for q in unbound]

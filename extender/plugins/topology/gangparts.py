@@ -1,0 +1,99 @@
+"""What of a gang one plan covers: its kinds (quotas of one shape) and, for a gang whose
+``minMember`` is below its size, how many of its unbound quotas a plan must place at least.
+Pure functions: no session, no I/O.
+
+* A gang is planned over its **kinds** (``mixedplan.py``); its largest quota (its GPUs, then all
+  its units; ties: the last name) stands for every quota when it is counted as one size.
+* **minMember.** A gang that does not fit whole still runs when enough of it fits: the planner
+  places the most of its unbound quotas that fit, the lowest ranks first, as long as with its
+  bound ones (and its finished tasks) they reach ``minMember`` — and at least one. The rest
+  waits for room, in a later cycle, beside its bound siblings (as a non-topology job's quotas
+  do, placed one by one until one does not fit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from extender.model.job import JobInfo
+from extender.model.quota import QuotaInfo
+from extender.model.task import ALIVE, TaskStatus
+from extender.plugins.topology.gangplan import ZoneOffer
+from extender.plugins.topology.mixedplan import Kind
+
+__all__ = ["Mix", "PlanKey", "kinds_of", "least_to_place", "plan_key"]
+
+PlanKey = tuple[int, int, int, int, int, int, int, str]
+
+
+@dataclass(slots=True)
+class Mix:
+    """A gang of several kinds: its unbound quotas (rank order), the largest, its kinds, a quota
+    standing for each kind, each quota's kind, and the largest quota's kind."""
+
+    unbound: list[QuotaInfo]
+    head: QuotaInfo
+    kinds: list[Kind]
+    reps: list[QuotaInfo]
+    order: list[int]
+    head_kind: int
+
+
+def _size(quota: QuotaInfo, gpus: Sequence[str]) -> tuple[int, int]:
+    """How large a quota is, to find a gang's largest: its GPUs, then all its units."""
+    return (sum(quota.request.get(g) for g in gpus), sum(quota.request.q.values()))
+
+
+def kinds_of(unbound: Sequence[QuotaInfo], shape_of: Callable[[QuotaInfo], int | None], gpus: Sequence[str]) -> Mix:
+    """The gang's kinds: its quotas of one shape (a quota without one is a kind alone)."""
+    sids = [shape_of(q) for q in unbound]
+    if sids and sids[0] is not None and sids.count(sids[0]) == len(sids):  # one kind: all ask the same
+        at = max(range(len(unbound)), key=lambda i: unbound[i].name)
+        head = unbound[at]
+        return Mix(list(unbound), head, [Kind(head.request.q, len(unbound))], [unbound[0]], [0] * len(sids), 0)
+    index: dict[object, int] = {}
+    reps: list[QuotaInfo] = []
+    counts: list[int] = []
+    order: list[int] = []
+    for q, sid in zip(unbound, sids, strict=True):
+        t = index.setdefault(sid if sid is not None else ("quota", q.name), len(index))
+        if t == len(reps):
+            reps.append(q)
+            counts.append(0)
+        counts[t] += 1
+        order.append(t)
+    kinds = [Kind(rep.request.q, n) for rep, n in zip(reps, counts, strict=True)]
+    # the largest quota (ties: the last name); the quotas of one kind ask for the same
+    sizes = [_size(rep, gpus) for rep in reps]
+    top = max(sizes)
+    at = max((i for i, t in enumerate(order) if sizes[t] == top), key=lambda i: unbound[i].name)
+    return Mix(list(unbound), unbound[at], kinds, reps, order, order[at])
+
+
+def least_to_place(job: JobInfo, quotas: Sequence[QuotaInfo]) -> int:
+    """How many of the job's unbound ``quotas`` a plan must place at least: what its bound quotas
+    and finished tasks lack of ``minMember`` (counted as the gang gate counts them), at least one."""
+    bound = {q.name for q in quotas if q.node_name}
+    ready = sum(
+        1
+        for t in job.tasks.values()
+        if t.status is TaskStatus.SUCCEEDED or (t.status in ALIVE and t.quota and t.quota in bound)
+    )
+    return max(1, job.min_member - ready)
+
+
+def plan_key(chosen: Sequence[ZoneOffer], spec: str, span: int) -> PlanKey:
+    """What ranks the plans of specs (rule 1; the least is best): the tier ``span`` spanned, the
+    zones, more affinity, then costs (the capacity of untouched zones broken, the capacity and
+    the nodes taken, the lowest index). One zone is best fit whatever its spec (as
+    ``gangplan.single_zone_key`` orders the zones of one spec): it breaks nothing."""
+    affinity = broken = capacity = size = 0
+    first = min((z.first_index for z in chosen), default=0)
+    for z in chosen:
+        affinity += z.affinity
+        capacity += z.capacity
+        size += z.size
+        if z.untouched and len(chosen) > 1:
+            broken += z.capacity
+    return (span, len(chosen), -affinity, broken, capacity, size, first, spec)
