@@ -21,6 +21,7 @@ from extender.framework.session import JobVerdict, Session, Snapshot
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.topology import holds
+from extender.plugins.topology.gangparts import short_of_min_member
 from extender.plugins.topology.holds import Hold
 
 __all__ = ["CycleResult", "Scheduler", "SchedulerMemory"]
@@ -135,6 +136,10 @@ class Scheduler:
 
 
 def _still_waiting(ssn: Session, job_key: str) -> bool:
-    """A hold lasts while its job exists and has a quota left to bind."""
+    """A hold lasts while its job exists, has a quota left to bind and lacks members to run (once
+    ``minMember`` of them run, the rest is room it would use, not a gang waiting)."""
     job = ssn.job(job_key)
-    return job is not None and any(not q.node_name for q in ssn.job_quotas(job))
+    if job is None:
+        return False
+    quotas = ssn.job_quotas(job)
+    return any(not q.node_name for q in quotas) and short_of_min_member(job, quotas) > 0

@@ -36,6 +36,7 @@ class Cluster:
         leaves: dict[str, str] = LEAVES,
         filled: dict[str, int] = FILLED,
         workers: int = 4,
+        min_member: int | None = None,
         **topology: Any,
     ) -> None:
         self.now = T0
@@ -47,7 +48,7 @@ class Cluster:
             bound = {"phase": "QuotaBound", "nodeName": n}
             objs.append(b.quota(f"q-fill-{n}", gpu=gpu, hca=None, status=bound))
             objs.append(b.pod(f"fill-{n}", quota=f"q-fill-{n}", gpu=gpu, hca=None, node=n, phase="Running"))
-        objs += b.training_job("big", workers, gpu=8, hca=1)
+        objs += b.training_job("big", workers, gpu=8, hca=1, min_member=min_member)
         b.feed(self.cache, objs)
         self.scheduler = Scheduler(policy_with_topology(topology))
 
@@ -338,3 +339,36 @@ def test_a_hold_over_two_leaves_lists_its_nodes_in_node_index_order() -> None:
         result = c.cycle()
     assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
     assert "HoldingNodes n0–n3 (4 nodes) for default/big" in result.verdicts["default/big"].status.message()
+
+
+def test_a_gang_running_at_its_min_member_holds_nothing_for_the_rest() -> None:
+    """``big`` (4 whole-node workers, minMember 2) runs three on n1–n3; its fourth waits for room.
+    That is a running gang short of room for one more member, not a waiting gang: it earns no hold,
+    and a one-pod job still takes the next node that frees up."""
+    c = Cluster(min_member=2, reserve_after_cycles=1)
+    for _ in range(4):
+        result = c.cycle()
+    assert [c.node_of(f"q-big-{i}") for i in range(4)] == ["n1", "n2", "n3", ""]
+    assert result.verdicts["default/big"].status.reason is Reason.NO_ZONE_FITS
+    assert c.holds() == {}
+    assert c.scheduler.memory.gang_waits == {}
+    c.finish("n4")
+    c.submit_single("solo")
+    c.cycle()
+    assert "n4" in (c.node_of("q-solo"), c.node_of("q-big-3"))
+
+
+def test_a_hold_ends_when_its_gang_reaches_its_min_member() -> None:
+    """``big`` (4 whole-node workers) holds s1 after waiting; its PodGroup then lowers minMember to
+    3, so the three free nodes of s1 let it run: the hold ends with that, while a fourth worker
+    still waits."""
+    c = Cluster(reserve_after_cycles=1)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    pg = c.cache.podgroup_object("default/big")
+    assert pg is not None
+    c.cache.on_podgroup_update(pg, bumped(pg, spec={**pg["spec"], "minMember": 3}))
+    c.cycle()
+    assert sorted(c.node_of(f"q-big-{i}") for i in range(4)) == ["", "n1", "n2", "n3"]
+    assert c.holds() == {}

@@ -47,6 +47,7 @@ from extender.model.selectors import map_key
 from extender.model.task import TaskInfo
 from extender.plugins.topology import holds
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
+from extender.plugins.topology.gangparts import short_of_min_member
 from extender.plugins.topology.gangplan import ZoneId
 from extender.plugins.topology.planner import GangPlan, GangPlanner
 
@@ -152,7 +153,9 @@ class _Topology:
         if not any(not q.node_name for q in quotas):
             return GangPlan({}, [])
         plan = self.planner.plan(job, quotas)
-        if isinstance(plan, Status):
+        if isinstance(plan, Status) and short_of_min_member(job, quotas) > 0:
+            # a gang short of minMember waits (and may earn a hold); one that runs only lacks room
+            # for more members, which no hold is for
             self.ssn.notes.setdefault(holds.FAILED_NOTE, set()).add(job.key)
             plan = self._maybe_hold(job, quotas, plan)
         return plan

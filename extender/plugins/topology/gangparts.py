@@ -15,15 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
+from extender.framework.status import Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.model.task import ALIVE, TaskStatus
 from extender.plugins.topology.gangplan import ZoneOffer
 from extender.plugins.topology.mixedplan import Kind
 
-__all__ = ["Mix", "PlanKey", "kinds_of", "least_to_place", "plan_key"]
+__all__ = ["Mix", "PlanKey", "kinds_of", "least_to_place", "most_that_fit", "plan_key", "short_of_min_member"]
 
+P = TypeVar("P")
 PlanKey = tuple[int, int, int, int, int, int, int, str]
 
 
@@ -71,16 +74,38 @@ def kinds_of(unbound: Sequence[QuotaInfo], shape_of: Callable[[QuotaInfo], int |
     return Mix(list(unbound), unbound[at], kinds, reps, order, order[at])
 
 
-def least_to_place(job: JobInfo, quotas: Sequence[QuotaInfo]) -> int:
-    """How many of the job's unbound ``quotas`` a plan must place at least: what its bound quotas
-    and finished tasks lack of ``minMember`` (counted as the gang gate counts them), at least one."""
+def short_of_min_member(job: JobInfo, quotas: Sequence[QuotaInfo]) -> int:
+    """How many of the job's unbound ``quotas`` it still lacks to reach ``minMember``, counted as
+    the gang gate counts: tasks that finished, and alive tasks claiming a bound quota (0 or less:
+    the gang runs; what is left unbound is room it would use, not a gang waiting)."""
     bound = {q.name for q in quotas if q.node_name}
     ready = sum(
         1
         for t in job.tasks.values()
         if t.status is TaskStatus.SUCCEEDED or (t.status in ALIVE and t.quota and t.quota in bound)
     )
-    return max(1, job.min_member - ready)
+    return job.min_member - ready
+
+
+def least_to_place(job: JobInfo, quotas: Sequence[QuotaInfo]) -> int:
+    """How many of the job's unbound ``quotas`` a plan must place at least: what it lacks of
+    ``minMember``, at least one."""
+    return max(1, short_of_min_member(job, quotas))
+
+
+def most_that_fit(plan: Callable[[int], P | Status], low: int, high: int) -> P | None:
+    """The plan ``plan(k)`` for the largest ``k`` in ``[low, high]`` that has one (None: none has).
+    By bisection: the first ``k`` ranks of a plan for ``k + 1`` quotas are a plan for ``k``, so
+    whether a plan exists can only fall as ``k`` grows."""
+    best: P | None = None
+    while low <= high:
+        k = (low + high) // 2
+        got = plan(k)
+        if isinstance(got, Status):
+            high = k - 1
+        else:
+            best, low = got, k + 1
+    return best
 
 
 def plan_key(chosen: Sequence[ZoneOffer], spec: str, span: int) -> PlanKey:

@@ -31,7 +31,7 @@ from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
-from extender.plugins.topology.gangparts import Mix, PlanKey, kinds_of, least_to_place, plan_key
+from extender.plugins.topology.gangparts import Mix, PlanKey, kinds_of, least_to_place, most_that_fit, plan_key
 from extender.plugins.topology.gangplan import (
     Candidate,
     Range,
@@ -121,12 +121,13 @@ class GangPlanner:
         whole = self._plan_some(job, quotas, unbound)
         if isinstance(whole, GangPlan):
             return whole
-        for count in range(len(unbound) - 1, least_to_place(job, quotas) - 1, -1):
-            part = self._plan_some(job, quotas, unbound[:count])
-            if isinstance(part, GangPlan):
-                part.rest = whole
-                return part
-        return whole
+        part = most_that_fit(
+            lambda k: self._plan_some(job, quotas, unbound[:k]), least_to_place(job, quotas), len(unbound) - 1
+        )
+        if not isinstance(part, GangPlan):
+            return whole
+        part.rest = whole
+        return part
 
     def _plan_some(self, job: JobInfo, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> GangPlan | Status:
         """Nodes for ``unbound``, some of the job's unbound quotas, as one gang."""
