@@ -35,8 +35,10 @@ def can_allocate_zone(job: JobInfo) -> bool:
     if not job.topology or not tasks:
         return False
     holding = sum(1 for t in tasks if t.quota)
+    if holding == len(tasks) or holding == 0:
+        return holding > 0
     finished = sum(1 for t in job.tasks.values() if t.status is TaskStatus.SUCCEEDED)
-    return holding == len(tasks) or (holding > 0 and holding + finished >= job.min_member)
+    return holding + finished >= job.min_member
 
 
 class Action:
