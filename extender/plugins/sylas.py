@@ -214,7 +214,7 @@ class Plugin:
             fits = all(v <= idle.get(n, 0) for n, v in quota.request.q.items())
             if fits and not node.quota_allocated:
                 return 1.0  # nothing to evict
-            if not any(rec.preemptible for rec in node.tasks.values()):
+            if not node.tasks or not any(rec.preemptible for rec in node.tasks.values()):
                 return 1.0 if fits else 0.0  # no spot pod to evict: room or none
             free = unpromised_idle(node, quota.name).q
             if all(v <= free.get(n, 0) for n, v in quota.request.q.items()):
