@@ -124,7 +124,7 @@ def rank_ranges(
 ) -> list[tuple[int | None, int | None]]:
     """Each of ``unbound``'s closed node-index range between the bound ones of ``quotas`` (a job's
     quotas; ``node``: a node by name): the seed's ``[preNode, lastNode]``."""
-    if not any(q.node_name for q in quotas):
+    if len(unbound) == len(quotas) or not any(q.node_name for q in quotas):  # none bound
         return [(None, None)] * len(unbound)
     info = BoundSiblings((q.name, q.rank) for q in quotas)
     for q in quotas:
