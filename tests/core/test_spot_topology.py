@@ -10,7 +10,8 @@ from extender import wellknown
 from extender.cache.cache import ClusterCache
 from extender.conf import default_policy
 from extender.framework.session import Session
-from extender.framework.status import Reason
+from extender.framework.status import Reason, Status
+from extender.scheduler import Scheduler
 from tests import builders as b
 
 NOW = 1_800_000_000.0
@@ -43,6 +44,18 @@ def verdicts(pods: list[dict[str, Any]], ask: str) -> dict[str, Reason | None]:
         status = ssn.tn.predicate(task, node)
         out[node.name] = None if status.ok else status.reason
     return out
+
+
+def verdict_needing_fs1(objs: list[dict[str, Any]], *, gpu: int) -> Status:
+    """The verdict of one cycle for a 2-worker RDMA job of ``gpu`` GPUs a worker whose pods need
+    mount point fs1, on the cluster ``objs``."""
+    job = b.training_job("train", 2, gpu=gpu, hca=1)
+    for o in job:
+        if o["kind"] == "Pod":
+            o["metadata"]["annotations"][wellknown.ANNO_REQUIRED_MOUNT_POINTS] = "fs1"
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs + job)
+    return Scheduler(default_policy()).run_once(cache.snapshot(NOW)).verdicts["default/train"].status
 
 
 def test_the_first_spot_pod_goes_only_to_a_zone_that_holds_the_whole_job() -> None:
@@ -82,38 +95,19 @@ def test_a_spot_pod_follows_its_running_sibling_into_its_zone() -> None:
 
 def test_an_rdma_gang_waiting_for_a_mount_point_is_told_storage_not_ready() -> None:
     """The verdict of a topology job whose nodes all lack its mount point names storage, not zones."""
-    from extender.scheduler import Scheduler
-
-    objs = [b.queue("research"), *b.seed_cluster(leaves=1, per_leaf=2)]  # n0, n1 on s1
-    job = b.training_job("train", 2, gpu=1, hca=1)
-    for o in job:
-        if o["kind"] == "Pod":
-            o["metadata"]["annotations"][wellknown.ANNO_REQUIRED_MOUNT_POINTS] = "fs1"
-    cache = ClusterCache(clock=lambda: NOW)
-    b.feed(cache, objs + job)
-    result = Scheduler(default_policy()).run_once(cache.snapshot(NOW))
-    verdict = result.verdicts["default/train"]
-    assert verdict.status.reason is Reason.STORAGE_NOT_READY, verdict.status.message()
+    status = verdict_needing_fs1([b.queue("research"), *b.seed_cluster(leaves=1, per_leaf=2)], gpu=1)  # n0, n1 on s1
+    assert status.reason is Reason.STORAGE_NOT_READY, status.message()
 
 
 def test_an_rdma_gang_a_missing_mount_point_keeps_out_is_told_storage_not_ready() -> None:
     """Two 8-GPU workers on two empty nodes of one leaf, the mount point ready on n0 only: n0 takes
     one worker, and the gang waits for the mount point on n1 — the verdict says so first, then
     what the leaf holds without it (as a gang without topology is told both)."""
-    from extender.scheduler import Scheduler
-
     fs1 = wellknown.STORAGE_CONDITION_PREFIX + "fs1"
     ready = [{"type": fs1, "status": "True", "lastHeartbeatTime": b.TS, "lastTransitionTime": b.TS}]
     objs = [b.queue("research"), b.node("n0", conditions=ready), b.node("n1")]
     objs += [b.topology("n0", ["s1"]), b.topology("n1", ["s1"])]
-    job = b.training_job("train", 2, gpu=8, hca=1)
-    for o in job:
-        if o["kind"] == "Pod":
-            o["metadata"]["annotations"][wellknown.ANNO_REQUIRED_MOUNT_POINTS] = "fs1"
-    cache = ClusterCache(clock=lambda: NOW)
-    b.feed(cache, objs + job)
-    result = Scheduler(default_policy()).run_once(cache.snapshot(NOW))
-    status = result.verdicts["default/train"].status
+    status = verdict_needing_fs1(objs, gpu=8)
     assert status.reason is Reason.STORAGE_NOT_READY, status.message()
     assert Reason.NO_ZONE_FITS in {f.reason for f in status.failures}, status.message()
 
