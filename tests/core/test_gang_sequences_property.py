@@ -52,8 +52,12 @@ def start_bound_pods(cache: ClusterCache) -> None:
 
 
 def placed(cache: ClusterCache, gang: str, workers: int) -> bool:
-    """Every quota of the gang (``q-<gang>-<k>``, as ``builders.training_job`` names them) is bound."""
-    return all(cache.quotas[f"q-{gang}-{k}"].node_name for k in range(workers))
+    """Every one of the gang's ``workers`` pods claims a bound quota: its own (``q-<gang>-<k>``, as
+    ``builders.training_job`` names them), or one another job left bound and idle, which hop ①
+    gives a pending pod before an empty one."""
+    job = cache.jobs.get(f"default/{gang}")
+    claimed = [t.quota for t in job.tasks.values() if t.quota] if job is not None else []
+    return len(claimed) >= workers and all(q in cache.quotas and cache.quotas[q].node_name for q in claimed)
 
 
 def set_ready(cache: ClusterCache, node: Mapping[str, Any], ready: bool) -> None:

@@ -251,3 +251,27 @@ def test_the_checker_catches_a_bind_to_a_held_node_a_stale_hold_and_a_hold_of_a_
     for message, (start, end, now) in breaks.items():
         with pytest.raises(AssertionError, match=re.escape(message)):
             check_holds(cache, result, start, end, gangs, topology, now)
+
+
+def test_a_gang_running_on_a_quota_another_job_left_bound_counts_as_placed() -> None:
+    """Found by the soak profile: after j0 (2 × 8 GPU) finishes, j3's pod (1 × 8 GPU) claims
+    j0's quota still bound on n0 — hop ① gives a pending pod an idle bound quota first — and
+    runs there with its own quota unbound. It is placed, not starving; the drain must see that."""
+    objs: list[dict[str, Any]] = []
+    nodes: dict[str, Node] = {}
+    for i in range(4):
+        objs += [b.node(f"n{i}", gpu_model="A100", index=i), b.topology(f"n{i}", ["s0"])]
+        nodes[f"n{i}"] = ("A100", "s0", True)
+    steps: list[Step] = [
+        ("arrive", 2, 8),
+        ("flip", 2, 0),
+        ("single", 1, 1),
+        ("arrive", 1, 8),
+        ("single", 1, 1),
+        ("cycles", 10, 0),
+        ("trickle", 6, 1),
+        ("trickle", 6, 1),
+        ("trickle", 6, 1),
+    ]
+    topology = {"reserve_after_cycles": 1, "max_holds": 1, "hold_seconds": 3.0, "pack_workers": True}
+    run((objs, nodes, steps, topology))  # drains, and asserts no gang that fits still waits
