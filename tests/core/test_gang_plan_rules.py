@@ -107,3 +107,42 @@ def test_a_strict_gang_whose_bound_quota_leaves_no_room_in_order_waits_and_says_
     result = cycle(leaf(0, 3, "s1") + partly_bound("j", 2, {1: "n0"}, strict=True))
     assert nodes_of(result, "j", 2) == ["", "n0"]
     assert result.verdicts["default/j"].status.reason is Reason.TOPOLOGY_ORDER
+
+
+def partly_bound_mixed(job: str, gpus: list[int], bound: dict[int, str], *, strict: bool = False) -> list[Obj]:
+    """A gang of RDMA quotas of ``gpus`` GPUs each (task order: a launcher beside workers) whose
+    quotas ``bound`` (task index → node) were bound in an earlier cycle; its pods all wait."""
+    objs: list[Obj] = [b.podgroup(job, min_member=len(gpus))]
+    anno = {wellknown.ANNO_ENABLE_TOPOLOGY: "true"} if strict else None
+    for i, gpu in enumerate(gpus):
+        status = {"phase": "QuotaBound", "nodeName": bound[i]} if i in bound else None
+        objs.append(b.quota(f"q-{job}-{i}", gpu=gpu, hca=1, status=status))
+        objs.append(b.pod(f"{job}-{i}", group=job, quota=f"q-{job}-{i}", gpu=gpu, hca=1, index=i, annotations=anno))
+    return objs
+
+
+def test_a_strict_mixed_gang_partly_bound_is_placed_in_rank_order_around_its_bound_quota() -> None:
+    """A launcher (1 GPU, rank 0) and three 8-GPU workers; worker rank 1 is bound on n2. The
+    launcher must sit on node index ≤ 2, ranks 2 and 3 on ≥ 2 (n2 is full): n3 and n4. n0 and n1
+    are free and come first, yet a worker there would fail the order check every cycle."""
+    result = cycle(leaf(0, 6, "s1") + partly_bound_mixed("j", [1, 8, 8, 8], {1: "n2"}, strict=True))
+    nodes = nodes_of(result, "j", 4)
+    assert nodes[1:] == ["n2", "n3", "n4"] and nodes[0] in {"n0", "n1", "n2"}, (nodes, result.verdicts.get("default/j"))
+
+
+def test_a_strict_mixed_gang_whose_bound_quotas_leave_no_room_in_order_waits_and_says_so() -> None:
+    """Ranks 0 and 3 (8 GPUs each) are bound on n3 and n5: ranks 1 (1 GPU) and 2 (8 GPUs) must
+    both sit on n4, which holds 8. The gang fits n0–n2 in any order, so it waits for its order."""
+    gang = partly_bound_mixed("j", [8, 1, 8, 8], {0: "n3", 3: "n5"}, strict=True)
+    result = cycle(leaf(0, 3, "s1") + leaf(3, 3, "s2") + gang)
+    assert nodes_of(result, "j", 4) == ["n3", "", "", "n5"]
+    assert result.verdicts["default/j"].status.reason is Reason.TOPOLOGY_ORDER
+
+
+def test_a_strict_mixed_gang_partly_bound_that_fits_in_no_order_waits_for_room() -> None:
+    """Rank 1 is bound on n1; ranks 0 and 2 (8 GPUs each) find one free node (n0 and n1 hold 8 GPUs
+    between them: n1 is taken by rank 1's 8, n2 by another job). No order would do: NoZoneFits."""
+    gang = partly_bound_mixed("j", [8, 8, 1], {1: "n1"}, strict=True)
+    result = cycle(leaf(0, 3, "s1") + busy("n2", 8) + busy("n0", 4) + gang)
+    assert nodes_of(result, "j", 3) == ["", "n1", ""]
+    assert result.verdicts["default/j"].status.reason is Reason.NO_ZONE_FITS

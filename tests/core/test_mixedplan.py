@@ -5,6 +5,8 @@
 * ``next_fit`` says yes iff some placement in rank order exists (its exactness claim);
 * ``place`` answers a valid placement whenever one exists: each node's quotas fit its room and
   pass its predicates, ranks ascend whenever an ordered placement exists, and always within a kind;
+* with fences (each quota's node-index range between its bound siblings): ``next_fit`` says yes
+  iff some placement in rank order inside them exists, and ``place`` then keeps inside them;
 * ``packed`` (``pack_workers``) takes the fewest nodes that hold the gang (in rank order when all
   nodes do), and among those the least room for the gang's largest kind, counted plainly here too.
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass, replace
 from hypothesis import given
 from hypothesis import strategies as st
 
+from extender.plugins.topology.gangplan import Range
 from extender.plugins.topology.mixedplan import Kind, MixedNode, frontier_of, next_fit, packed, place
 from tests.core.props import PROPERTY
 from tests.core.test_mixed_gang_property import packs
@@ -55,22 +58,30 @@ def cases(draw: st.DrawFn) -> Case:
     return Case(kinds, order, nodes, draw(st.booleans()))
 
 
-def brute(c: Case, *, ordered: bool) -> bool:
-    """Whether some placement exists (``ordered``: with node indices that never descend), each
-    quota on a node whose predicates take its kind: plain depth-first search."""
-    return _brute(c, [dict(n.room) for n in c.nodes], 0, 0, ordered=ordered)
+def brute(c: Case, *, ordered: bool, fences: list[Range] | None = None) -> bool:
+    """Whether some placement exists (``ordered``: with node indices that never descend; ``fences``:
+    each quota inside its node-index range), each quota on a node whose predicates take its kind:
+    plain depth-first search."""
+    return _brute(c, [dict(n.room) for n in c.nodes], 0, 0, ordered=ordered, fences=fences)
 
 
-def _brute(c: Case, left: list[Need], i: int, lo: int, *, ordered: bool) -> bool:
+def _inside(index: int, fence: Range) -> bool:
+    lo, hi = fence
+    return (lo is None or index >= lo) and (hi is None or index <= hi)
+
+
+def _brute(c: Case, left: list[Need], i: int, lo: int, *, ordered: bool, fences: list[Range] | None) -> bool:
     if i == len(c.order):
         return True
     t = c.order[i]
     request = c.kinds[t].request
     for j in range(lo if ordered else 0, len(c.nodes)):
+        if fences and not _inside(c.nodes[j].index, fences[i]):
+            continue
         if c.nodes[j].eligible[t] and all(left[j].get(k, 0) >= v for k, v in request.items()):
             for k, v in request.items():
                 left[j][k] -= v
-            if _brute(c, left, i + 1, j, ordered=ordered):
+            if _brute(c, left, i + 1, j, ordered=ordered, fences=fences):
                 return True
             for k, v in request.items():
                 left[j][k] += v
@@ -103,6 +114,25 @@ def test_frontiers_next_fit_and_place_agree_with_brute_force(c: Case) -> None:
     for t in range(len(c.kinds)):
         same = [i for i, k in zip(indices, c.order, strict=True) if k == t]
         assert same == sorted(same), f"kind {t} out of order: {indices}"
+
+
+bounds = st.one_of(st.none(), st.integers(0, 4))
+
+
+@PROPERTY
+@given(cases(), st.data())
+def test_next_fit_and_place_keep_inside_the_fences_whenever_that_is_possible(c: Case, data: st.DataObject) -> None:
+    fences: list[Range] = [data.draw(st.tuples(bounds, bounds)) for _ in c.order]
+    inside = brute(c, ordered=True, fences=fences)
+    assert next_fit(c.nodes, c.kinds, c.order, fences) == inside
+    placed = place(c.nodes, c.kinds, c.order, pack=c.pack, fences=fences)
+    assert (placed is not None) == brute(c, ordered=False)
+    if inside:
+        assert placed is not None
+        by_name = {n.name: n for n in c.nodes}
+        indices = [by_name[n].index for n in placed]
+        assert indices == sorted(indices), f"rank order broken while it was possible: {indices}"
+        assert all(_inside(i, f) for i, f in zip(indices, fences, strict=True)), f"{indices} outside {fences}"
 
 
 def test_packs_agrees_on_a_plain_case() -> None:

@@ -18,19 +18,24 @@ The rules:
    costs. A zone set holds the gang iff its frontier reaches the counts: never an over-promise,
    never a refusal of a gang that fits.
 2. **Strict rank order** (:func:`choose_zones_ordered`): a strict-order gang needs a placement
-   whose node index never descends as the task index ascends; zone sets are tried smallest
-   first, cheapest first, and a set holds the gang iff :func:`next_fit` places it.
+   whose node index never descends as the task index ascends, its bound siblings' included: each
+   quota inside its *fence*, the node-index range its bound siblings leave it (``MixedGang.fences``,
+   the seed's ``[preNode, lastNode]``); zone sets are tried smallest first, cheapest first, and a
+   set holds the gang iff :func:`mixedorder.next_fit` places it so.
 3. **Which nodes** (:func:`preferred`, unless ``pack_workers``): of the chosen zones' nodes, the
    best scored (the QN ``node_order`` stage: binpack, eviction cost …; ties: lower index), one per
-   quota while there are enough (distinct nodes), and as few more as hold the gang — in rank order
-   when the chosen zones allow that. With ``pack_workers`` (:func:`packed`): the fewest nodes
-   that hold the gang (in rank order when the chosen zones allow that), and among those the least
-   capacity taken (best fit, as for gangs of one kind).
+   quota while there are enough (distinct nodes), and as few more as hold the gang — in the rank
+   order the chosen zones allow (:func:`mixedorder.order_kept`: inside the fences, else among the
+   gang's own quotas, else none). With ``pack_workers`` (:func:`packed`): the fewest nodes that
+   hold the gang (in that rank order), and among those the least capacity taken (best fit, as for
+   gangs of one kind).
 4. **Nodes and ranks** (:func:`place`): on those nodes, quotas in task order, each on the
-   lowest-index node after the previous quota's (pack: the previous quota's node first) that still
-   lets the rest follow in order; so rank order holds whenever the chosen zones allow it. When
-   they do not (only a gang that does not ask for strict order gets there), a placement from the
-   frontiers, in which each kind's quotas still ascend with the node index.
+   lowest-index node inside its fence after the previous quota's (pack: the previous quota's node
+   first) that still lets the rest follow in order (:func:`mixedorder.place_ordered`); so rank
+   order holds, around the bound siblings too, whenever the chosen zones allow it (always, for a
+   strict-order gang). When they do not (only a gang that does not ask for strict order gets
+   there), a placement from the frontiers, in which each kind's quotas still ascend with the node
+   index.
 
 :func:`plan_mixed` applies the four rules for the planner (``planner.py``), which supplies the
 zones' nodes and its tier walk.
@@ -44,6 +49,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.plugins.topology.gangplan import ZoneId, ZoneOffer, fewest_to_reach, single_zone_key
+from extender.plugins.topology.mixedorder import (
+    Fences,
+    Kind,
+    MixedNode,
+    Room,
+    add,
+    fits,
+    next_fit,
+    order_kept,
+    place_ordered,
+)
 
 __all__ = [
     "STATE_LIMIT",
@@ -63,7 +79,6 @@ __all__ = [
 
 Counts = tuple[int, ...]
 Frontier = tuple[Counts, ...]
-Room = Mapping[str, int]
 
 STATE_LIMIT = 4096
 """Count vectors a gang may have (Π (count + 1)) for this exact planning; a gang of more (many
@@ -71,12 +86,6 @@ kinds of many quotas each) is counted as its largest quota instead (sound, may w
 
 SEARCH_LIMIT = 4096
 """Zone sets :func:`choose_zones_ordered` tries at most."""
-
-
-@dataclass(frozen=True, slots=True)
-class Kind:
-    request: Room  # resource name → amount, as the quota ledger counts it
-    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,36 +97,13 @@ class MixedGang:
     strict: bool = False  # strict rank order (rule 2)
     pack: bool = False  # pack_workers (rule 3)
     head: int = 0  # the kind of the gang's largest quota (pack's best fit counts room in it)
-
-
-@dataclass(frozen=True, slots=True)
-class MixedNode:
-    """A node of a zone the gang may use: its room, and per kind whether its predicates allow it."""
-
-    name: str
-    index: int
-    zone: ZoneId
-    room: Room
-    eligible: tuple[bool, ...]
-    score: float = 0.0  # the QN score of the node for the gang's largest kind: higher is preferred
+    fences: Fences = ()  # each quota's node-index range between its bound siblings (empty: open)
 
 
 def states(kinds: Sequence[Kind]) -> int:
     out = 1
     for k in kinds:
         out *= k.count + 1
-    return out
-
-
-def _fits(total: Mapping[str, int], room: Room) -> bool:
-    """The ledger's rule: a requested name the node does not advertise fits none."""
-    return all(v <= 0 or room.get(name, -1) >= v for name, v in total.items())
-
-
-def _add(total: Mapping[str, int], request: Room, times: int) -> dict[str, int]:
-    out = dict(total)
-    for name, v in request.items():
-        out[name] = out.get(name, 0) + v * times
     return out
 
 
@@ -140,11 +126,11 @@ def node_frontier(node: MixedNode, kinds: Sequence[Kind]) -> Frontier:
             found.append(tuple(vec))
             return
         n = 0
-        while node.eligible[t] and n < kinds[t].count and _fits(_add(total, kinds[t].request, n + 1), node.room):
+        while node.eligible[t] and n < kinds[t].count and fits(add(total, kinds[t].request, n + 1), node.room):
             n += 1
         for c in range(n, -1, -1):  # the largest first: the others matter only when later kinds fill up
             vec.append(c)
-            grow(t + 1, _add(total, kinds[t].request, c), vec)
+            grow(t + 1, add(total, kinds[t].request, c), vec)
             vec.pop()
             if t == len(kinds) - 1:
                 break
@@ -201,25 +187,6 @@ def choose_zones_mixed(
     return [zones[p][0] for p in chosen]
 
 
-def next_fit(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int]) -> bool:
-    """Whether quotas of kinds ``order`` (task order) fit ``nodes`` (index order) with node
-    indices that never descend: each on the node of the one before if it fits, else on the next
-    node where it fits. Exact: by induction on the quotas, no ordered placement puts a quota on a
-    lower node than this one does (a block that fits a node still fits without its first quotas)."""
-    at, total = 0, dict[str, int]()
-    for t in order:
-        while at < len(nodes):
-            node = nodes[at]
-            grown = _add(total, kinds[t].request, 1)
-            if node.eligible[t] and _fits(grown, node.room):
-                total = grown
-                break
-            at, total = at + 1, {}
-        if at == len(nodes):
-            return False
-    return True
-
-
 def choose_zones_ordered(
     zones: Sequence[ZoneOffer],
     nodes_of: Callable[[Sequence[ZoneOffer]], list[MixedNode]],
@@ -253,15 +220,18 @@ def choose_zones_ordered(
     return None
 
 
-def preferred(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int]) -> list[MixedNode]:
+def preferred(
+    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences = ()
+) -> list[MixedNode]:
     """Rule 3: the best-scored of ``nodes`` (which hold the gang), at least one per quota while
-    there are enough, as few more as hold it (in rank order if all of ``nodes`` do); index order."""
-    ordered = next_fit(nodes, kinds, order)
+    there are enough, as few more as hold it (in the rank order all of ``nodes`` allow:
+    :func:`mixedorder.order_kept`); index order."""
+    kept = order_kept(nodes, kinds, order, fences)
     need = tuple(k.count for k in kinds)
     ranked = sorted(nodes, key=lambda n: (-n.score, n.index, n.name))
     for k in range(min(len(ranked), len(order)), len(ranked)):
         subset = sorted(ranked[:k], key=lambda n: (n.index, n.name))
-        if next_fit(subset, kinds, order) if ordered else need in frontier_of(subset, kinds):
+        if next_fit(subset, kinds, order, kept) if kept is not None else need in frontier_of(subset, kinds):
             return subset
     return sorted(nodes, key=lambda n: (n.index, n.name))
 
@@ -272,12 +242,14 @@ def packed(
     order: Sequence[int],
     *,
     head: int = 0,
+    fences: Fences = (),
     limit: int = SEARCH_LIMIT,
 ) -> list[MixedNode]:
     """Rule 3 with ``pack_workers``: the fewest of ``nodes`` (which hold the gang) that hold it —
-    in rank order if all of ``nodes`` do — and among those the least capacity taken (best fit, as
-    :func:`gangplan.choose_nodes` packs; a node's capacity: how many quotas of kind ``head``, the
-    gang's largest, its room takes), then fewer of the roomiest, the best scores, lower indices.
+    in the rank order all of ``nodes`` allow (:func:`mixedorder.order_kept`) — and among those
+    the least capacity taken (best fit, as :func:`gangplan.choose_nodes` packs; a node's
+    capacity: how many quotas of kind ``head``, the gang's largest, its room takes), then fewer
+    of the roomiest, the best scores, lower indices.
     Returned in index order.
 
     Exact while the sets of each size up to the answer number at most ``limit`` in all. Beyond,
@@ -285,7 +257,7 @@ def packed(
     are dropped, and then each, the roomiest first, gives way to the smallest node left out that
     keeps the set holding the gang."""
     need = tuple(k.count for k in kinds)
-    holds_in_order = next_fit(nodes, kinds, order)
+    kept = order_kept(nodes, kinds, order, fences)
     fronts = {n.name: node_frontier(n, kinds) for n in nodes}
     slots = {name: max(sum(v) for v in front) for name, front in fronts.items()}  # the most of the gang
     room = {n.name: _capacity(kinds[head].request, n.room) if n.eligible[head] else 0 for n in nodes}
@@ -296,8 +268,8 @@ def packed(
     def holds(subset: Iterable[MixedNode]) -> bool:
         ranked = sorted(subset, key=lambda n: (n.index, n.name))
         return (
-            next_fit(ranked, kinds, order)
-            if holds_in_order
+            next_fit(ranked, kinds, order, kept)
+            if kept is not None
             else need in combined((fronts[n.name] for n in ranked), need)
         )
 
@@ -355,44 +327,14 @@ def _most_then_best_fit(
     return chosen
 
 
-def place(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], *, pack: bool) -> list[str] | None:
-    """Rule 3: the node of each quota (kinds ``order``, task order) on ``nodes`` (index order), or
-    None when they cannot hold the gang."""
-    ordered = _place_ordered(nodes, kinds, order, pack=pack)
-    return ordered if ordered is not None else _place_any(nodes, kinds, order)
-
-
-def _place_ordered(
-    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], *, pack: bool
+def place(
+    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], *, pack: bool, fences: Fences = ()
 ) -> list[str] | None:
-    """Quotas in task order, each on the first node (after the previous quota's, then that one;
-    ``pack``: that one first) from which :func:`next_fit` still places the rest; None when no
-    ordered placement exists."""
-    if not next_fit(nodes, kinds, order):
-        return None
-    out: list[str] = []
-    at, used = 0, dict[str, int]()
-    for i, t in enumerate(order):
-        rest = order[i + 1 :]
-        here = [at] if out else []
-        tail = list(range(at + 1 if out else 0, len(nodes)))
-        for cand in (here + tail) if pack else (tail + here):
-            node = nodes[cand]
-            total = _add(used if cand == at and out else {}, kinds[t].request, 1)
-            if not (node.eligible[t] and _fits(total, node.room)):
-                continue
-            rest_room = MixedNode(node.name, node.index, node.zone, _less(node.room, total), node.eligible)
-            if next_fit([rest_room, *nodes[cand + 1 :]], kinds, rest):
-                at, used = cand, total
-                out.append(node.name)
-                break
-        else:  # unreachable: next_fit's own choice is among the candidates
-            return None
-    return out
-
-
-def _less(room: Room, used: Mapping[str, int]) -> dict[str, int]:
-    return {name: v - used.get(name, 0) for name, v in room.items()}
+    """Rule 4: the node of each quota (kinds ``order``, task order) on ``nodes`` (index order), in
+    the rank order they allow (inside ``fences`` if they can), or None when they cannot hold it."""
+    kept = order_kept(nodes, kinds, order, fences)
+    ordered = None if kept is None else place_ordered(nodes, kinds, order, kept, pack=pack)
+    return ordered if ordered is not None else _place_any(nodes, kinds, order)
 
 
 def _place_any(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int]) -> list[str] | None:
@@ -443,13 +385,13 @@ def plan_mixed(
     they cannot hold the gang. ``by_tier`` (the planner's tier walk: a unit of the lowest tier
     that holds the gang, best fit) is asked once one zone does not do; None: the fewest zones
     anywhere."""
-    kinds, order = gang.kinds, gang.order
+    kinds, order, fences = gang.kinds, gang.order, gang.fences
 
     def nodes_of(zs: Sequence[ZoneOffer]) -> list[MixedNode]:
         return sorted([*home, *(n for z in zs for n in members[z.id])], key=lambda n: (n.index, n.name))
 
     def fits_ordered(nodes: list[MixedNode]) -> bool:
-        return next_fit(nodes, kinds, order)
+        return next_fit(nodes, kinds, order, fences)
 
     fronts = {z.id: frontier_of(members[z.id], kinds) for z in offers}
     start = frontier_of(home, kinds) if home else ()
@@ -468,10 +410,9 @@ def plan_mixed(
     if chosen is None:
         return None
     nodes = nodes_of(chosen)
-    placed = place(
-        packed(nodes, kinds, order, head=gang.head) if gang.pack else preferred(nodes, kinds, order),
-        kinds,
-        order,
-        pack=gang.pack,
-    )
+    if gang.pack:
+        nodes = packed(nodes, kinds, order, head=gang.head, fences=fences)
+    else:
+        nodes = preferred(nodes, kinds, order, fences)
+    placed = place(nodes, kinds, order, pack=gang.pack, fences=fences)
     return None if placed is None else (chosen, placed)

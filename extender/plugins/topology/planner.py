@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from extender.framework.session import Session
 from extender.framework.status import Reason, Status
@@ -215,23 +215,45 @@ class GangPlanner:
         head, unbound = mix.head, mix.unbound
         sid = self.memo.shape_of(head)
         specs, bound_zones = self.specs(quotas, head)
-        best = self._best_mixed(job, mix, specs, bound_zones)
+        fences = rank_ranges(quotas, unbound, self.ssn.node)  # strict order keeps to them (mixedplan rule 2)
+        gang = MixedGang(mix.kinds, mix.order, job.strict_order, self.pack, mix.head_kind, fences)
+        best = self._best_mixed(job, mix, gang, specs, bound_zones)
         if self.holds.any():
-            kept_off = self._kept_off(best, self.without_holds()._best_mixed(job, mix, specs, bound_zones), unbound)
+            free = self.without_holds()._best_mixed(job, mix, gang, specs, bound_zones)
+            kept_off = self._kept_off(best, free, unbound)
             if kept_off is not None:
                 return kept_off
         if best is None or best.nodes is None:
-            return self._failure(job, head, sid, specs, unbound)
+            return self._out_of_order(job, mix, gang, specs, bound_zones) or self._failure(
+                job, head, sid, specs, unbound
+            )
         if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
             return self._above_limit(job, head, sid, best, unbound)
         return GangPlan(best.nodes, [z.id for z in best.zones])
 
+    def _out_of_order(
+        self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]
+    ) -> Status | None:
+        """``TopologyOrder`` for a strict-order gang that fits, but not in rank order around its
+        bound quotas (as :meth:`_plan_group` says); None: it does not fit in any order either."""
+        if not gang.strict or not any(f != (None, None) for f in gang.fences):
+            return None
+        loose = self._best_mixed(job, mix, replace(gang, strict=False), specs, bound_zones)
+        nodes = [self.ssn.node(loose.nodes[q.name]) for q in mix.unbound] if loose and loose.nodes else []
+        broken = order_break([Slot(n.name, n.index) for n in nodes if n], gang.fences) if nodes and all(nodes) else None
+        if broken is None:
+            return None
+        at, how = broken
+        return Status.unschedulable(
+            Reason.TOPOLOGY_ORDER, f"task {mix.unbound[at].rank} would land on node index {how}"
+        )
+
     def _best_mixed(
-        self, job: JobInfo, mix: Mix, specs: Collection[str], bound_zones: list[ZoneId]
+        self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]
     ) -> _SpecPlan | None:
         best: _SpecPlan | None = None
         for spec in specs:
-            plan = self._mixed_spec(job, mix, spec, bound_zones)
+            plan = self._mixed_spec(job, mix, gang, spec, bound_zones)
             if plan is not None and (best is None or plan.key < best.key):
                 best = plan
         return best
@@ -244,7 +266,7 @@ class GangPlanner:
         head_sid = memo.shape_of(mix.head)
         for name in memo.zone_nodes[zid]:
             node = self.ssn.node(name)
-            if node is None or (self._holding() and self.holds.held_for_other(name, job.key)):
+            if node is None or (self.holds.any() and self.holds.held_for_other(name, job.key)):
                 continue
             eligible = tuple(memo.eligible(rep, sid, node) for rep, sid in shaped)
             if any(eligible):
@@ -252,14 +274,15 @@ class GangPlanner:
                 out.append(MixedNode(name, node.index, zid, node.quota_room().q, eligible, score))
         return out
 
-    def _mixed_spec(self, job: JobInfo, mix: Mix, spec: str, bound_zones: list[ZoneId]) -> _SpecPlan | None:
-        """Rules 1–3 of ``mixedplan.py`` in one spec: the zones (after the bound siblings' zones,
+    def _mixed_spec(
+        self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str, bound_zones: list[ZoneId]
+    ) -> _SpecPlan | None:
+        """Rules 1–4 of ``mixedplan.py`` in one spec: the zones (after the bound siblings' zones,
         else in the lowest tier that holds the gang), then each quota's node."""
         sid = self.memo.shape_of(mix.head)
         members = {z: self._mixed_members(job, mix, z) for z in self.memo.spec_zones.get(spec, [])}
         home = [n for z in bound_zones for n in members.get(z, [])]
         offers = [self._offer(job, mix.head, sid, z) for z, ns in members.items() if ns and z not in bound_zones]
-        gang = MixedGang(mix.kinds, mix.order, strict=job.strict_order, pack=self.pack, head=mix.head_kind)
         made = plan_mixed(gang, offers, members, home, None if bound_zones else self._by_tier)
         if made is None:
             return None
@@ -299,7 +322,7 @@ class GangPlanner:
         """What the zone offers this job (the memo's offer, unless holds or affinity change it)."""
         memo = self.memo
         affinity = self.affinity(job.affinity_key)[zid] if self.affinity is not None and job.affinity_key else 0
-        held = self._holding() and any(self.holds.held_for_other(n, job.key) for n in memo.zone_nodes[zid])
+        held = self.holds.any() and any(self.holds.held_for_other(n, job.key) for n in memo.zone_nodes[zid])
         base = memo.offer(head, sid, zid)
         if not held and not affinity:
             return base
@@ -309,7 +332,7 @@ class GangPlanner:
 
     def _offers(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str) -> list[ZoneOffer]:
         """:meth:`_offer` of every zone of ``spec``."""
-        if self._holding():
+        if self.holds.any():
             return [self._offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, [])]
         offers = self.memo.spec_offers(head, sid, spec)
         if self.affinity is None or not job.affinity_key:
@@ -323,7 +346,7 @@ class GangPlanner:
     def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
         """The zone's candidates for the job, best first (``gangplan.rank_key``)."""
         cands = self.memo.candidates(head, sid, zid)
-        if not self._holding():
+        if not self.holds.any():
             return cands
         return [c for c in cands if not self.holds.held_for_other(c.name, job.key)]
 
@@ -467,9 +490,6 @@ class GangPlanner:
             if near is not None:
                 return near
         return choose_zones(others, need)
-
-    def _holding(self) -> bool:
-        return self.holds.any()
 
     # --- ranks and failures ------------------------------------------------------------------
     def _above_limit(

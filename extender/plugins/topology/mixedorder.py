@@ -1,0 +1,132 @@
+"""Rank order for a gang whose quotas differ in size (``mixedplan.py``): what a node offers such a
+gang, and placements in which node indices never descend as task indices ascend. Pure functions:
+no session, no I/O.
+
+A quota's **fence** is its closed node-index range ``[lo, hi]`` between its gang's bound siblings
+(``siblings.rank_ranges``: the seed's ``[preNode, lastNode]``; None: open). The rules:
+
+1. **Whether** (:func:`next_fit`): the quotas fit the nodes in rank order, each inside its fence,
+   iff each, in task order, fits on the node of the one before or else on the next node inside its
+   fence where it fits; the greedy is exact.
+2. **Which order to keep** (:func:`order_kept`): rank order inside the fences when the nodes
+   allow it (the only order a strict-order gang commits in), else plain rank order among the
+   gang's own quotas, else none (:func:`mixedplan.place` then places from the frontiers).
+3. **Where** (:func:`place_ordered`): quotas in task order, each on the lowest-index node inside
+   its fence after the previous quota's (with ``pack_workers``: the previous quota's node first)
+   from which :func:`next_fit` still places the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from extender.plugins.topology.gangplan import Range, ZoneId
+
+__all__ = ["OPEN", "Fences", "Kind", "MixedNode", "Room", "next_fit", "order_kept", "place_ordered"]
+
+Room = Mapping[str, int]
+Fences = Sequence[Range]  # per quota in task order; empty: every quota open
+OPEN: Range = (None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    request: Room  # resource name → amount, as the quota ledger counts it
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class MixedNode:
+    """A node of a zone the gang may use: its room, and per kind whether its predicates allow it."""
+
+    name: str
+    index: int
+    zone: ZoneId
+    room: Room
+    eligible: tuple[bool, ...]
+    score: float = 0.0  # the QN score of the node for the gang's largest kind: higher is preferred
+
+
+def fits(total: Mapping[str, int], room: Room) -> bool:
+    """The ledger's rule: a requested name the node does not advertise fits none."""
+    return all(v <= 0 or room.get(name, -1) >= v for name, v in total.items())
+
+
+def add(total: Mapping[str, int], request: Room, times: int) -> dict[str, int]:
+    out = dict(total)
+    for name, v in request.items():
+        out[name] = out.get(name, 0) + v * times
+    return out
+
+
+def _within(index: int, fence: Range) -> bool:
+    lo, hi = fence
+    return (lo is None or index >= lo) and (hi is None or index <= hi)
+
+
+def next_fit(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences = ()) -> bool:
+    """Rule 1: whether quotas of kinds ``order`` (task order) fit ``nodes`` (index order) with
+    node indices that never descend, each inside its fence (``fences``; empty: open): each on the
+    node of the one before if it fits there, else on the next node at or above its ``lo`` where it
+    fits, and no placement exists when that node lies above its ``hi``. Exact: by induction on the
+    quotas, no ordered placement puts a quota on a lower node than this one does (a block that
+    fits a node still fits without its first quotas, and the node is inside the quota's fence)."""
+    at, total = 0, dict[str, int]()
+    for i, t in enumerate(order):
+        lo, hi = fences[i] if fences else OPEN
+        while at < len(nodes):
+            node = nodes[at]
+            grown = add(total, kinds[t].request, 1)
+            if node.eligible[t] and fits(grown, node.room) and (lo is None or node.index >= lo):
+                total = grown
+                break
+            at, total = at + 1, {}
+        if at == len(nodes) or (hi is not None and nodes[at].index > hi):
+            return False
+    return True
+
+
+def order_kept(
+    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences
+) -> Fences | None:
+    """Rule 2: the fences a placement on ``nodes`` keeps — ``fences`` if the nodes hold the gang
+    in rank order inside them, else open ones if in plain rank order; None: in no order."""
+    opened = [OPEN] * len(order)
+    for kept in (fences, opened) if any(f != OPEN for f in fences) else (opened,):
+        if next_fit(nodes, kinds, order, kept):
+            return kept
+    return None
+
+
+def place_ordered(
+    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences, *, pack: bool
+) -> list[str] | None:
+    """Rule 3: the node of each quota (kinds ``order``, task order) on ``nodes`` (index order),
+    each inside its fence, after the previous quota's (``pack``: that one first) and such that
+    :func:`next_fit` still places the rest; None when no such placement exists."""
+    fences = fences or [OPEN] * len(order)
+    if not next_fit(nodes, kinds, order, fences):
+        return None
+    out: list[str] = []
+    at, used = 0, dict[str, int]()
+    for i, t in enumerate(order):
+        here = [at] if out else []
+        tail = list(range(at + 1 if out else 0, len(nodes)))
+        for cand in (here + tail) if pack else (tail + here):
+            node = nodes[cand]
+            total = add(used if cand == at and out else {}, kinds[t].request, 1)
+            if not (_within(node.index, fences[i]) and node.eligible[t] and fits(total, node.room)):
+                continue
+            rest_room = MixedNode(node.name, node.index, node.zone, _less(node.room, total), node.eligible)
+            if next_fit([rest_room, *nodes[cand + 1 :]], kinds, order[i + 1 :], fences[i + 1 :]):
+                at, used = cand, total
+                out.append(node.name)
+                break
+        else:  # unreachable: next_fit's own choice is among the candidates
+            return None
+    return out
+
+
+def _less(room: Room, used: Mapping[str, int]) -> dict[str, int]:
+    return {name: v - used.get(name, 0) for name, v in room.items()}
