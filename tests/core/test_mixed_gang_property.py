@@ -4,19 +4,27 @@ Random small clusters — at most 8 nodes in at most 3 leaves, one or two GPU mo
 mixed on a leaf), some nodes NotReady or tainted, some already holding another job's quota of
 GPUs and CPUs — and 1–3 RDMA gangs of 1–5 quotas each, every quota with its own GPU count (0, 1,
 2, 4 or 8: an MPI launcher, a master, workers) and CPU request; some gangs ask for strict rank
-order; the policy packs workers (``pack_workers``) or not. One cycle of the real
+order, some have a ``minMember`` below their size, some had quotas bound in an earlier cycle (a
+drift, a release: on usable nodes of one GPU model, a strict gang's in rank order; their pods
+wait); the policy packs workers (``pack_workers``) or not. One cycle of the real
 :meth:`Scheduler.run_once` on a :class:`ClusterCache` fed with API objects, then:
 
 * **valid**: invariants 1 and 3, no node over its allocatable on any resource, every committed
-  gang on Ready untainted nodes of one GPU model, every gang all or nothing;
-* **never refused, fewest zones**: a committed gang uses exactly the fewest zones (GPU model ×
-  leaf) whose nodes could hold every one of its quotas at the moment it was placed (reconstructed
-  from the order of the intents); a gang alone in the cycle that fits is placed; a gang not
-  placed does not fit the final state;
-* **rank order** (``docs/placement.md``): a strict-order gang's node indices never descend as its
-  task indices ascend, and it is placed whenever such a placement exists (the oracle searches
-  only those); any other gang keeps that order among its quotas of one size always, and among all
-  its quotas whenever the nodes of the zones it was given allow it.
+  gang on Ready untainted nodes of one GPU model (its bound quotas' too), its first unbound quotas
+  in rank order bound now, at least its ``minMember`` bound in all;
+* **never refused, as many as fit, fewest zones**: a gang binds all its unbound quotas when they
+  fit, else the most of them (the lowest ranks first) that fit, at least what it lacks of
+  ``minMember`` (``gangparts.least_to_place``, ``most_that_fit``); a gang not placed could not
+  have placed that least (against the final state; the start when it is alone in the cycle). "Fit"
+  is the oracle's: in one GPU model (its bound quotas'), for a strict gang in rank order around
+  its bound quotas. A committed gang with nothing bound before uses exactly the fewest zones (GPU
+  model × leaf) whose nodes could hold the quotas it bound, at the moment it was placed
+  (reconstructed from the order of the intents);
+* **rank order** (``docs/placement.md``): a strict-order gang's node indices, its bound quotas'
+  included, never descend as its task indices ascend, and it is placed whenever such a placement
+  exists (the oracle searches only those); any other gang with nothing bound before keeps that
+  order among its quotas of one size always, and among all its quotas whenever the nodes of the
+  zones it was given allow it.
 
 The oracle is a depth-first bin-packing over the nodes of every set of zones of one model,
 smallest sets first (quotas largest first, equal quotas in node order, equal rooms tried once).
@@ -80,6 +88,17 @@ class MixedGang:
     members: list[Member]  # in task-index order
     strict: bool = False
     quotas: list[str] = field(default_factory=list)
+    min_member: int = 0  # 0: every quota
+    bound: dict[int, str] = field(default_factory=dict)  # task index → its quota's node, bound in an earlier cycle
+
+    @property
+    def least(self) -> int:
+        """How many of its quotas must be bound for the gang to run (its PodGroup's minMember)."""
+        return self.min_member or len(self.members)
+
+    @property
+    def unbound(self) -> list[int]:
+        return [i for i in range(len(self.members)) if i not in self.bound]
 
 
 @dataclass
@@ -91,13 +110,14 @@ class MixedCluster:
     def objects(self) -> list[dict[str, Any]]:
         objs = node_objects(self.nodes)
         for g in self.gangs:
-            objs.append(b.podgroup(g.name, min_member=len(g.members)))
+            objs.append(b.podgroup(g.name, min_member=g.least))
             g.quotas = []
             for i, m in enumerate(g.members):
                 q = f"q-{g.name}-{i}"
                 g.quotas.append(q)
                 gpu = m.gpu or None
-                objs.append(b.quota(q, gpu=gpu, hca=1, request={"cpu": str(m.cpu)}))
+                status = {"phase": "QuotaBound", "nodeName": g.bound[i]} if i in g.bound else None
+                objs.append(b.quota(q, gpu=gpu, hca=1, request={"cpu": str(m.cpu)}, status=status))
                 objs.append(
                     b.pod(
                         f"{g.name}-{i}",
@@ -111,6 +131,14 @@ class MixedCluster:
                     )
                 )
         return objs
+
+    def start(self) -> dict[str, Need]:
+        """What each node's quotas hold before the cycle: its busy quota's, the gangs' bound ones'."""
+        used = {n.name: n.load() for n in self.nodes}
+        for g in self.gangs:
+            for i, node in g.bound.items():
+                _take(used[node], g.members[i].need(), -1)
+        return used
 
 
 members = st.builds(Member, st.sampled_from([0, 1, 2, 4, 8]), st.sampled_from([1, 2, 8, 16, 32, 48]))
@@ -138,11 +166,40 @@ def mixed_clusters(draw: st.DrawFn, max_gangs: int = 3) -> MixedCluster:
             model = draw(st.sampled_from(models)) if mixed_leaves else leaf_model
             k = len(nodes)
             nodes.append(NodeSpec(f"n{k}", k, leaf, model, ready, tainted, busy, busy_cpu))
-    gangs = [
-        MixedGang(f"g{j}", draw(st.lists(members, min_size=1, max_size=5)), draw(st.booleans()))
-        for j in range(draw(st.integers(1, max_gangs)))
-    ]
+    used = {n.name: n.load() for n in nodes}
+    gangs = []
+    for j in range(draw(st.integers(1, max_gangs))):
+        g = MixedGang(f"g{j}", draw(st.lists(members, min_size=1, max_size=5)), draw(st.booleans()))
+        size = len(g.members)
+        if size > 1 and draw(st.integers(0, 3)) == 0:  # an elastic gang: minMember below its size
+            g.min_member = draw(st.integers(1, size - 1))
+        if size > 1 and draw(st.integers(0, 2)) == 0:
+            draw_bound(draw, g, nodes, used)
+        gangs.append(g)
     return MixedCluster(nodes, gangs, draw(st.booleans()))
+
+
+def draw_bound(draw: st.DrawFn, g: MixedGang, nodes: list[NodeSpec], used: dict[str, Need]) -> None:
+    """Some quotas of ``g`` bound in an earlier cycle (their pods still pending), on usable nodes of
+    one GPU model with room; a strict gang's in rank order (each on a node index ≥ the one before)."""
+    tasks = sorted(draw(st.sets(st.integers(0, len(g.members) - 1), min_size=1, max_size=len(g.members) - 1)))
+    model, low = "", -1
+    for i in tasks:
+        need = g.members[i].need()
+        fits = [
+            n
+            for n in nodes
+            if n.usable
+            and model in ("", n.model)
+            and (not g.strict or n.index >= low)
+            and all(used[n.name][k] + v <= NODE_ROOM[k] for k, v in need.items())
+        ]
+        if not fits:
+            continue
+        node = draw(st.sampled_from(fits))
+        model, low = node.model, node.index
+        g.bound[i] = node.name
+        _take(used[node.name], need, -1)
 
 
 # --- the oracle --------------------------------------------------------------------------------
@@ -178,6 +235,50 @@ def _ordered(needs: list[Need], left: list[Need], i: int, lo: int) -> bool:
                 return True
             _take(left[j], needs[i], -1)
     return False
+
+
+def fits_around(
+    g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mapping[str, Need], *, ordered: bool
+) -> bool:
+    """Whether the first ``count`` unbound quotas of ``g``, which has bound ones, fit the usable
+    nodes (``room``) of its bound quotas' GPU model, in any zones; ``ordered``: with node indices
+    that never descend as task indices ascend, its bound quotas' included (exhaustive)."""
+    spec = {n.name: n for n in nodes}
+    model = spec[next(iter(g.bound.values()))].model
+    mine = sorted((n for n in nodes if n.name in room and n.model == model), key=lambda n: n.index)
+    todo = g.unbound[:count]
+    if not ordered:
+        return packs([g.members[i].need() for i in todo], [room[n.name] for n in mine], ordered=False)
+    left = [dict(room[n.name]) for n in mine]
+    seq = sorted([*todo, *g.bound])
+
+    def go(at: int, low: int) -> bool:
+        if at == len(seq):
+            return True
+        i = seq[at]
+        if i in g.bound:
+            index = spec[g.bound[i]].index
+            return index >= low and go(at + 1, index)
+        need = g.members[i].need()
+        for j, n in enumerate(mine):
+            if n.index >= low and _fits(need, left[j]):
+                _take(left[j], need, 1)
+                ok = go(at + 1, n.index)
+                _take(left[j], need, -1)
+                if ok:
+                    return True
+        return False
+
+    return go(0, -1)
+
+
+def fits_first(g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mapping[str, Need]) -> bool:
+    """Whether the first ``count`` unbound quotas of ``g`` could be bound on ``room``, by the rules
+    (one GPU model, in rank order around the bound ones for a strict gang)."""
+    if g.bound:
+        return fits_around(g, count, nodes, room, ordered=g.strict)
+    needs = [g.members[i].need() for i in g.unbound[:count]]
+    return fewest_zones(nodes, room, needs, ordered=g.strict) is not None
 
 
 def _unordered(needs: list[Need], left: list[Need], i: int, lo: int) -> bool:
@@ -230,56 +331,76 @@ def run(c: MixedCluster, *, alone: bool = False) -> CycleResult:
     result = Scheduler(PACKING if c.pack else POLICY).run_once(cache.snapshot(NOW))
     ssn = result.session
     check_ledgers(ssn)
-    spec = {n.name: n for n in c.nodes}
-    gang_of = {q: g.name for g in c.gangs for q in g.quotas}
+    gang_of = {g.quotas[i]: g.name for g in c.gangs for i in g.unbound}
     need_of = {q: m.need() for g in c.gangs for q, m in zip(g.quotas, g.members, strict=True)}
-    start = {n.name: n.load() for n in c.nodes}
+    start = c.start()
     before, end = used_before_each_gang(result, start, need_of, gang_of)
     for name, held in end.items():
         assert all(held[k] <= cap for k, cap in NODE_ROOM.items()), f"{name} over its allocatable: {held}"
 
     for g in c.gangs:
         nodes = [ssn.quota(q).node_name for q in g.quotas]  # type: ignore[union-attr]
-        needs = [m.need() for m in g.members]
-        if not all(nodes):
-            assert not any(nodes), f"{g.name} is half bound: {nodes}"
+        assert all(nodes[i] == n for i, n in g.bound.items()), f"{g.name} lost a bound quota: {nodes}"
+        new = [i for i in g.unbound if nodes[i]]
+        least = max(1, g.least - len(g.bound))  # what it lacks of minMember (its bound pods wait, alive)
+        if not new:
             assert g.name not in before
             state = start if alone else end
-            fits = fewest_zones(c.nodes, free_room(c.nodes, state), needs, ordered=g.strict)
-            assert fits is None, f"{g.name} fits in {fits} zone(s) but was not placed"
+            assert not fits_first(g, least, c.nodes, free_room(c.nodes, state)), (
+                f"{g.name} could bind {least} of its quotas but was not placed"
+            )
             verdict = result.verdicts.get(f"default/{g.name}")
             assert verdict is not None and not verdict.status.ok
             continue
-        chosen = [spec[n] for n in nodes]
-        assert len({n.model for n in chosen}) == 1, f"{g.name} mixes GPU models: {nodes}"
-        assert all(n.usable for n in chosen), f"{g.name} on an unusable node: {nodes}"
-        room = free_room(c.nodes, before[g.name])
-        minimal = fewest_zones(c.nodes, room, needs, ordered=g.strict)
-        zones = {n.zone for n in chosen}
-        assert minimal is not None, f"{g.name} placed on {nodes} where the oracle finds no placement"
-        assert len(zones) == minimal, f"{g.name} uses {len(zones)} zones, {minimal} would do: {nodes}"
-        check_rank_order(g, chosen, c.nodes, room)
+        check_placed(c, g, nodes, new, free_room(c.nodes, before[g.name]))
     return result
 
 
-def check_rank_order(
-    g: MixedGang, chosen: Sequence[NodeSpec], nodes: Sequence[NodeSpec], room: Mapping[str, Need]
-) -> None:
-    """Strict: indices never descend. Otherwise never within one size, and never at all when the
-    gang's zones (as they were when it was placed) allow an ordered placement."""
-    indices = [n.index for n in chosen]
-    ordered = indices == sorted(indices)
+def check_placed(c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int], room: Mapping[str, Need]) -> None:
+    """The checks of a gang bound in the cycle (``new``: its quotas bound now; ``room``: each
+    usable node's room when it was placed)."""
+    spec = {n.name: n for n in c.nodes}
+    unbound = g.unbound
+    placed = [spec[n] for n in nodes if n]  # task order, bound quotas included
+    chosen = [spec[nodes[i]] for i in new]
+    assert len({n.model for n in placed}) == 1, f"{g.name} mixes GPU models: {nodes}"
+    assert all(n.usable for n in chosen), f"{g.name} on an unusable node: {nodes}"
+    assert new == unbound[: len(new)], f"{g.name} binds {new}, not its first unbound quotas in rank order"
+    assert len(placed) >= g.least, f"{g.name} runs {len(placed)} quotas, below its minMember {g.least}: {nodes}"
+    assert fits_first(g, len(new), c.nodes, room), f"{g.name} placed on {nodes} where the oracle finds no placement"
+    if len(new) < len(unbound):
+        assert not fits_first(g, len(new) + 1, c.nodes, room), f"{g.name} binds {len(new)} while more fit: {nodes}"
     if g.strict:
-        assert ordered, f"{g.name} breaks strict rank order: {indices}"
+        indices = [n.index for n in placed]
+        assert indices == sorted(indices), f"{g.name} breaks strict rank order: {indices} ({nodes})"
+    if g.bound:
         return
-    for m in set(g.members):
-        same = [i for i, x in zip(indices, g.members, strict=True) if x == m]
-        assert same == sorted(same), f"{g.name} breaks rank order among its {m} quotas: {indices}"
+    members = g.members[: len(new)]
+    minimal = fewest_zones(c.nodes, room, [m.need() for m in members], ordered=g.strict)
+    zones = {n.zone for n in chosen}
+    assert len(zones) == minimal, f"{g.name} uses {len(zones)} zones, {minimal} would do: {nodes}"
+    check_rank_order(g.name, members, chosen, c.nodes, room)
+
+
+def check_rank_order(
+    name: str,
+    members: Sequence[Member],
+    chosen: Sequence[NodeSpec],
+    nodes: Sequence[NodeSpec],
+    room: Mapping[str, Need],
+) -> None:
+    """A gang that does not ask for strict order (its quotas ``members``, placed on ``chosen``):
+    indices never descend within one size, and never at all when the gang's zones (as they were
+    when it was placed) allow an ordered placement."""
+    indices = [n.index for n in chosen]
+    for m in set(members):
+        same = [i for i, x in zip(indices, members, strict=True) if x == m]
+        assert same == sorted(same), f"{name} breaks rank order among its {m} quotas: {indices}"
     zones = {n.zone for n in chosen}
     theirs = [room[n.name] for n in nodes if n.zone in zones and n.name in room]
-    if not ordered:
-        assert not packs([m.need() for m in g.members], theirs, ordered=True), (
-            f"{g.name} breaks rank order on {indices} while its zones allow it"
+    if indices != sorted(indices):
+        assert not packs([m.need() for m in members], theirs, ordered=True), (
+            f"{name} breaks rank order on {indices} while its zones allow it"
         )
 
 
@@ -303,10 +424,19 @@ def _two_zones_for_one() -> MixedCluster:
     return MixedCluster(nodes, [MixedGang("g0", members)])
 
 
+def _strict_partly_bound() -> MixedCluster:
+    """A strict gang's worker of rank 1 is bound on n2 (full): its launcher (rank 0) must sit on
+    n0–n2, its workers of ranks 2 and 3 on n3 and n4, though n0 and n1 come first."""
+    members = [Member(1, 2), Member(8, 8), Member(8, 8), Member(8, 8)]
+    gang = MixedGang("g0", members, strict=True, bound={1: "n2"})
+    return MixedCluster([_node(i, 1) for i in range(5)], [gang])
+
+
 @PROPERTY
 @given(mixed_clusters())
 @example(c=_strict_refused())
 @example(c=_two_zones_for_one())
+@example(c=_strict_partly_bound())
 def test_mixed_gangs_are_placed_valid_in_the_fewest_zones_whenever_they_fit(c: MixedCluster) -> None:
     run(c, alone=len(c.gangs) == 1)
 
