@@ -52,6 +52,7 @@ from extender.plugins.topology.holds import HoldBook
 from extender.plugins.topology.mixedplan import STATE_LIMIT, MixedGang, MixedNode, plan_mixed, states
 from extender.plugins.topology.refusals import describe_gang, fits_only_above, held_for_others, no_zone_fits
 from extender.plugins.topology.siblings import rank_ranges
+from extender.plugins.topology.tierwalk import by_tier, near_siblings
 
 __all__ = ["GangPlan", "GangPlanner"]
 
@@ -376,7 +377,7 @@ class GangPlanner:
             chosen = [z for z in home if z.capacity > 0]
             if room < need:
                 others = [self._offer(job, head, sid, z) for z in zones if z not in bound_zones]
-                more = self._near_siblings(others, bound_zones, need - room)
+                more = near_siblings(self.memo.zone_tiers, self.memo.levels, others, bound_zones, need - room)
                 if more is None:
                     return None
                 chosen += more
@@ -451,45 +452,8 @@ class GangPlanner:
         choose: Callable[[Sequence[ZoneOffer]], list[ZoneOffer] | None],
         holds: Callable[[Sequence[ZoneOffer]], bool],
     ) -> list[ZoneOffer] | None:
-        """The units of the lowest tier (spine, then core, …) of which one ``holds`` the gang — the
-        one with the least room that does (best fit) — and within it the zones ``choose`` picks
-        (the fewest leaves); else what ``choose`` picks of the whole cluster."""
-        tiers = self.memo.zone_tiers
-        for level in range(2, self.memo.levels + 1):
-            units: dict[str, list[ZoneOffer]] = {}
-            for z in offers:
-                name = tiers[z.id].get(level)
-                if name:
-                    units.setdefault(name, []).append(z)
-            holding = [(n, zs) for n, zs in units.items() if holds(zs)]
-            if holding:
-                _, best = min(
-                    holding,
-                    key=lambda u: (
-                        sum(z.capacity for z in u[1]),
-                        sum(z.size for z in u[1]),
-                        min(z.first_index for z in u[1]),
-                        u[0],
-                    ),
-                )
-                return choose(best)
-        return choose(offers)
-
-    def _near_siblings(
-        self, others: Sequence[ZoneOffer], bound_zones: Sequence[ZoneId], need: int
-    ) -> list[ZoneOffer] | None:
-        """Further zones for a partly bound gang: under the lowest tier its siblings share, if there
-        are enough there, else anywhere (fewest zones)."""
-        tiers = self.memo.zone_tiers
-        for level in range(2, self.memo.levels + 1):
-            names = {tiers[z].get(level) for z in bound_zones}
-            if len(names) != 1 or None in names:
-                continue
-            (name,) = names
-            near = choose_zones([z for z in others if tiers[z.id].get(level) == name], need)
-            if near is not None:
-                return near
-        return choose_zones(others, need)
+        """:func:`tierwalk.by_tier` over this session's tiers."""
+        return by_tier(self.memo.zone_tiers, self.memo.levels, offers, choose, holds)
 
     # --- ranks and failures ------------------------------------------------------------------
     def _above_limit(

@@ -1,0 +1,69 @@
+"""The tiers above the leaf (spine, then core, …): which unit of the lowest tier a gang goes to.
+Pure functions: no session, no I/O. ``tiers`` maps each zone to its unit per level (2: spine,
+3: core, …; from NodeTopology ``spec.tiers`` or node labels, see ``fitmemo.py``); ``levels`` is
+the highest level any zone names.
+
+* **A fresh gang** (:func:`by_tier`): the unit of the lowest tier that holds it, the one with the
+  least room that does (best fit; ties: fewer nodes, lower first index, name), and in it the
+  zones the caller's rule picks (the fewest leaves); when no unit holds it, that rule over the
+  whole cluster.
+* **A partly bound gang** (:func:`near_siblings`): the fewest further zones under the lowest tier
+  its bound siblings' zones share, if they hold the rest; else the fewest anywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from extender.plugins.topology.gangplan import ZoneId, ZoneOffer, choose_zones
+
+__all__ = ["Tiers", "by_tier", "near_siblings"]
+
+Tiers = Mapping[ZoneId, Mapping[int, str]]
+
+
+def by_tier(
+    tiers: Tiers,
+    levels: int,
+    offers: Sequence[ZoneOffer],
+    choose: Callable[[Sequence[ZoneOffer]], list[ZoneOffer] | None],
+    holds: Callable[[Sequence[ZoneOffer]], bool],
+) -> list[ZoneOffer] | None:
+    """The units of the lowest tier (spine, then core, …) of which one ``holds`` the gang — the
+    one with the least room that does (best fit) — and within it the zones ``choose`` picks
+    (the fewest leaves); else what ``choose`` picks of the whole cluster."""
+    for level in range(2, levels + 1):
+        units: dict[str, list[ZoneOffer]] = {}
+        for z in offers:
+            name = tiers[z.id].get(level)
+            if name:
+                units.setdefault(name, []).append(z)
+        holding = [(n, zs) for n, zs in units.items() if holds(zs)]
+        if holding:
+            _, best = min(
+                holding,
+                key=lambda u: (
+                    sum(z.capacity for z in u[1]),
+                    sum(z.size for z in u[1]),
+                    min(z.first_index for z in u[1]),
+                    u[0],
+                ),
+            )
+            return choose(best)
+    return choose(offers)
+
+
+def near_siblings(
+    tiers: Tiers, levels: int, others: Sequence[ZoneOffer], bound_zones: Sequence[ZoneId], need: int
+) -> list[ZoneOffer] | None:
+    """Further zones for a partly bound gang (``need`` quotas more): under the lowest tier its
+    siblings share, if there are enough there, else anywhere (fewest zones)."""
+    for level in range(2, levels + 1):
+        names = {tiers[z].get(level) for z in bound_zones}
+        if len(names) != 1 or None in names:
+            continue
+        (name,) = names
+        near = choose_zones([z for z in others if tiers[z.id].get(level) == name], need)
+        if near is not None:
+            return near
+    return choose_zones(others, need)
