@@ -3,7 +3,9 @@
 * TQ (task → quota): the quota serves the task's queue; the task fits what the quota has left
   (``request + shadow − claims − live reservations for other tasks``); a bound quota's node can
   still run it (ready, its nodeSelector).
-* QN (quota → node): ``select`` the quota's nodeSelector against the node's labels; ``predicate``
+* QN (quota → node): ``select`` the quota's nodeSelector against the node's labels, and a quota
+  with ``spec.staticBindNode`` only that node (pinned by ``allocate_quota``; a gang plan that
+  reaches it first must put it there too); ``predicate``
   ``quota.request ≤ node.quota_idle`` per resource name (a name the node does not advertise
   fails) — the place where the logical quota meets the device plugin's numbers.
 * TN (task → node), for a task holding a quota: only the quota's node, and the task fits its
@@ -113,6 +115,9 @@ class Plugin:
             return SUCCESS
 
         def select_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
+            if quota.static_bind_node and node.name != quota.static_bind_node:
+                # the operator named the node: no path (a gang plan, a fallback) binds it elsewhere
+                return Status.unresolvable(Reason.NODE_SELECTOR_MISMATCH, f"staticBindNode={quota.static_bind_node}")
             labels = node.labels
             for k, v in quota.node_selector.items():
                 if labels.get(k) != v:

@@ -146,3 +146,20 @@ def test_a_strict_mixed_gang_partly_bound_that_fits_in_no_order_waits_for_room()
     result = cycle(leaf(0, 3, "s1") + busy("n2", 8) + busy("n0", 4) + gang)
     assert nodes_of(result, "j", 3) == ["", "n1", ""]
     assert result.verdicts["default/j"].status.reason is Reason.NO_ZONE_FITS
+
+
+def test_a_gang_s_statically_bound_quota_goes_to_its_node_and_the_gang_beside_it() -> None:
+    """A gang of two whose rank 0 claims a quota pinned to n5 (``spec.staticBindNode``), not yet
+    bound: the gang plan reaches it before ``allocate_quota`` pins it, and must put it on n5 too
+    (it went to n0, the lowest index); rank 1 then goes beside it, in n5's leaf."""
+    objs = [
+        *b.seed_cluster(),
+        b.quota("q-pin", gpu=8, hca=8, static_bind_node="n5"),
+        b.quota("q-free", gpu=8, hca=8),
+        b.podgroup("g", min_member=2),
+        b.pod("g-worker-0", group="g", quota="q-pin", gpu=8, hca=8, index=0),
+        b.pod("g-worker-1", group="g", quota="q-free", gpu=8, hca=8, index=1),
+    ]
+    result = cycle(objs)
+    got = {q: result.session.quota(q).node_name for q in ("q-pin", "q-free")}  # type: ignore[union-attr]
+    assert got == {"q-pin": "n5", "q-free": "n6"}
