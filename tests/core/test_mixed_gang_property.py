@@ -55,6 +55,7 @@ from tests.core.topo_cluster import (
     Need,
     NodeSpec,
     check_ledgers,
+    exists_in_rank_order,
     free_room,
     node_objects,
     used_before_each_gang,
@@ -249,27 +250,20 @@ def fits_around(
     todo = g.unbound[:count]
     if not ordered:
         return packs([g.members[i].need() for i in todo], [room[n.name] for n in mine], ordered=False)
-    left = [dict(room[n.name]) for n in mine]
-    seq = sorted([*todo, *g.bound])
+    left = {n.name: dict(room[n.name]) for n in mine}
 
-    def go(at: int, low: int) -> bool:
-        if at == len(seq):
-            return True
-        i = seq[at]
-        if i in g.bound:
-            index = spec[g.bound[i]].index
-            return index >= low and go(at + 1, index)
+    def take(i: int, node: str) -> bool:
         need = g.members[i].need()
-        for j, n in enumerate(mine):
-            if n.index >= low and _fits(need, left[j]):
-                _take(left[j], need, 1)
-                ok = go(at + 1, n.index)
-                _take(left[j], need, -1)
-                if ok:
-                    return True
-        return False
+        if not _fits(need, left[node]):
+            return False
+        _take(left[node], need, 1)
+        return True
 
-    return go(0, -1)
+    def give(i: int, node: str) -> None:
+        _take(left[node], g.members[i].need(), -1)
+
+    bound = {i: spec[n].index for i, n in g.bound.items()}
+    return exists_in_rank_order(todo, bound, [(n.index, n.name) for n in mine], take, give)
 
 
 def fits_first(g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mapping[str, Need]) -> bool:

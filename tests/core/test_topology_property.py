@@ -48,7 +48,14 @@ from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
-from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers, node_objects, used_before_each_gang
+from tests.core.topo_cluster import (
+    NOW,
+    NodeSpec,
+    check_ledgers,
+    exists_in_rank_order,
+    node_objects,
+    used_before_each_gang,
+)
 
 POLICY = default_policy()
 GPU = wellknown.RESOURCE_GPU
@@ -237,25 +244,19 @@ def fits_in_order(c: Cluster, g: Gang, used: dict[str, int], count: int) -> bool
     model = spec[next(iter(g.bound.values()))].model
     slots = {n: k for n, k in room(c, used, g.gpu).items() if spec[n].model == model}
     todo = [i for i in range(g.workers) if i not in g.bound][:count]
-    seq = sorted([*todo, *g.bound])
 
-    def go(at: int, low: int) -> bool:
-        if at == len(seq):
-            return True
-        i = seq[at]
-        if i in g.bound:
-            index = spec[g.bound[i]].index
-            return index >= low and go(at + 1, index)
-        for n, k in slots.items():
-            if k > 0 and spec[n].index >= low:
-                slots[n] -= 1
-                ok = go(at + 1, spec[n].index)
-                slots[n] += 1
-                if ok:
-                    return True
-        return False
+    def take(_: int, node: str) -> bool:
+        if slots[node] == 0:
+            return False
+        slots[node] -= 1
+        return True
 
-    return go(0, -1)
+    def give(_: int, node: str) -> None:
+        slots[node] += 1
+
+    bound = {i: spec[n].index for i, n in g.bound.items()}
+    nodes = sorted((spec[n].index, n) for n in slots)
+    return exists_in_rank_order(todo, bound, nodes, take, give)
 
 
 def run(c: Cluster, *, liveness: bool = True, policy: Policy = POLICY, zone_rules: bool = True) -> CycleResult:

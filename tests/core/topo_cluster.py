@@ -8,7 +8,7 @@ load — and some are NotReady or tainted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,3 +113,33 @@ def used_before_each_gang(
 def free_room(nodes: Sequence[NodeSpec], used: Mapping[str, Need]) -> dict[str, Need]:
     """Each usable node's room for quotas, given what it holds."""
     return {n.name: {k: cap - used[n.name].get(k, 0) for k, cap in NODE_ROOM.items()} for n in nodes if n.usable}
+
+
+def exists_in_rank_order(
+    todo: Sequence[int],
+    bound: Mapping[int, int],
+    nodes: Sequence[tuple[int, str]],
+    take: Callable[[int, str], bool],
+    give: Callable[[int, str], None],
+) -> bool:
+    """Whether the unbound task indices ``todo`` fit ``nodes`` ((node index, name), index order)
+    with node indices that never descend as task indices ascend, the bound ones (task index →
+    node index) included — an exhaustive search. ``take(task, node)`` takes the task's room on the
+    node if it has any (False: none), ``give`` hands it back."""
+    seq = sorted([*todo, *bound])
+
+    def go(at: int, low: int) -> bool:
+        if at == len(seq):
+            return True
+        i = seq[at]
+        if i in bound:
+            return bound[i] >= low and go(at + 1, bound[i])
+        for index, name in nodes:
+            if index >= low and take(i, name):
+                ok = go(at + 1, index)
+                give(i, name)
+                if ok:
+                    return True
+        return False
+
+    return go(0, -1)
