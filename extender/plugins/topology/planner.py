@@ -235,9 +235,9 @@ class GangPlanner:
     def _out_of_order(
         self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]
     ) -> Status | None:
-        """``TopologyOrder`` for a strict-order gang that fits, but not in rank order around its
-        bound quotas (as :meth:`_plan_group` says); None: it does not fit in any order either."""
-        if not gang.strict or not any(f != (None, None) for f in gang.fences):
+        """``TopologyOrder`` for a strict-order gang that fits, but not in rank order (around its
+        bound quotas, if any; as :meth:`_plan_group` says); None: it does not fit in any order."""
+        if not gang.strict:
             return None
         loose = self._best_mixed(job, mix, replace(gang, strict=False), specs, bound_zones)
         nodes = [self.ssn.node(loose.nodes[q.name]) for q in mix.unbound] if loose and loose.nodes else []
