@@ -88,6 +88,8 @@ class _Topology:
         # (zone, request, placement key, pool) → how many such spot pods the zone's idle room takes
         self._spot_room: dict[tuple[ZoneId, tuple[tuple[str, object], ...], tuple[object, ...], str], int] = {}
         self._judging_spot: set[str] = set()  # spot pods whose zone room is being counted
+        # (request, placement key, pool, pods) → the zone the first such spot pod may start in
+        self._spot_targets: dict[tuple[object, ...], ZoneId | None] = {}
         limit = args.max_holds if args.reserve_after_cycles > 0 else 0  # 0: holds are off, old ones end
         self.holds = holds.HoldBook(ssn.snap.holds, ssn.now, args.hold_seconds, limit)
         ssn.notes[holds.NOTE] = self.holds.current()  # expired holds end with this session
@@ -302,12 +304,16 @@ class _Topology:
         nodes, then zone order). One zone, not every zone that holds the job: kube-scheduler binds
         asynchronously, so a sibling may be filtered before the extender hears the first pod's bind;
         with the cache unchanged it is sent to the same zone."""
+        key = (map_key(task.request.q), task.placement_key(), task.spot_pool, need)
+        if key in self._spot_targets:  # one filter call asks for every node: find the zone once
+            return self._spot_targets[key]
         best: tuple[int, int, ZoneId] | None = None
         for zid, nodes in self.memo.zone_nodes.items():
             room = self._zone_spot_room(zid, task)
             if room >= need and (best is None or (room, len(nodes), zid) < best):
                 best = (room, len(nodes), zid)
-        return best[2] if best is not None else None
+        target = self._spot_targets[key] = best[2] if best is not None else None
+        return target
 
     def _zone_spot_room(self, zid: ZoneId, task: TaskInfo) -> int:
         """How many pods like ``task`` the zone's ``idle`` room takes, on the nodes whose other TN
@@ -333,6 +339,7 @@ class _Topology:
             # a pod placed or evicted (TN path): the zones' spot room changed, and so may the
             # node's room for quotas (its stray pods) and its scores (eviction cost)
             self._spot_room.clear()
+            self._spot_targets.clear()
             if self._memo is not None:
                 self._memo.on_ledger_change(ev.node)
             return
