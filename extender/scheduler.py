@@ -20,8 +20,8 @@ from extender.framework.policy import Policy
 from extender.framework.session import JobVerdict, Session, Snapshot
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
+from extender.plugins.gang import quotas_bound
 from extender.plugins.topology import holds
-from extender.plugins.topology.gangparts import short_of_min_member
 from extender.plugins.topology.holds import Hold
 
 __all__ = ["CycleResult", "Scheduler", "SchedulerMemory"]
@@ -141,5 +141,4 @@ def _still_waiting(ssn: Session, job_key: str) -> bool:
     job = ssn.job(job_key)
     if job is None:
         return False
-    quotas = ssn.job_quotas(job)
-    return any(not q.node_name for q in quotas) and short_of_min_member(job, quotas) > 0
+    return any(not q.node_name for q in ssn.job_quotas(job)) and quotas_bound(ssn, job) < job.min_member

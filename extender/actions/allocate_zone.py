@@ -21,7 +21,7 @@ from extender.framework.session import FitStage, Session
 from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
-from extender.model.task import TaskStatus
+from extender.plugins.gang import quotas_held
 
 NAME: Final = "allocate_zone"
 Args = NoArgs
@@ -35,10 +35,7 @@ def can_allocate_zone(job: JobInfo) -> bool:
     if not job.topology or not tasks:
         return False
     holding = sum(1 for t in tasks if t.quota)
-    if holding == len(tasks) or holding == 0:
-        return holding > 0
-    finished = sum(1 for t in job.tasks.values() if t.status is TaskStatus.SUCCEEDED)
-    return holding + finished >= job.min_member
+    return holding > 0 and (holding == len(tasks) or quotas_held(job) >= job.min_member)
 
 
 class Action:

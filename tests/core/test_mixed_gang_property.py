@@ -14,7 +14,7 @@ wait); the policy packs workers (``pack_workers``) or not. One cycle of the real
   in rank order bound now, at least its ``minMember`` bound in all;
 * **never refused, as many as fit, fewest zones**: a gang binds all its unbound quotas when they
   fit, else the most of them (the lowest ranks first) that fit, at least what it lacks of
-  ``minMember`` (``gangparts.least_to_place``, ``most_that_fit``); a gang not placed could not
+  ``minMember`` (``gang.quotas_bound``, ``gangparts.most_that_fit``); a gang not placed could not
   have placed that least (against the final state; the start when it is alone in the cycle). "Fit"
   is the oracle's: in one GPU model (its bound quotas'), for a strict gang in rank order around
   its bound quotas. A committed gang with nothing bound before uses exactly the fewest zones (GPU

@@ -45,9 +45,9 @@ from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
 from extender.model.selectors import map_key
 from extender.model.task import TaskInfo
+from extender.plugins.gang import quotas_bound
 from extender.plugins.topology import holds
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
-from extender.plugins.topology.gangparts import short_of_min_member
 from extender.plugins.topology.gangplan import ZoneId
 from extender.plugins.topology.planner import GangPlan, GangPlanner
 
@@ -155,7 +155,7 @@ class _Topology:
         if not any(not q.node_name for q in quotas):
             return GangPlan({}, [])
         plan = self.planner.plan(job, quotas)
-        if isinstance(plan, Status) and short_of_min_member(job, quotas) > 0:
+        if isinstance(plan, Status) and quotas_bound(self.ssn, job) < job.min_member:
             # a gang short of minMember waits (and may earn a hold); one that runs only lacks room
             # for more members, which no hold is for
             self.ssn.notes.setdefault(holds.FAILED_NOTE, set()).add(job.key)

@@ -1,12 +1,13 @@
 """What of a gang one plan covers: its kinds (quotas of one shape) and, for a gang whose
-``minMember`` is below its size, how many of its unbound quotas a plan must place at least.
-Pure functions: no session, no I/O.
+``minMember`` is below its size, the most of its unbound quotas that fit. Pure functions: no
+session, no I/O.
 
 * A gang is planned over its **kinds** (``mixedplan.py``); its largest quota (its GPUs, then all
   its units; ties: the last name) stands for every quota when it is counted as one size.
 * **minMember.** A gang that does not fit whole still runs when enough of it fits: the planner
   places the most of its unbound quotas that fit, the lowest ranks first, as long as with its
-  bound ones (and its finished tasks) they reach ``minMember`` — and at least one. The rest
+  bound ones (and its finished tasks, counted as the gang gate counts: ``gang.quotas_bound``) they
+  reach ``minMember`` — and at least one (:func:`most_that_fit`). The rest
   waits for room, in a later cycle, beside its bound siblings (as a non-topology job's quotas
   do, placed one by one until one does not fit).
 """
@@ -18,13 +19,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from extender.framework.status import Status
-from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
-from extender.model.task import ALIVE, TaskStatus
 from extender.plugins.topology.gangplan import ZoneOffer
 from extender.plugins.topology.mixedplan import Kind
 
-__all__ = ["Mix", "PlanKey", "kinds_of", "least_to_place", "most_that_fit", "plan_key", "short_of_min_member"]
+__all__ = ["Mix", "PlanKey", "kinds_of", "most_that_fit", "plan_key"]
 
 P = TypeVar("P")
 PlanKey = tuple[int, int, int, int, int, int, int, str]
@@ -72,25 +71,6 @@ def kinds_of(unbound: Sequence[QuotaInfo], shape_of: Callable[[QuotaInfo], int |
     top = max(sizes)
     at = max((i for i, t in enumerate(order) if sizes[t] == top), key=lambda i: unbound[i].name)
     return Mix(list(unbound), unbound[at], kinds, reps, order, order[at])
-
-
-def short_of_min_member(job: JobInfo, quotas: Sequence[QuotaInfo]) -> int:
-    """How many of the job's unbound ``quotas`` it still lacks to reach ``minMember``, counted as
-    the gang gate counts: tasks that finished, and alive tasks claiming a bound quota (0 or less:
-    the gang runs; what is left unbound is room it would use, not a gang waiting)."""
-    bound = {q.name for q in quotas if q.node_name}
-    ready = sum(
-        1
-        for t in job.tasks.values()
-        if t.status is TaskStatus.SUCCEEDED or (t.status in ALIVE and t.quota and t.quota in bound)
-    )
-    return job.min_member - ready
-
-
-def least_to_place(job: JobInfo, quotas: Sequence[QuotaInfo]) -> int:
-    """How many of the job's unbound ``quotas`` a plan must place at least: what it lacks of
-    ``minMember``, at least one."""
-    return max(1, short_of_min_member(job, quotas))
 
 
 def most_that_fit(plan: Callable[[int], P | Status], low: int, high: int) -> P | None:

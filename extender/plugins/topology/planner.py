@@ -30,8 +30,9 @@ from extender.framework.session import Session
 from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
+from extender.plugins.gang import quotas_bound
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
-from extender.plugins.topology.gangparts import Mix, PlanKey, kinds_of, least_to_place, most_that_fit, plan_key
+from extender.plugins.topology.gangparts import Mix, PlanKey, kinds_of, most_that_fit, plan_key
 from extender.plugins.topology.gangplan import (
     Candidate,
     Range,
@@ -117,14 +118,14 @@ class GangPlanner:
     def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo]) -> GangPlan | Status:
         """Nodes for the job's unbound ``quotas`` (all its quotas, rank order, bound ones included):
         for all of them if they fit, else for the most of them, the lowest ranks first, that fit
-        and reach ``minMember`` (``gangparts.least_to_place``); the rest wait (``GangPlan.rest``)."""
+        and reach ``minMember`` with its bound ones (``gang.quotas_bound``); the rest wait
+        (``GangPlan.rest``)."""
         unbound = [q for q in quotas if not q.node_name]
         whole = self._plan_some(job, quotas, unbound)
         if isinstance(whole, GangPlan):
             return whole
-        part = most_that_fit(
-            lambda k: self._plan_some(job, quotas, unbound[:k]), least_to_place(job, quotas), len(unbound) - 1
-        )
+        least = max(1, job.min_member - quotas_bound(self.ssn, job))  # what it lacks of minMember
+        part = most_that_fit(lambda k: self._plan_some(job, quotas, unbound[:k]), least, len(unbound) - 1)
         if not isinstance(part, GangPlan):
             return whole
         part.rest = whole
