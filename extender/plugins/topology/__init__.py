@@ -85,11 +85,11 @@ class _Topology:
         self._planner: GangPlanner | None = None
         self.plans: dict[str, GangPlan | Status] = {}
         self._affinity: defaultdict[str, Counter[ZoneId]] | None = None
-        # (zone, request, placement key, pool) → how many such spot pods the zone's idle room takes
-        self._spot_room: dict[tuple[ZoneId, tuple[tuple[str, object], ...], tuple[object, ...], str], int] = {}
+        # (zone, spot pod kind) → how many such spot pods the zone's idle room takes
+        self._spot_room: dict[tuple[ZoneId, SpotKind], int] = {}
         self._judging_spot: set[str] = set()  # spot pods whose zone room is being counted
-        # (request, placement key, pool, pods) → the zone the first such spot pod may start in
-        self._spot_targets: dict[tuple[object, ...], ZoneId | None] = {}
+        # (spot pod kind, pods) → the zone the first such spot pod may start in
+        self._spot_targets: dict[tuple[SpotKind, int], ZoneId | None] = {}
         limit = args.max_holds if args.reserve_after_cycles > 0 else 0  # 0: holds are off, old ones end
         self.holds = holds.HoldBook(ssn.snap.holds, ssn.now, args.hold_seconds, limit)
         ssn.notes[holds.NOTE] = self.holds.current()  # expired holds end with this session
@@ -285,12 +285,13 @@ class _Topology:
             zones = ", ".join(sorted(z[1] for z in placed if z is not None))
             return Status.unschedulable(Reason.ZONE_MISMATCH, f"the job's spot pods run in zone {zones}")
         need = 1 + sum(1 for t in siblings if not t.node)
-        room = self._zone_spot_room(zid, task) if zid is not None else 0
+        kind = _spot_kind(task)
+        room = self._zone_spot_room(zid, task, kind) if zid is not None else 0
         if room < need:
             return Status.unschedulable(
                 Reason.NO_ZONE_FITS, f"zone {zid[1] if zid else node.name} has room for {room} of {need} spot pods"
             )
-        target = self._spot_target(task, need)
+        target = self._spot_target(task, kind, need)
         if zid == target:
             return SUCCESS
         assert target is not None  # zid holds the job, so some zone does
@@ -298,29 +299,29 @@ class _Topology:
             Reason.ZONE_MISMATCH, f"the job's {need} spot pods go to zone {target[1]}, the fullest that holds them"
         )
 
-    def _spot_target(self, task: TaskInfo, need: int) -> ZoneId | None:
+    def _spot_target(self, task: TaskInfo, kind: SpotKind, need: int) -> ZoneId | None:
         """The one zone the first spot pod of a topology job may start in: best fit, as for a gang's
         quotas — the zone with the least room that holds ``need`` pods like ``task`` (ties: fewer
         nodes, then zone order). One zone, not every zone that holds the job: kube-scheduler binds
         asynchronously, so a sibling may be filtered before the extender hears the first pod's bind;
         with the cache unchanged it is sent to the same zone."""
-        key = (map_key(task.request.q), task.placement_key(), task.spot_pool, need)
+        key = (kind, need)
         if key in self._spot_targets:  # one filter call asks for every node: find the zone once
             return self._spot_targets[key]
         best: tuple[int, int, ZoneId] | None = None
         for zid, nodes in self.memo.zone_nodes.items():
-            room = self._zone_spot_room(zid, task)
+            room = self._zone_spot_room(zid, task, kind)
             if room >= need and (best is None or (room, len(nodes), zid) < best):
                 best = (room, len(nodes), zid)
         target = self._spot_targets[key] = best[2] if best is not None else None
         return target
 
-    def _zone_spot_room(self, zid: ZoneId, task: TaskInfo) -> int:
+    def _zone_spot_room(self, zid: ZoneId, task: TaskInfo, kind: SpotKind) -> int:
         """How many pods like ``task`` the zone's ``idle`` room takes, on the nodes whose other TN
         predicates (readiness, taints, selectors, spot pools, storage …) take such a pod: a node
         that refuses it holds none of the job. Kept per request and placement key until a pod is
-        placed or evicted in the session."""
-        key = (zid, map_key(task.request.q), task.placement_key(), task.spot_pool)
+        placed or evicted in the session (``kind``: :func:`_spot_kind` of ``task``)."""
+        key = (zid, kind)
         room = self._spot_room.get(key)
         if room is None:
             ssn = self.ssn
@@ -379,6 +380,15 @@ class _Topology:
         job, quota = self.ssn.job(job_key), self.ssn.quota(quota_name)
         if job is not None and job.affinity_key and quota is not None and quota.node_name:
             self._affinity = None
+
+
+SpotKind = tuple[tuple[tuple[str, object], ...], tuple[object, ...], str]
+
+
+def _spot_kind(task: TaskInfo) -> SpotKind:
+    """What the zone rule's counts of a spot pod depend on: its request, what node filters read
+    of it (``placement_key``) and its spot pool. Pods of one kind fit the same zones alike."""
+    return (map_key(task.request.q), task.placement_key(), task.spot_pool)
 
 
 class Plugin:
