@@ -51,7 +51,13 @@ from extender.plugins.topology.gangplan import (
 )
 from extender.plugins.topology.holds import HoldBook
 from extender.plugins.topology.mixedplan import STATE_LIMIT, MixedGang, MixedNode, plan_mixed, states
-from extender.plugins.topology.refusals import describe_gang, fits_only_above, held_for_others, no_zone_fits
+from extender.plugins.topology.refusals import (
+    describe_gang,
+    fits_only_above,
+    held_for_others,
+    no_zone_fits,
+    out_of_rank_order,
+)
 from extender.plugins.topology.siblings import rank_ranges
 from extender.plugins.topology.tierwalk import by_tier, near_siblings
 
@@ -171,9 +177,7 @@ class GangPlanner:
         if broken is not None:
             ordered = self._in_order(job, head, sid, zones, ranges)
             if ordered is None:
-                at, how = broken
-                why = f"task {unbound[at].rank} would land on node index {how}"
-                return Status.unschedulable(Reason.TOPOLOGY_ORDER, why)
+                return out_of_rank_order(unbound, broken)
             placed, zones = ordered
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
         return GangPlan(nodes, zones, judged)
@@ -245,10 +249,7 @@ class GangPlanner:
         broken = order_break([Slot(n.name, n.index) for n in nodes if n], gang.fences) if nodes and all(nodes) else None
         if broken is None:
             return None
-        at, how = broken
-        return Status.unschedulable(
-            Reason.TOPOLOGY_ORDER, f"task {mix.unbound[at].rank} would land on node index {how}"
-        )
+        return out_of_rank_order(mix.unbound, broken)
 
     def _best_mixed(
         self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]

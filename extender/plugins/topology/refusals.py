@@ -20,7 +20,7 @@ from extender.model.resources import format_quantity
 from extender.model.topology import describe_tier
 from extender.plugins.topology.gangplan import ZoneId
 
-__all__ = ["describe_gang", "fits_only_above", "held_for_others", "no_zone_fits"]
+__all__ = ["describe_gang", "fits_only_above", "held_for_others", "no_zone_fits", "out_of_rank_order"]
 
 
 def describe_gang(quotas: Sequence[QuotaInfo], gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES) -> str:
@@ -53,6 +53,13 @@ def fits_only_above(what: str, need: int, *, span: int, levels: int, limit: int,
         f"{what} fits only across a {above} (tier {span}); highestTierAllowed is {allowed} "
         f"(tier {limit}), and the roomiest {allowed}, {unit}, takes {most} of {need}",
     )
+
+
+def out_of_rank_order(unbound: Sequence[QuotaInfo], broken: tuple[int, str]) -> Status:
+    """A strict-order gang that fits, but in no rank order (around its bound quotas): ``broken``
+    is ``gangplan.order_break``'s answer for its unbound quotas' best placement out of order."""
+    at, how = broken
+    return Status.unschedulable(Reason.TOPOLOGY_ORDER, f"task {unbound[at].rank} would land on node index {how}")
 
 
 def no_zone_fits(
