@@ -152,25 +152,23 @@ def _kubelet_version() -> str:
 
 def _storage_conditions(mount_points: dict[str, bool]) -> list[dict[str, Any]]:
     """The node conditions a storage daemon writes, one per mount point (seed 六 6.2)."""
-    now = format_time(time.time())
     return [
-        {
-            "type": wellknown.STORAGE_CONDITION_PREFIX + mp,
-            "status": "True" if ready else "False",
-            "reason": "MountPointReady" if ready else "MountPointNotReady",
-            "lastHeartbeatTime": now,
-            "lastTransitionTime": now,
-        }
+        _condition(wellknown.STORAGE_CONDITION_PREFIX + mp, ready, "MountPointReady", "MountPointNotReady")
         for mp, ready in sorted(mount_points.items())
     ]
 
 
 def node_ready_condition(ready: bool) -> dict[str, Any]:
+    return _condition("Ready", ready, "KubeletReady", "NodeStatusUnknown")
+
+
+def _condition(kind: str, ok: bool, reason_ok: str, reason_not: str) -> dict[str, Any]:
+    """A node condition of ``kind``, ``True`` when ``ok``, heartbeat and transition now."""
     now = format_time(time.time())
     return {
-        "type": "Ready",
-        "status": "True" if ready else "False",
-        "reason": "KubeletReady" if ready else "NodeStatusUnknown",
+        "type": kind,
+        "status": "True" if ok else "False",
+        "reason": reason_ok if ok else reason_not,
         "lastHeartbeatTime": now,
         "lastTransitionTime": now,
     }

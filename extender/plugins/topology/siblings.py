@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
+from extender.plugins.topology.gangplan import Range
 
 __all__ = ["SMALL", "BoundSiblings", "rank_ranges"]
 
@@ -121,7 +122,7 @@ class BoundSiblings:
 
 def rank_ranges(
     quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo], node: Callable[[str], NodeInfo | None]
-) -> list[tuple[int | None, int | None]]:
+) -> list[Range]:
     """Each of ``unbound``'s closed node-index range between the bound ones of ``quotas`` (a job's
     quotas; ``node``: a node by name): the seed's ``[preNode, lastNode]``."""
     if len(unbound) == len(quotas) or not any(q.node_name for q in quotas):  # none bound
