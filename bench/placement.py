@@ -41,8 +41,8 @@ Per policy:
   them at the moment they were placed (``placement_model.min_leaves``, exact, on the free room of
   each GPU model just before the gang's first quota was bound; for ``sky`` the cycle's bind intents
   are replayed in the order the scheduler committed them);
-* ``mean_leaves_per_job``; ``wait_steps_by_workers`` — per gang-size bucket: jobs, total and max
-  of (placement step − arrival step); ``gpu_model_mixed_jobs``; ``unplaced_jobs`` (still waiting
+* ``mean_leaves_per_job``; ``wait_steps_by_workers`` — per gang size (number of workers): jobs,
+  total and max of (placement step − arrival step); ``gpu_model_mixed_jobs``; ``unplaced_jobs`` (still waiting
   after ``--max-steps``);
 * ``steps_waited_while_fitting`` — reason → gang-steps: a gang none of whose quotas is bound yet
   still waits at the end of a step although it fits in the room left (``fits_one_model``: one GPU
@@ -51,8 +51,8 @@ Per policy:
   (``NodeHeldForGang``, what holds cost the others). The baselines assert they leave none.
 
 ``target_met`` (for ``sky``; ``sky_default_target_met`` likewise): ``share_over_min_leaves`` = 0;
-``gpu_allocation_mean`` ≥ tree's − 0.01; the max wait of the largest bucket (17-32 workers) ≤
-tree's; no mixed-model gang; no gang that fits waits but for a hold.
+``gpu_allocation_mean`` ≥ tree's − 0.01; the max wait of the largest gangs (the most workers
+in the workload, 32) ≤ tree's; no mixed-model gang; no gang that fits waits but for a hold.
 
 Usage: ``python bench/placement.py [--seed 1] [--gangs 450] [--load 0.95] [--cycles-per-step 10]
 [--policy FILE]`` (``--policy``: that policy as ``sky``, no ``sky_default``)
@@ -97,7 +97,6 @@ from extender.scheduler import Scheduler
 from tests import builders as b
 
 T0 = 1_800_000_000.0
-LARGEST = "17-32"
 HELD = Reason.NODE_HELD_FOR_GANG.value  # the one reason a gang that fits may wait (a hold)
 
 
@@ -230,15 +229,18 @@ class SkyDriver:
         return trace
 
 
-def targets(sky: dict[str, Any], tree: dict[str, Any]) -> dict[str, bool]:
+def targets(sky: dict[str, Any], tree: dict[str, Any], largest: int) -> dict[str, bool]:
+    """The targets of issue 16 item 7 for ``sky`` against ``tree``; ``largest``: the most workers
+    of any gang in the workload (the wait target is that gang size's own, not a bucket's)."""
+
     def max_wait(m: dict[str, Any]) -> int:
-        return int(m["wait_steps_by_workers"].get(LARGEST, {}).get("max", 0))
+        return int(m["wait_steps_by_workers"].get(str(largest), {}).get("max", 0))
 
     return {
         "share_over_min_leaves_zero": sky["share_over_min_leaves"] == 0 and sky["unplaced_jobs"] == 0,
         "gpu_allocation_mean_at_least_tree_minus_0.01": sky["gpu_allocation_mean"]
         >= tree["gpu_allocation_mean"] - 0.01,
-        f"max_wait_{LARGEST}_workers_at_most_tree": max_wait(sky) <= max_wait(tree) and sky["unplaced_jobs"] == 0,
+        f"max_wait_{largest}_workers_at_most_tree": max_wait(sky) <= max_wait(tree) and sky["unplaced_jobs"] == 0,
         "no_gpu_model_mixed_jobs": sky["gpu_model_mixed_jobs"] == 0,
         "no_fitting_gang_waits_but_for_holds": set(sky["steps_waited_while_fitting"]) <= {HELD},
     }
@@ -295,10 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, place in POLICIES.items():
         out["policies"][name] = metrics(cluster, gangs, run_fifo_backfill(cluster, gangs, place, args.max_steps))
     tree = out["policies"]["tree"]
-    met = targets(out["policies"]["sky"], tree)
+    largest = max(g.workers for g in gangs)
+    met = targets(out["policies"]["sky"], tree, largest)
     out["target_met"] = {**met, "all": all(met.values())}
     if "sky_default" in out["policies"]:
-        met = targets(out["policies"]["sky_default"], tree)
+        met = targets(out["policies"]["sky_default"], tree, largest)
         out["sky_default_target_met"] = {**met, "all": all(met.values())}
     print(json.dumps(out, indent=2))
     return 0

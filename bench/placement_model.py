@@ -32,7 +32,6 @@ __all__ = [
     "place_spread",
     "place_tree",
     "run_fifo_backfill",
-    "size_bucket",
     "workload",
 ]
 
@@ -87,15 +86,6 @@ WORKERS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 WORKER_WEIGHTS = (25, 12, 5, 12, 5, 12, 5, 10, 4, 10)
 GPUS = (1, 2, 4, 8)
 GPU_WEIGHTS = (15, 15, 20, 50)
-BUCKETS = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 32))
-
-
-def size_bucket(workers: int) -> str:
-    """The gang-size bucket a wait is reported under: 1, 2, 3-4, 5-8, 9-16, 17-32."""
-    for lo, hi in BUCKETS:
-        if lo <= workers <= hi:
-            return str(lo) if lo == hi else f"{lo}-{hi}"
-    raise ValueError(f"no bucket for {workers} workers")
 
 
 def workload(seed: int, cluster: Cluster, gangs: int = 450, load: float = 0.95) -> list[Gang]:
@@ -352,7 +342,7 @@ def metrics(cluster: Cluster, gangs: Sequence[Gang], trace: Trace) -> dict[str, 
         p = trace.placements.get(g.name)
         if p is None:
             continue
-        w = waits.setdefault(size_bucket(g.workers), {"jobs": 0, "total": 0, "max": 0})
+        w = waits.setdefault(str(g.workers), {"jobs": 0, "total": 0, "max": 0})
         w["jobs"] += 1
         w["total"] += p.step - g.arrival
         w["max"] = max(w["max"], p.step - g.arrival)
@@ -365,7 +355,7 @@ def metrics(cluster: Cluster, gangs: Sequence[Gang], trace: Trace) -> dict[str, 
             sum(n > p.min_leaves for n, p in zip(leaves, placed, strict=True)) / max(1, len(placed)), 4
         ),
         "mean_leaves_per_job": round(sum(leaves) / max(1, len(placed)), 4),
-        "wait_steps_by_workers": {b: waits[b] for b in sorted(waits, key=lambda b: int(b.split("-")[0]))},
+        "wait_steps_by_workers": {w: waits[w] for w in sorted(waits, key=int)},
         "gpu_model_mixed_jobs": sum(len({cluster.model[i] for i in p.nodes}) > 1 for p in placed),
         "steps_waited_while_fitting": dict(sorted(trace.waited_while_fitting.items())),
         "steps": len(trace.allocated),
