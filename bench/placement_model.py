@@ -349,11 +349,11 @@ def metrics(cluster: Cluster, gangs: Sequence[Gang], trace: Trace) -> dict[str, 
     return {
         "placed_jobs": len(placed),
         "unplaced_jobs": len(gangs) - len(placed),
-        "gpu_allocation_mean": round(sum(window) / len(window), 4),
-        "gpu_allocation_p10": round(_p10(window), 4),
-        "share_over_min_leaves": round(
-            sum(n > p.min_leaves for n, p in zip(leaves, placed, strict=True)) / max(1, len(placed)), 4
-        ),
+        # not rounded: the targets compare these (a rounding could meet one by up to 0.00005)
+        "gpu_allocation_mean": sum(window) / len(window),
+        "gpu_allocation_p10": _p10(window),
+        "share_over_min_leaves": sum(n > p.min_leaves for n, p in zip(leaves, placed, strict=True))
+        / max(1, len(placed)),
         "mean_leaves_per_job": round(sum(leaves) / max(1, len(placed)), 4),
         "wait_steps_by_workers": {w: waits[w] for w in sorted(waits, key=int)},
         "gpu_model_mixed_jobs": sum(len({cluster.model[i] for i in p.nodes}) > 1 for p in placed),

@@ -215,7 +215,7 @@ def test_metrics_by_hand() -> None:
     m = metrics(c, gangs, trace)
     # window: the arrivals of step 0 already ask for 32 GPUs; the last arrival is at 1 → steps 0, 1
     assert m["gpu_allocation_mean"] == 0.625 and m["gpu_allocation_p10"] == 0.5
-    assert m["share_over_min_leaves"] == round(1 / 3, 4)
+    assert m["share_over_min_leaves"] == 1 / 3
     assert m["mean_leaves_per_job"] == round(4 / 3, 4)
     assert m["gpu_model_mixed_jobs"] == 1
     assert m["unplaced_jobs"] == 1
@@ -316,3 +316,20 @@ def test_the_wait_target_is_the_largest_gangs_own_not_a_bucket_a_smaller_size_do
     met = targets(sky, tree, largest=32)
     assert not met["max_wait_32_workers_at_most_tree"]
     assert targets(tree, sky, largest=32)["max_wait_32_workers_at_most_tree"]
+
+
+def test_the_allocation_target_compares_the_exact_means_not_the_printed_roundings() -> None:
+    """One node of 1,000,000 GPUs, one step in the window: tree holds 90 % of them, sky 88.9951 %,
+    0.0000049 short of tree − 0.01. Rounded to 4 places sky's 0.8900 would meet the target."""
+    from bench.placement import targets
+
+    big = Cluster((0,), ("A",), (1_000_000,))
+    gangs = [Gang("g", 1, 1_000_000, 0, 1)]
+
+    def figures(allocated: int) -> dict[str, object]:
+        return metrics(big, gangs, Trace(placements={"g": Placement("g", 0, (0,), 1)}, allocated=[allocated]))
+
+    sky, tree = figures(889_951), figures(900_000)
+    assert sky["gpu_allocation_mean"] < 0.89
+    assert not targets(sky, tree, largest=1)["gpu_allocation_mean_at_least_tree_minus_0.01"]
+    assert targets(figures(890_001), tree, largest=1)["gpu_allocation_mean_at_least_tree_minus_0.01"]
