@@ -333,3 +333,19 @@ def test_the_allocation_target_compares_the_exact_means_not_the_printed_rounding
     assert sky["gpu_allocation_mean"] < 0.89
     assert not targets(sky, tree, largest=1)["gpu_allocation_mean_at_least_tree_minus_0.01"]
     assert targets(figures(890_001), tree, largest=1)["gpu_allocation_mean_at_least_tree_minus_0.01"]
+
+
+def test_sky_whose_targets_are_target_met_is_the_scheduler_as_shipped() -> None:
+    """Issue 16: the scheduler as a new user runs it, against tree. ``sky`` (the policy behind
+    ``target_met``) is the default policy with every plugin argument as shipped; the
+    ``pack_workers: true`` variant is printed beside it under its own name."""
+    from bench.placement import sky_policies
+    from extender.conf import default_policy
+
+    shipped = default_policy()
+    runs = sky_policies(None)
+    assert list(runs) == ["sky", "sky_pack_workers"]
+    assert runs["sky"].action_names == shipped.action_names
+    assert {n: p.args for n, p in runs["sky"].plugins.items()} == {n: p.args for n, p in shipped.plugins.items()}
+    assert not runs["sky"].plugins["topology"].args.pack_workers
+    assert runs["sky_pack_workers"].plugins["topology"].args.pack_workers
