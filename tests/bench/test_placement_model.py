@@ -5,7 +5,9 @@ a brute force over every set of leaves)."""
 from __future__ import annotations
 
 import itertools
+import json
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -349,3 +351,18 @@ def test_sky_whose_targets_are_target_met_is_the_scheduler_as_shipped() -> None:
     assert {n: p.args for n, p in runs["sky"].plugins.items()} == {n: p.args for n, p in shipped.plugins.items()}
     assert not runs["sky"].plugins["topology"].args.pack_workers
     assert runs["sky_pack_workers"].plugins["topology"].args.pack_workers
+
+
+def test_the_benchmark_prints_one_json_document_with_every_policy_and_both_verdicts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A small workload (12 gangs) on the benchmark's cluster: stdout is exactly one JSON document."""
+    from bench.placement import main
+
+    assert main(["--gangs", "12", "--max-steps", "300"]) == 0
+    out = json.loads(capsys.readouterr().out)  # raises on anything but one document
+    assert list(out["policies"]) == ["sky", "sky_pack_workers", "spread", "bestfit", "tree"]
+    assert out["gangs"] == 12 and out["nodes"] == 256 and out["leaves"] == 16
+    for verdict in (out["target_met"], out["sky_pack_workers_target_met"]):
+        assert verdict["all"] == all(v for k, v in verdict.items() if k != "all")
+    assert all(m["unplaced_jobs"] == 0 for m in out["policies"].values())
