@@ -67,6 +67,7 @@ class Snapshot:
     cluster_total: Resource = field(default_factory=Resource.empty)  # Σ allocatable of all nodes
     generation: int = 0  # bumps whenever the cache changes; equal generations = same state
     gpu_resources: tuple[str, ...] = wellknown.DEFAULT_GPU_RESOURCES  # the configured GPU resources
+    spot_resource: str = wellknown.RESOURCE_SPOT_GPU  # the resource whose request marks a spot pod
 
 
 class FitStage(enum.IntEnum):
@@ -102,6 +103,8 @@ class Session:
         self.policy = policy
         self.gpu_resources: tuple[str, ...] = snap.gpu_resources
         """The extended resources that count as GPUs (``--gpu-resources``), for plugins that weigh GPUs."""
+        self.spot_resource: str = snap.spot_resource
+        """The resource whose request marks a spot pod (``--spot-resource``): what its spot pool lends."""
         # the snapshot's maps under the overlay (read on every lookup: one attribute, not two)
         self._base_nodes, self._base_quotas, self._base_jobs = snap.nodes, snap.quotas, snap.jobs
         self._nodes: dict[str, NodeInfo] = {}

@@ -81,6 +81,24 @@ def pool_used(node: NodeInfo, resource: str) -> tuple[int, int]:
     return shared, exclusive
 
 
+def pool_free(node: NodeInfo, resource: str, pool: str) -> int:
+    """What is left of ``pool`` (``"shared"``, else exclusive) of the node's spot ``resource``, in
+    milli-units: its capacity less what the spot pods here of that pool request."""
+    shared_cap, excl_cap = pools(node, resource)
+    shared_used, excl_used = pool_used(node, resource)
+    return shared_cap - shared_used if pool == "shared" else excl_cap - excl_used
+
+
+def pool_capacity(node: NodeInfo, task: TaskInfo, resource: str) -> int | None:
+    """How many spot pods like ``task`` the node's spot pool of theirs still takes (None: the pod
+    requests none of ``resource``, no pool limits it). The pool is a limit beside ``idle``: a node
+    whose GPUs are idle lends at most its pool's room to the pods of that pool."""
+    want = task.request.get(resource)
+    if want <= 0:
+        return None
+    return max(0, pool_free(node, resource, task.spot_pool)) // want
+
+
 def unpromised_idle(node: NodeInfo, besides: str = "") -> Resource:
     """The node's ``idle`` less what the quotas bound here (but ``besides``) hold that their pods
     here do not use yet: the room a further quota takes without evicting spot pods. A quota bound
@@ -185,12 +203,8 @@ class Plugin:
             if node.has_task(task.uid):
                 return SUCCESS
             want = task.request.get(res)
-            shared_cap, excl_cap = pools(node, res)
-            shared_used, excl_used = pool_used(node, res)
-            if task.spot_pool == "shared":
-                free, pool = shared_cap - shared_used, "shared"
-            else:
-                free, pool = excl_cap - excl_used, "exclusive"
+            pool = "shared" if task.spot_pool == "shared" else "exclusive"
+            free = pool_free(node, res, pool)
             if want > free:
                 return Status.unresolvable(
                     Reason.SPOT_POOL_EXHAUSTED, f"{pool} spot pool has {free / 1000:g} of {want / 1000:g} left"
