@@ -55,6 +55,10 @@ class Snapshot:
     release_count: Mapping[str, int] = field(default_factory=dict)  # job key → times its quotas were released
     last_fix: float = 0.0  # when fix_quota_binding last ran
     holds: Mapping[str, Any] = field(default_factory=dict)  # job key → topology.holds.Hold (kept by the scheduler)
+    spot_zones: Mapping[str, str] = field(default_factory=dict)
+    """Job key → a node the extender let the first spot pod of that (topology) job through to, before
+    any of its pods was seen bound: kube-scheduler binds asynchronously, so the job's siblings are
+    filtered before the first bind is heard (kept by the extender, ``ServiceState.remember_spot_zone``)."""
     gang_waits: Mapping[str, int] = field(default_factory=dict)  # job key → cycles its gang plan failed in a row
     # indices that keep an idle cycle cheap (None: unknown, look at everything)
     pending_jobs: Collection[str] | None = None  # jobs with an alive non-spot task not on a node

@@ -22,7 +22,9 @@ off). For such a job:
 * ``tn.predicate`` — spot gangs that request RDMA (the TN path, no quotas) stay in one zone too:
   once a pod of the job runs, its siblings go only to that zone; the first pod goes only to the
   best-fit zone: the one with the least room (``idle``, within what the pod's spot pool lends, on
-  the nodes the pod's other TN predicates pass) that holds every unplaced pod of the job.
+  the nodes the pod's other TN predicates pass) that holds every unplaced pod of the job — or,
+  while it holds them, the zone the extender already let a pod of the job into (its bind is
+  asynchronous: ``Snapshot.spot_zones``).
 
 Non-topology jobs are left alone (every stage but the hold check abstains).
 """
@@ -292,13 +294,24 @@ class _Topology:
             return Status.unschedulable(
                 Reason.NO_ZONE_FITS, f"zone {zid[1] if zid else node.name} has room for {room} of {need} spot pods"
             )
-        target = self._spot_target(task, kind, need)
+        remembered = self._remembered_zone(job, task, kind, need)
+        target = remembered or self._spot_target(task, kind, need)
         if zid == target:
             return SUCCESS
         assert target is not None  # zid holds the job, so some zone does
-        return Status.unschedulable(
-            Reason.ZONE_MISMATCH, f"the job's {need} spot pods go to zone {target[1]}, the fullest that holds them"
-        )
+        why = "where its first pod was sent" if remembered else "the fullest that holds them"
+        return Status.unschedulable(Reason.ZONE_MISMATCH, f"the job's {need} spot pods go to zone {target[1]}, {why}")
+
+    def _remembered_zone(self, job: JobInfo, task: TaskInfo, kind: SpotKind, need: int) -> ZoneId | None:
+        """The zone the extender let a pod of the job into before any was seen bound
+        (``Snapshot.spot_zones``), while it still holds the job's ``need`` unplaced pods: the best
+        fit may have moved since (another pod bound elsewhere), but the first pod's bind is on its
+        way there, and its siblings must follow it."""
+        node = self.ssn.snap.spot_zones.get(job.key)
+        zid = self.memo.zone_of.get(node) if node else None
+        if zid is None or self._zone_spot_room(zid, task, kind) < need:
+            return None
+        return zid
 
     def _spot_target(self, task: TaskInfo, kind: SpotKind, need: int) -> ZoneId | None:
         """The one zone the first spot pod of a topology job may start in: best fit, as for a gang's
