@@ -32,8 +32,8 @@ _NO_HOLDS: Mapping[str, Any] = MappingProxyType({})
 _NO_SPOT_ZONES: Mapping[str, str] = MappingProxyType({})
 
 SPOT_ZONE_SECONDS = 300.0
-"""How long the zone a spot job's first pod was let into is remembered without a newer filter (the
-first bind is normally heard within seconds; a job that never binds is forgotten)."""
+"""How long the zone a spot job's first pod was let into is remembered once recorded (the first bind
+is normally heard within seconds; a job that never binds is forgotten)."""
 
 
 def _bind_cache(clock: Callable[[], float]) -> TTLCache[str, str]:
@@ -90,7 +90,8 @@ class ServiceState:
         zone). kube-scheduler binds asynchronously: the job's siblings may be filtered before the
         extender hears that bind, and if the cache changed meanwhile the best-fit zone may be
         another one. Remembered (``Snapshot.spot_zones``) so that they are held to this zone while
-        it still holds the job, for ``SPOT_ZONE_SECONDS`` after the last such filter."""
+        it still holds the job, for ``SPOT_ZONE_SECONDS`` (recorded again only when a filter lets
+        the job into another node than the remembered one)."""
         self._spot_zone_at[job] = (node, self.clock())
         self._spot_zones = MappingProxyType({k: n for k, (n, _) in self._spot_zone_at.items()})
 
