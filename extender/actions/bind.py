@@ -59,7 +59,7 @@ def waiting_reason(ssn: Session, task: TaskInfo, quota: QuotaInfo | None, verdic
 
 def node_waiting_reasons(quota: QuotaInfo, verdict: JobVerdict, candidates: Sequence[str]) -> dict[str, str]:
     """Per candidate the binder judged, why the job's quota could not be bound there, for a pod
-    whose ``quota`` is not bound: ``NodeNotReady(quota q-train-1 not bound: n1)`` on the node
+    whose ``quota`` is not bound: ``NodeNotReady(quota q-train-1 not bound)`` on the node
     that is not Ready, ``InsufficientQuotaIdle(…)`` on the full one — kube-scheduler counts the
     nodes per message, so each node must tell its own reason, not the job summary's first one
     (the rest keep :func:`waiting_reason`). Only a verdict of the node-predicates stage names
@@ -71,23 +71,32 @@ def node_waiting_reasons(quota: QuotaInfo, verdict: JobVerdict, candidates: Sequ
         prefix = f"quota {quota.name} not bound: its job's quota {verdict.quota}"
     else:
         prefix = f"quota {quota.name} not bound"
-    text: dict[tuple[Failure, ...], str] = {}  # one message per distinct reason, not per node
+    text: dict[tuple[Reason, str], str] = {}  # one message per distinct reason, not per node
     out: dict[str, str] = {}
+    get = per_node.get
     for name in candidates:
-        status = per_node.get(name)
-        if status is None or status.ok:
+        status = get(name)
+        failures = status.failures if status is not None else ()
+        if not failures:  # not judged, or judged fit
             continue
-        first, *others = status.failures or (Failure(Reason.QUOTA_NOT_BOUND),)
-        if first.detail == name:  # NodeNotReady(n1) on n1: the node says it, and alike nodes count as one
-            first = Failure(first.reason, "", first.plugin)
-        key = (first, *others)
+        first = failures[0]
+        # NodeNotReady(n1) on n1: the node says it, and alike nodes share one message
+        detail = "" if first.detail == name else first.detail
+        if len(failures) > 1:
+            out[name] = _lead(first.reason, detail, prefix, failures[1:])
+            continue
+        key = (first.reason, detail)
         message = text.get(key)
         if message is None:
-            detail = f"{prefix}: {first.detail}" if first.detail else prefix
-            lead = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (Failure(first.reason, detail), *others))
-            message = text[key] = lead.message()
+            message = text[key] = _lead(first.reason, detail, prefix, ())
         out[name] = message
     return out
+
+
+def _lead(reason: Reason, detail: str, prefix: str, others: Sequence[Failure]) -> str:
+    """``Reason(prefix: detail)`` then the other failures, as :meth:`Status.message` writes them."""
+    first = Failure(reason, f"{prefix}: {detail}" if detail else prefix)
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (first, *others)).message()
 
 
 def _verdict_text(v: JobVerdict) -> str:
