@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -62,6 +63,8 @@ class ServiceState:
     # job key → (node its first spot pod was let through to, when): see remember_spot_zone
     _spot_zone_at: dict[str, tuple[str, float]] = field(default_factory=dict, init=False, repr=False)
     _spot_zones: Mapping[str, str] = field(default_factory=lambda: _NO_SPOT_ZONES, init=False, repr=False)
+    # a filter of a very large body runs on a worker thread (extender.api.extender._off_loop)
+    _spot_zone_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.recent_binds = _bind_cache(self.clock)
@@ -92,20 +95,23 @@ class ServiceState:
         another one. Remembered (``Snapshot.spot_zones``) so that they are held to this zone while
         it still holds the job, for ``SPOT_ZONE_SECONDS`` (recorded again only when a filter lets
         the job into another node than the remembered one)."""
-        self._spot_zone_at[job] = (node, self.clock())
-        self._spot_zones = MappingProxyType({k: n for k, (n, _) in self._spot_zone_at.items()})
+        with self._spot_zone_lock:
+            self._spot_zone_at[job] = (node, self.clock())
+            self._spot_zones = MappingProxyType({k: n for k, (n, _) in self._spot_zone_at.items()})
 
     def _current_spot_zones(self) -> Mapping[str, str]:
         """:attr:`_spot_zones` without the entries older than ``SPOT_ZONE_SECONDS``."""
         at = self._spot_zone_at
-        if at:
+        if not at:
+            return self._spot_zones
+        with self._spot_zone_lock:
             now = self.clock()
             old = [k for k, (_, when) in at.items() if now - when > SPOT_ZONE_SECONDS]
             if old:
                 for k in old:
                     del at[k]
                 self._spot_zones = MappingProxyType({k: n for k, (n, _) in at.items()}) if at else _NO_SPOT_ZONES
-        return self._spot_zones
+            return self._spot_zones
 
     def _holds(self) -> Mapping[str, Any]:
         if self.loop is not None and self.is_leader():

@@ -13,8 +13,10 @@ import pytest
 
 from extender import wellknown
 from extender.api.extender import Verbs
+from extender.conf import default_policy
+from extender.state import SPOT_ZONE_SECONDS, ServiceState
 from tests import builders as b
-from tests.extender.wire import args, cache_of, state_of
+from tests.extender.wire import NOW, args, cache_of, state_of
 
 Obj = dict[str, Any]
 LEAVES = ["s1", "s1", "s1", "s2", "s2", "s2", "s2"]  # s1: n0–n2, s2: n3–n6
@@ -67,3 +69,19 @@ async def test_a_sibling_filtered_before_the_first_bind_goes_to_the_first_pod_s_
         cache.on_podgroup_add(b.podgroup(f"other-{i}", min_member=1))
         cache.on_pod_add(spot(f"other-{i}", f"other-{i}", node=node))
     assert await passed(verbs, second) == zone
+
+
+async def test_the_remembered_zone_is_forgotten_after_spot_zone_seconds() -> None:
+    """A job whose first pod was let in but never bound (deleted, refused elsewhere) is not held
+    to that zone for ever: after ``SPOT_ZONE_SECONDS`` the best fit decides again."""
+    objs, first, second = cluster()
+    cache = cache_of(objs)
+    now = [NOW]
+    verbs = Verbs(ServiceState(cache=cache, policy=default_policy(), clock=lambda: now[0]))
+    assert await passed(verbs, first) == NAMES[:3]
+    for i, node in enumerate(["n3", "n4"]):
+        cache.on_podgroup_add(b.podgroup(f"other-{i}", min_member=1))
+        cache.on_pod_add(spot(f"other-{i}", f"other-{i}", node=node))
+    assert await passed(verbs, second) == NAMES[:3]
+    now[0] += SPOT_ZONE_SECONDS + 1
+    assert await passed(verbs, second) == NAMES[5:]
