@@ -16,7 +16,7 @@ from extender.api.extender import Verbs
 from extender.conf import default_policy
 from extender.state import SPOT_ZONE_SECONDS, ServiceState
 from tests import builders as b
-from tests.extender.wire import NOW, args, cache_of, state_of
+from tests.extender.wire import NOW, RecordingWriter, args, binding, cache_of, state_of
 
 Obj = dict[str, Any]
 LEAVES = ["s1", "s1", "s1", "s2", "s2", "s2", "s2"]  # s1: n0–n2, s2: n3–n6
@@ -51,24 +51,29 @@ async def passed(verbs: Verbs, pod: Obj) -> list[str]:
     return list(reply["NodeNames"])
 
 
-@pytest.mark.parametrize(("stolen", "zone"), [(["n3", "n4"], NAMES[:3]), (["n0", "n1"], NAMES[3:])])
+@pytest.mark.parametrize(
+    ("stolen", "zone", "first_binds"), [(["n3", "n4"], NAMES[:3], True), (["n0", "n1"], NAMES[3:], False)]
+)
 async def test_a_sibling_filtered_before_the_first_bind_goes_to_the_first_pod_s_zone(
-    stolen: list[str], zone: list[str]
+    stolen: list[str], zone: list[str], first_binds: bool
 ) -> None:
     """The first pod of a 2-pod job is let into s1 (room 3, the best fit over s2's 4). Before its
     bind reaches the extender, another job's pods start on two nodes. On s2 (``n3``, ``n4``): s2's
     room drops to 2 and would now be the best fit, but s1 still holds the job, so the sibling
-    goes to s1 too. On s1 (``n0``, ``n1``): s1 keeps room for one pod only — the first one — and
-    the sibling goes where the whole job fits again, s2 (the first pod will be refused there
-    too, when kube-scheduler retries it, rather than split the job)."""
+    goes to s1 too and the first pod's bind (re-checked) is not refused. On s1 (``n0``, ``n1``):
+    s1 keeps room for one pod only — the first one — and the sibling goes where the whole job
+    fits again, s2; the first pod's bind is refused, and kube-scheduler retries it there, rather
+    than split the job."""
     objs, first, second = cluster()
     cache = cache_of(objs)
-    verbs = Verbs(state_of(cache))
+    verbs = Verbs(state_of(cache, writer=RecordingWriter(cache)))
     assert await passed(verbs, first) == NAMES[:3]
     for i, node in enumerate(stolen):
         cache.on_podgroup_add(b.podgroup(f"other-{i}", min_member=1))
         cache.on_pod_add(spot(f"other-{i}", f"other-{i}", node=node))
     assert await passed(verbs, second) == zone
+    error = orjson.loads(await verbs.bind(binding(first, "n2")))["Error"]
+    assert (error == "") is first_binds, error
 
 
 async def test_the_remembered_zone_is_forgotten_after_spot_zone_seconds() -> None:
