@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,11 @@ from extender.policy_reload import PolicyStatus
 __all__ = ["ServiceState"]
 
 _NO_HOLDS: Mapping[str, Any] = MappingProxyType({})
+_NO_SPOT_ZONES: Mapping[str, str] = MappingProxyType({})
+
+SPOT_ZONE_SECONDS = 300.0
+"""How long the zone a spot job's first pod was let into is remembered once recorded (the first bind
+is normally heard within seconds; a job that never binds is forgotten)."""
 
 
 def _bind_cache(clock: Callable[[], float]) -> TTLCache[str, str]:
@@ -54,6 +60,11 @@ class ServiceState:
     _snap: Snapshot | None = field(default=None, init=False, repr=False)
     _ssn: Session | None = field(default=None, init=False, repr=False)
     _recorded: tuple[int, Mapping[str, Hold]] | None = field(default=None, init=False, repr=False)
+    # job key → (node its first spot pod was let through to, when): see remember_spot_zone
+    _spot_zone_at: dict[str, tuple[str, float]] = field(default_factory=dict, init=False, repr=False)
+    _spot_zones: Mapping[str, str] = field(default_factory=lambda: _NO_SPOT_ZONES, init=False, repr=False)
+    # a filter of a very large body runs on a worker thread (extender.api.extender._off_loop)
+    _spot_zone_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.recent_binds = _bind_cache(self.clock)
@@ -69,13 +80,38 @@ class ServiceState:
         recorded (``ClusterCache.holds_on_record``)."""
         cache = self.cache
         snap = self._snap
-        holds = self._holds()
+        holds, zones = self._holds(), self._current_spot_zones()
         if snap is None or snap.generation != cache.generation:
-            snap = self._snap = dataclasses.replace(cache.snapshot(), holds=holds)
+            snap = self._snap = dataclasses.replace(cache.snapshot(), holds=holds, spot_zones=zones)
             return snap
-        if snap.holds is not holds:
-            snap = self._snap = dataclasses.replace(snap, holds=holds)
+        if snap.holds is not holds or snap.spot_zones is not zones:
+            snap = self._snap = dataclasses.replace(snap, holds=holds, spot_zones=zones)
         return dataclasses.replace(snap, now=cache.clock())
+
+    def remember_spot_zone(self, job: str, node: str) -> None:
+        """The extender let the first spot pod of topology job ``job`` through to ``node`` (and its
+        zone). kube-scheduler binds asynchronously: the job's siblings may be filtered before the
+        extender hears that bind, and if the cache changed meanwhile the best-fit zone may be
+        another one. Remembered (``Snapshot.spot_zones``) so that they are held to this zone while
+        it still holds the job, for ``SPOT_ZONE_SECONDS`` (recorded again only when a filter lets
+        the job into another node than the remembered one)."""
+        with self._spot_zone_lock:
+            self._spot_zone_at[job] = (node, self.clock())
+            self._spot_zones = MappingProxyType({k: n for k, (n, _) in self._spot_zone_at.items()})
+
+    def _current_spot_zones(self) -> Mapping[str, str]:
+        """:attr:`_spot_zones` without the entries older than ``SPOT_ZONE_SECONDS``."""
+        at = self._spot_zone_at
+        if not at:
+            return self._spot_zones
+        with self._spot_zone_lock:
+            now = self.clock()
+            old = [k for k, (_, when) in at.items() if now - when > SPOT_ZONE_SECONDS]
+            if old:
+                for k in old:
+                    del at[k]
+                self._spot_zones = MappingProxyType({k: n for k, (n, _) in at.items()}) if at else _NO_SPOT_ZONES
+            return self._spot_zones
 
     def _holds(self) -> Mapping[str, Any]:
         if self.loop is not None and self.is_leader():
@@ -103,6 +139,7 @@ class ServiceState:
             and ssn.policy is self.policy
             and ssn.snap.generation == snap.generation
             and ssn.snap.holds is snap.holds
+            and ssn.snap.spot_zones is snap.spot_zones
             and 0.0 <= snap.now - ssn.now <= self.session_reuse_seconds
             and not ssn.intents
             and not ssn.touched_nodes()

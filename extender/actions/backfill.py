@@ -3,6 +3,10 @@
 Spot pods hold no quota: they fill gaps. Their candidates go through the TN bundle (node
 predicates, the sylas pools) and, for prioritize, its scores (sylas prefers nodes whose GPUs no
 quota holds, so that spot pods are less likely to be evicted soon).
+
+A spot job that requests RDMA is kept in one zone (the topology plugin's TN stage). Its pods are
+bound asynchronously, so the zone a pod of it is let into before any of them is seen bound is
+remembered (:func:`zone_to_remember`) and its siblings are held to that zone while it holds them.
 """
 
 from __future__ import annotations
@@ -35,3 +39,19 @@ def filter_spot_pod(ssn: Session, task: TaskInfo, candidates: Sequence[str]) -> 
         for node in feasible:
             out.scores[node.name] = ssn.tn.node_order(task, node) + batch.get(node.name, 0.0)
     return out
+
+
+def zone_to_remember(ssn: Session, task: TaskInfo, out: FilterOutcome) -> str:
+    """A node of the zone the filter let spot pod ``task`` into, when that zone is the one its
+    topology job is to start in and is not remembered yet: no pod of the job is on a node (then
+    that pod's zone rules), and none of the passed nodes is the one remembered. Else ``""``."""
+    if not out.passed:
+        return ""
+    job = ssn.job(task.job)
+    if job is None or not job.topology:
+        return ""
+    if any(t.spot and t.node for t in job.alive_tasks()):
+        return ""
+    if ssn.snap.spot_zones.get(job.key) in out.passed:
+        return ""
+    return out.passed[0]

@@ -26,8 +26,8 @@ from typing import Final
 from extender.actions import backfill
 from extender.actions.outcome import INLINE, FilterOutcome
 from extender.framework.pipeline import place
-from extender.framework.session import JobVerdict, Session
-from extender.framework.status import SUCCESS, Reason, Status
+from extender.framework.session import FitStage, JobVerdict, Session
+from extender.framework.status import SUCCESS, Code, Failure, Reason, Status
 from extender.model.job import JobInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
@@ -55,6 +55,48 @@ def waiting_reason(ssn: Session, task: TaskInfo, quota: QuotaInfo | None, verdic
             verdict.status.reason or Reason.QUOTA_NOT_BOUND, f"quota {quota.name} not bound: {_verdict_text(verdict)}"
         )
     return Status.unresolvable(Reason.QUOTA_NOT_BOUND, f"quota {quota.name} not bound yet: waiting for the binder")
+
+
+def node_waiting_reasons(quota: QuotaInfo, verdict: JobVerdict, candidates: Sequence[str]) -> dict[str, str]:
+    """Per candidate the binder judged, why the job's quota could not be bound there, for a pod
+    whose ``quota`` is not bound: ``NodeNotReady(quota q-train-1 not bound)`` on the node
+    that is not Ready, ``InsufficientQuotaIdle(…)`` on the full one — kube-scheduler counts the
+    nodes per message, so each node must tell its own reason, not the job summary's first one
+    (the rest keep :func:`waiting_reason`). Only a verdict of the node-predicates stage names
+    nodes; its ``quota`` may be another quota of the pod's job (a gang is bound all at once)."""
+    per_node = verdict.per_node
+    if verdict.stage is not FitStage.NODE_PREDICATES or not per_node:
+        return {}
+    if verdict.quota and verdict.quota != quota.name:
+        prefix = f"quota {quota.name} not bound: its job's quota {verdict.quota}"
+    else:
+        prefix = f"quota {quota.name} not bound"
+    text: dict[tuple[Reason, str], str] = {}  # one message per distinct reason, not per node
+    out: dict[str, str] = {}
+    get = per_node.get
+    for name in candidates:
+        status = get(name)
+        failures = status.failures if status is not None else ()
+        if not failures:  # not judged, or judged fit
+            continue
+        first = failures[0]
+        # NodeNotReady(n1) on n1: the node says it, and alike nodes share one message
+        detail = "" if first.detail == name else first.detail
+        if len(failures) > 1:
+            out[name] = _lead(first.reason, detail, prefix, failures[1:])
+            continue
+        key = (first.reason, detail)
+        message = text.get(key)
+        if message is None:
+            message = text[key] = _lead(first.reason, detail, prefix, ())
+        out[name] = message
+    return out
+
+
+def _lead(reason: Reason, detail: str, prefix: str, others: Sequence[Failure]) -> str:
+    """``Reason(prefix: detail)`` then the other failures, as :meth:`Status.message` writes them."""
+    first = Failure(reason, f"{prefix}: {detail}" if detail else prefix)
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (first, *others)).message()
 
 
 def _verdict_text(v: JobVerdict) -> str:
@@ -142,8 +184,11 @@ def decide_pod(
     if quota is not None and not quota.node_name and is_inline(job, task):
         return filter_inline(ssn, task, quota, candidates), None
     if quota is None or not quota.node_name:
-        why = waiting_reason(ssn, task, quota, verdicts.get(task.job))
+        verdict = verdicts.get(task.job)
+        why = waiting_reason(ssn, task, quota, verdict)
         out.quota = quota.name if quota is not None else ""
+        if quota is not None and verdict is not None:
+            out.unresolvable.update(node_waiting_reasons(quota, verdict, candidates))
         return out, Rest(why.message())
     out.quota = quota.name
     gang = gang_gate(ssn, job, task)

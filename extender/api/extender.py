@@ -27,6 +27,7 @@ from fastapi.responses import Response
 from prometheus_client import Counter, Histogram
 from starlette.types import Receive, Scope, Send
 
+from extender.actions import backfill
 from extender.actions import bind as bind_action
 from extender.actions import reclaim as reclaim_action
 from extender.actions.outcome import INLINE, SPOT, FilterOutcome
@@ -167,7 +168,12 @@ class Verbs:
             passed = [task.node] if at >= 0 else []
             reason = Status.unresolvable(Reason.WAITING_FOR_BIND, f"pod is being bound to {task.node}")
             return FilterOutcome(passed=passed), bind_action.Rest(reason.message(), skip=task.node)
-        return bind_action.decide_pod(ssn, task, names, state.verdicts())
+        outcome, rest = bind_action.decide_pod(ssn, task, names, state.verdicts())
+        if outcome.path == SPOT:
+            node = backfill.zone_to_remember(ssn, task, outcome)
+            if node:
+                state.remember_spot_zone(task.job, node)
+        return outcome, rest
 
     async def filter(self, body: bytes) -> bytes:
         try:

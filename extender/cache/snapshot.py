@@ -66,6 +66,7 @@ def snapshot_of(cache: ClusterCache, now: float | None = None) -> Snapshot:
         cluster_total=cache.cluster_total(),
         generation=cache.generation,
         gpu_resources=cache.opts.gpu_resources,
+        spot_resource=cache.opts.spot_resource,
         pending_jobs=CopiedOnRead(cache.pending_jobs),
         quota_touched=cache.quota_touched,
         release_candidates=CopiedOnRead(cache.release_candidates),

@@ -55,6 +55,10 @@ class Snapshot:
     release_count: Mapping[str, int] = field(default_factory=dict)  # job key → times its quotas were released
     last_fix: float = 0.0  # when fix_quota_binding last ran
     holds: Mapping[str, Any] = field(default_factory=dict)  # job key → topology.holds.Hold (kept by the scheduler)
+    spot_zones: Mapping[str, str] = field(default_factory=dict)
+    """Job key → a node the extender let the first spot pod of that (topology) job through to, before
+    any of its pods was seen bound: kube-scheduler binds asynchronously, so the job's siblings are
+    filtered before the first bind is heard (kept by the extender, ``ServiceState.remember_spot_zone``)."""
     gang_waits: Mapping[str, int] = field(default_factory=dict)  # job key → cycles its gang plan failed in a row
     # indices that keep an idle cycle cheap (None: unknown, look at everything)
     pending_jobs: Collection[str] | None = None  # jobs with an alive non-spot task not on a node
@@ -67,6 +71,7 @@ class Snapshot:
     cluster_total: Resource = field(default_factory=Resource.empty)  # Σ allocatable of all nodes
     generation: int = 0  # bumps whenever the cache changes; equal generations = same state
     gpu_resources: tuple[str, ...] = wellknown.DEFAULT_GPU_RESOURCES  # the configured GPU resources
+    spot_resource: str = wellknown.RESOURCE_SPOT_GPU  # the resource whose request marks a spot pod
 
 
 class FitStage(enum.IntEnum):
@@ -102,6 +107,8 @@ class Session:
         self.policy = policy
         self.gpu_resources: tuple[str, ...] = snap.gpu_resources
         """The extended resources that count as GPUs (``--gpu-resources``), for plugins that weigh GPUs."""
+        self.spot_resource: str = snap.spot_resource
+        """The resource whose request marks a spot pod (``--spot-resource``): what its spot pool lends."""
         # the snapshot's maps under the overlay (read on every lookup: one attribute, not two)
         self._base_nodes, self._base_quotas, self._base_jobs = snap.nodes, snap.quotas, snap.jobs
         self._nodes: dict[str, NodeInfo] = {}

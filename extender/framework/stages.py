@@ -24,6 +24,8 @@ Job-level stages::
     job.zone_candidates(job, quota) -> (node, …) | Status | None   nodes the next quota may use, in
                                       order (a failing Status: none, and why)
     job.victims(preemptor, candidates) -> frozenset[task uid] | None   who may be evicted
+    job.evict(preemptor, node, allowed) -> [task uid] | None   which of the allowed reclaim evicts
+                                      on the node to make room (None: no plugin chooses)
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ JOB_STAGES: dict[str, Kind] = {
     "quota_allocate": Kind.STATUS,
     "zone_candidates": Kind.SET,
     "victims": Kind.SET,
+    "evict": Kind.CHOICE,
 }
 
 STAGES: dict[str, Kind] = {f"{b}.{s}": k for b in BUNDLES for s, k in BUNDLE_STAGES.items()}
@@ -123,3 +126,4 @@ class BoundStages(_LazyStages):
     quota_allocate: Callable[[Any], Status]
     zone_candidates: Callable[[Any, Any], Iterable[str] | Status | None]
     victims: Callable[[Any, Any], Sequence[str] | None]
+    evict: Callable[[Any, Any, Any], Sequence[str] | None]

@@ -17,12 +17,16 @@ with the annotation ``spot-pool`` (default exclusive).
   weighing four strategies: priority class, number of pods evicted, resources evicted, and run
   time (shortest- or longest-running first).
 * ``job.victims`` — only spot pods may be preempted.
+* ``job.evict`` — which of them ``reclaim`` evicts on the preemptor's node: the ones the score
+  predicted (the same groups, cheapest first), a job that is no gang giving back the pods it
+  need not lose.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from typing import Any, Final, Literal
 
 from pydantic import Field
@@ -81,6 +85,24 @@ def pool_used(node: NodeInfo, resource: str) -> tuple[int, int]:
     return shared, exclusive
 
 
+def pool_free(node: NodeInfo, resource: str, pool: str) -> int:
+    """What is left of ``pool`` (``"shared"``, else exclusive) of the node's spot ``resource``, in
+    milli-units: its capacity less what the spot pods here of that pool request."""
+    shared_cap, excl_cap = pools(node, resource)
+    shared_used, excl_used = pool_used(node, resource)
+    return shared_cap - shared_used if pool == "shared" else excl_cap - excl_used
+
+
+def pool_capacity(node: NodeInfo, task: TaskInfo, resource: str) -> int | None:
+    """How many spot pods like ``task`` the node's spot pool of theirs still takes (None: the pod
+    requests none of ``resource``, no pool limits it). The pool is a limit beside ``idle``: a node
+    whose GPUs are idle lends at most its pool's room to the pods of that pool."""
+    want = task.request.get(resource)
+    if want <= 0:
+        return None
+    return max(0, pool_free(node, resource, task.spot_pool)) // want
+
+
 def unpromised_idle(node: NodeInfo, besides: str = "") -> Resource:
     """The node's ``idle`` less what the quotas bound here (but ``besides``) hold that their pods
     here do not use yet: the room a further quota takes without evicting spot pods. A quota bound
@@ -106,43 +128,84 @@ def unpromised_idle(node: NodeInfo, besides: str = "") -> Resource:
 class Plugin:
     NAME: Final = NAME
     Args = SylasArgs
-    STAGES: Final = frozenset({"tn.predicate", "tn.node_order", "qn.node_order", "job.victims"})
+    STAGES: Final = frozenset({"tn.predicate", "tn.node_order", "qn.node_order", "job.victims", "job.evict"})
 
     def __init__(self, args: SylasArgs) -> None:
         self.args = args
 
     def predicted_victims(
-        self, node: NodeInfo, shortage: Resource, now: float, gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES
+        self,
+        node: NodeInfo,
+        shortage: Resource,
+        now: float,
+        gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES,
+        among: Collection[str] | None = None,
     ) -> list[list[NodeTask]] | None:
         """Groups (one per job) of spot pods to evict until ``shortage`` is covered: the cheapest
         first, then, the costliest first, each group given back whose room the others cover
         without it (as kube-scheduler's preemption reprieves victims: a cheap group that frees
-        nothing the shortage needs is not evicted beside the one that does)."""
-        groups: defaultdict[str, list[NodeTask]] = defaultdict(list)
-        for rec in node.tasks.values():
-            if rec.preemptible:
-                groups[rec.job].append(rec)
+        nothing the shortage needs is not evicted beside the one that does). ``among``: only
+        these pods (uids) may go; None: every preemptible pod of the node."""
+        chosen = self._victim_groups(node, shortage, now, gpus, among)
+        return None if chosen is None else [[node.tasks[u] for u in g] for g in chosen]
+
+    def _victim_groups(
+        self, node: NodeInfo, shortage: Resource, now: float, gpus: Sequence[str], among: Collection[str] | None
+    ) -> list[list[str]] | None:
+        """:meth:`predicted_victims` as uids."""
+        groups: defaultdict[str, list[str]] = defaultdict(list)
+        for uid, rec in node.tasks.items():
+            if rec.preemptible and (among is None or uid in among):
+                groups[rec.job].append(uid)
         if not groups:
             return None
-        costs = sorted(groups.values(), key=lambda g: self.group_cost(g, node, now, gpus))
-        chosen: list[list[NodeTask]] = []
+        costs = sorted(groups.values(), key=lambda g: self.group_cost([node.tasks[u] for u in g], node, now, gpus))
+        chosen: list[list[str]] = []
         left = shortage.clone()
         for g in costs:
             if _covered(left):
                 break
             chosen.append(g)
-            for rec in g:
-                left.isub(rec.request)
+            for u in g:
+                left.isub(node.tasks[u].request)
         if not _covered(left):
             return None
         for i in range(len(chosen) - 1, -1, -1):
             back = left.clone()
-            for rec in chosen[i]:
-                back.iadd(rec.request)
+            for u in chosen[i]:
+                back.iadd(node.tasks[u].request)
             if _covered(back):
                 del chosen[i]
                 left = back
         return chosen
+
+    def victims_to_evict(
+        self, ssn: Session, preemptor: TaskInfo, node: NodeInfo, allowed: Collection[str]
+    ) -> list[str] | None:
+        """The pods (uids, among ``allowed``) reclaim evicts on ``node`` so that ``preemptor`` fits
+        its ``idle``: the groups :meth:`predicted_victims` chose — the eviction the node's score
+        was priced on —, then, of a job that is no gang (``minMember`` ≤ 1, its pods run on
+        their own), the pods one at a time, the costliest first, that the others cover without
+        (a gang's pods go together: one of them gone stops them all). None: they cannot make
+        room."""
+        idle = node.idle.q
+        shortage = Resource({n: v - idle.get(n, 0) for n, v in preemptor.request.q.items() if v > idle.get(n, 0)})
+        chosen = self._victim_groups(node, shortage, ssn.now, ssn.gpu_resources, allowed)
+        if chosen is None:
+            return None
+        left = shortage.clone()
+        for u in (u for g in chosen for u in g):
+            left.isub(node.tasks[u].request)
+        victims = [u for g in chosen for u in g]
+        loose = [u for u in victims if (job := ssn.job(node.tasks[u].job)) is None or job.min_member <= 1]
+        loose.sort(key=lambda u: -self.group_cost([node.tasks[u]], node, ssn.now, ssn.gpu_resources))
+        for u in loose:
+            back = left.clone()
+            back.iadd(node.tasks[u].request)
+            if _covered(back):
+                victims.remove(u)
+                left = back
+        return victims
 
     def group_cost(
         self,
@@ -185,12 +248,8 @@ class Plugin:
             if node.has_task(task.uid):
                 return SUCCESS
             want = task.request.get(res)
-            shared_cap, excl_cap = pools(node, res)
-            shared_used, excl_used = pool_used(node, res)
-            if task.spot_pool == "shared":
-                free, pool = shared_cap - shared_used, "shared"
-            else:
-                free, pool = excl_cap - excl_used, "exclusive"
+            pool = "shared" if task.spot_pool == "shared" else "exclusive"
+            free = pool_free(node, res, pool)
             if want > free:
                 return Status.unresolvable(
                     Reason.SPOT_POOL_EXHAUSTED, f"{pool} spot pool has {free / 1000:g} of {want / 1000:g} left"
@@ -235,6 +294,7 @@ class Plugin:
             "tn.node_order": node_order_tn,
             "qn.node_order": node_order_qn,
             "job.victims": victims,
+            "job.evict": partial(self.victims_to_evict, ssn),
         }
 
 

@@ -21,8 +21,10 @@ off). For such a job:
   job only if its node indices never descend as its task indices ascend.
 * ``tn.predicate`` — spot gangs that request RDMA (the TN path, no quotas) stay in one zone too:
   once a pod of the job runs, its siblings go only to that zone; the first pod goes only to the
-  best-fit zone: the one with the least ``idle`` room (on the nodes the pod's other TN predicates
-  pass) that holds every unplaced pod of the job.
+  best-fit zone: the one with the least room (``idle``, within what the pod's spot pool lends, on
+  the nodes the pod's other TN predicates pass) that holds every unplaced pod of the job — or,
+  while it holds them, the zone the extender already let a pod of the job into (its bind is
+  asynchronous: ``Snapshot.spot_zones``).
 
 Non-topology jobs are left alone (every stage but the hold check abstains).
 """
@@ -45,6 +47,7 @@ from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
 from extender.model.selectors import map_key
 from extender.model.task import TaskInfo
+from extender.plugins import sylas
 from extender.plugins.gang import quotas_bound
 from extender.plugins.topology import holds
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
@@ -291,13 +294,24 @@ class _Topology:
             return Status.unschedulable(
                 Reason.NO_ZONE_FITS, f"zone {zid[1] if zid else node.name} has room for {room} of {need} spot pods"
             )
-        target = self._spot_target(task, kind, need)
+        remembered = self._remembered_zone(job, task, kind, need)
+        target = remembered or self._spot_target(task, kind, need)
         if zid == target:
             return SUCCESS
         assert target is not None  # zid holds the job, so some zone does
-        return Status.unschedulable(
-            Reason.ZONE_MISMATCH, f"the job's {need} spot pods go to zone {target[1]}, the fullest that holds them"
-        )
+        why = "where its first pod was sent" if remembered else "the fullest that holds them"
+        return Status.unschedulable(Reason.ZONE_MISMATCH, f"the job's {need} spot pods go to zone {target[1]}, {why}")
+
+    def _remembered_zone(self, job: JobInfo, task: TaskInfo, kind: SpotKind, need: int) -> ZoneId | None:
+        """The zone the extender let a pod of the job into before any was seen bound
+        (``Snapshot.spot_zones``), while it still holds the job's ``need`` unplaced pods: the best
+        fit may have moved since (another pod bound elsewhere), but the first pod's bind is on its
+        way there, and its siblings must follow it."""
+        node = self.ssn.snap.spot_zones.get(job.key)
+        zid = self.memo.zone_of.get(node) if node else None
+        if zid is None or self._zone_spot_room(zid, task, kind) < need:
+            return None
+        return zid
 
     def _spot_target(self, task: TaskInfo, kind: SpotKind, need: int) -> ZoneId | None:
         """The one zone the first spot pod of a topology job may start in: best fit, as for a gang's
@@ -317,9 +331,10 @@ class _Topology:
         return target
 
     def _zone_spot_room(self, zid: ZoneId, task: TaskInfo, kind: SpotKind) -> int:
-        """How many pods like ``task`` the zone's ``idle`` room takes, on the nodes whose other TN
-        predicates (readiness, taints, selectors, spot pools, storage …) take such a pod: a node
-        that refuses it holds none of the job. Kept per request and placement key until a pod is
+        """How many pods like ``task`` the zone takes: on the nodes whose other TN predicates
+        (readiness, taints, selectors, spot pools, storage …) take such a pod, their ``idle`` room
+        within what the pod's spot pool lends there (:func:`_spot_capacity`); a node that refuses
+        it holds none of the job. Kept per request and placement key until a pod is
         placed or evicted in the session (``kind``: :func:`_spot_kind` of ``task``)."""
         key = (zid, kind)
         room = self._spot_room.get(key)
@@ -328,7 +343,7 @@ class _Topology:
             nodes = [n for n in map(ssn.node, self.memo.zone_nodes[zid]) if n is not None]
             self._judging_spot.add(task.uid)  # the zone rule abstains while the others judge
             try:
-                room = sum(capacity_for(task.request, n.idle) for n in nodes if ssn.tn.predicate(task, n).ok)
+                room = sum(_spot_capacity(task, n, ssn.spot_resource) for n in nodes if ssn.tn.predicate(task, n).ok)
             finally:
                 self._judging_spot.discard(task.uid)
             self._spot_room[key] = room
@@ -380,6 +395,15 @@ class _Topology:
         job, quota = self.ssn.job(job_key), self.ssn.quota(quota_name)
         if job is not None and job.affinity_key and quota is not None and quota.node_name:
             self._affinity = None
+
+
+def _spot_capacity(task: TaskInfo, node: NodeInfo, resource: str) -> int:
+    """How many spot pods like ``task`` the node takes: its ``idle`` room, and no more than the
+    node's spot pool of theirs lends (a node with 8 idle GPUs whose exclusive pool has 2 left
+    takes one exclusive 2-GPU pod, not four)."""
+    room = capacity_for(task.request, node.idle)
+    pool = sylas.pool_capacity(node, task, resource)
+    return room if pool is None else min(room, pool)
 
 
 SpotKind = tuple[tuple[tuple[str, object], ...], tuple[object, ...], str]
