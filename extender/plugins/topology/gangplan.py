@@ -22,7 +22,8 @@ The rules, in the order the planner applies them:
    of them, best QN score first (ties: lower index), and consecutive ranks share a node only when
    needed (then spread round-robin, so no node takes more ranks than it must). With
    ``pack=True`` as few nodes as possible, and among those the least capacity taken (best fit;
-   ties: fewer of the roomiest nodes).
+   ties: fewer of the roomiest nodes) — of all the chosen zones at once beyond the bound
+   siblings' (the planner pools them: the fewest nodes of the zones, not of each zone's share).
 4. **Ranks** (:func:`assign_ranks`): slots sorted by node index go to quotas in task-index order,
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
