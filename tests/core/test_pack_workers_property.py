@@ -45,3 +45,19 @@ def test_a_gang_over_two_leaves_packs_across_both() -> None:
     result = run(c, liveness=True, policy=PACKED, pack=True)
     nodes = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
     assert nodes == ["n0", "n1", "n3", "n3"]
+
+
+def test_a_strict_gang_packs_around_its_bound_sibling() -> None:
+    """Strict order, 4 workers × 1 GPU, task 0 bound on n2 in an earlier cycle; n0 has 4 GPUs
+    free, n1–n3 are empty. Packing best fit picks n0, below the sibling: out of rank order, so the
+    three go to nodes after n2 — with ``pack_workers`` beside their sibling, all on n2 (one node),
+    not spread over n2 and n3."""
+
+    def n(i: int, busy: int) -> NodeSpec:
+        return NodeSpec(f"n{i}", i, 1, "A100", True, False, busy)
+
+    g = Gang("g0", 4, 1, True, bound={0: "n2"})
+    c = Cluster([n(0, 4), n(1, 0), n(2, 0), n(3, 0)], [g])
+    result = run(c, liveness=True, policy=PACKED, pack=True)
+    nodes = [result.session.quota(q).node_name for q in g.quotas]  # type: ignore[union-attr]
+    assert nodes == ["n2", "n2", "n2", "n2"]

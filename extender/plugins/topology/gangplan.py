@@ -308,17 +308,21 @@ def order_break(placed: Sequence[Slot], ranges: Sequence[Range]) -> tuple[int, s
     return None
 
 
-def assign_in_order(candidates: Sequence[Candidate], ranges: Sequence[Range]) -> list[Slot] | None:
+def assign_in_order(
+    candidates: Sequence[Candidate], ranges: Sequence[Range], *, pack: bool = False
+) -> list[Slot] | None:
     """Rule 4 for a strict-order gang whose bound siblings fence its ranks (``ranges``, task
     order): each quota on the lowest-index node after the previous quota's, inside its range, from
     which the rest can still follow in order; else beside the previous quota (distinct nodes
-    while the candidates allow). None when no placement in rank order exists."""
+    while the candidates allow). With ``pack`` (rule 3's ``pack_workers``) beside the previous
+    quota first, then the lowest-index node after it. None when no placement in rank order exists."""
     nodes = sorted(candidates, key=lambda c: (c.index, c.name))
     left = [c.capacity for c in nodes]
     out: list[Slot] = []
     at = -1  # position of the previous quota's node
     for i, (lo, hi) in enumerate(ranges):
-        for pos in [*range(at + 1, len(nodes)), *([at] if at >= 0 else [])]:
+        after, beside = range(at + 1, len(nodes)), [at] if at >= 0 else []
+        for pos in [*beside, *after] if pack else [*after, *beside]:
             index = nodes[pos].index
             if left[pos] == 0 or (lo is not None and index < lo) or (hi is not None and index > hi):
                 continue

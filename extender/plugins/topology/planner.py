@@ -191,7 +191,7 @@ class GangPlanner:
         spec = zones[0][0] if zones else ""
         for among in (zones, self.memo.spec_zones.get(spec, [])):
             cands = [c for z in among for c in self._candidates(job, head, sid, z)]
-            placed = assign_in_order(cands, ranges)
+            placed = assign_in_order(cands, ranges, pack=self.pack)
             if placed is not None:
                 return placed, sorted({self.memo.zone_of[s.node] for s in placed})
         return None
