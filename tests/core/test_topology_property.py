@@ -53,6 +53,7 @@ from tests.core.topo_cluster import (
     NodeSpec,
     check_ledgers,
     exists_in_rank_order,
+    fewest_nodes,
     node_objects,
     used_before_each_gang,
 )
@@ -259,9 +260,12 @@ def fits_in_order(c: Cluster, g: Gang, used: dict[str, int], count: int) -> bool
     return exists_in_rank_order(todo, bound, nodes, take, give)
 
 
-def run(c: Cluster, *, liveness: bool = True, policy: Policy = POLICY, zone_rules: bool = True) -> CycleResult:
+def run(
+    c: Cluster, *, liveness: bool = True, policy: Policy = POLICY, zone_rules: bool = True, pack: bool = False
+) -> CycleResult:
     """One cycle and the checks of the module docstring (``zone_rules``: also fewest zones, rule 1's
-    costs and distinct nodes, the default policy's rules; without: validity only)."""
+    costs and distinct nodes, the default policy's rules; without: validity only; ``pack``: the
+    policy sets ``pack_workers``, so the fewest nodes of the chosen zones instead of distinct ones)."""
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, c.objects())
     assert not cache.conversion_errors
@@ -282,7 +286,7 @@ def run(c: Cluster, *, liveness: bool = True, policy: Policy = POLICY, zone_rule
         if new:  # committed
             assert g.name in before
             affinity = key_zones(c, g, where, list(before))
-            check_placed(c, g, where[g.name], new, before[g.name], affinity, zone_rules=zone_rules)
+            check_placed(c, g, where[g.name], new, before[g.name], affinity, zone_rules=zone_rules, pack=pack)
         else:
             assert g.name not in before
             if liveness:
@@ -334,6 +338,7 @@ def check_placed(
     affinity: Counter[Zone],
     *,
     zone_rules: bool,
+    pack: bool = False,
 ) -> None:
     """The checks of a gang bound in the cycle (``new``: its quotas bound now; ``used``: the GPUs
     each node held when it was placed)."""
@@ -365,6 +370,12 @@ def check_placed(
     assert len(zones) == minimal, f"{g.name} uses {len(zones)} zones, {minimal} would do: {nodes}"
     cost, best = zone_cost(c, zones, slots, used, affinity), best_cost(c, slots, need, minimal, used, affinity)
     assert cost == best, f"{g.name} takes zones {sorted(zones)} of cost {cost}, the best costs {best}: {nodes}"
+    if pack:  # the fewest nodes of the chosen zones, then the least room taken
+        mine = {n.name for n in chosen}
+        got = (len(mine), sum(slots[n] for n in mine))
+        least = fewest_nodes([slots.get(n.name, 0) for n in c.nodes if n.zone in zones], need)
+        assert got == least, f"{g.name} takes (nodes, room) {got} in {sorted(zones)}, {least} would do: {nodes}"
+        return
     for z in zones:  # distinct nodes while the zone has enough of them
         here = [n.name for n in chosen if n.zone == z]
         open_nodes = [n for n in c.nodes if n.zone == z and slots.get(n.name, 0) > 0]

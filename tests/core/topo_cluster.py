@@ -8,6 +8,7 @@ load — and some are NotReady or tainted.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -143,3 +144,14 @@ def exists_in_rank_order(
         return False
 
     return go(0, -1)
+
+
+def fewest_nodes(slots: Sequence[int], need: int) -> tuple[int, int] | None:
+    """``pack_workers``' oracle: the fewest of these nodes (each with room for ``slots`` quotas of
+    the gang) that hold ``need`` quotas, and the least room they take among sets of that size —
+    found by trying every set; None when all of them do not hold ``need``."""
+    for k in range(1, len(slots) + 1):
+        sums = [sum(s) for s in itertools.combinations(slots, k) if sum(s) >= need]
+        if sums:
+            return k, min(sums)
+    return None

@@ -65,12 +65,28 @@ def kinds_of(unbound: Sequence[QuotaInfo], shape_of: Callable[[QuotaInfo], int |
             counts.append(0)
         counts[t] += 1
         order.append(t)
-    kinds = [Kind(rep.request.q, n) for rep, n in zip(reps, counts, strict=True)]
+    apart = _apart(reps)
+    kinds = [Kind(rep.request.q, n, apart[t]) for t, (rep, n) in enumerate(zip(reps, counts, strict=True))]
     # the largest quota (ties: the last name); the quotas of one kind ask for the same
     sizes = [_size(rep, gpus) for rep in reps]
     top = max(sizes)
     at = max((i for i, t in enumerate(order) if sizes[t] == top), key=lambda i: unbound[i].name)
     return Mix(list(unbound), unbound[at], kinds, reps, order, order[at])
+
+
+def _apart(reps: Sequence[QuotaInfo]) -> list[frozenset[int]]:
+    """Per kind, the kinds whose quotas may not share a node with its own: quota anti-affinity
+    between the gang's own quotas, either way (``quotaaffinity`` checks both). Only a quota
+    without a shape has such terms or is repelled by them (``fitmemo``), and such a quota is a
+    kind alone, so the pairs of kinds are the pairs of quotas."""
+    out: list[set[int]] = [set() for _ in reps]
+    terms = [(t, rep) for t, rep in enumerate(reps) if rep.quota_anti_affinity]
+    for t, rep in terms:
+        for u, other in enumerate(reps):
+            if u != t and any(term.matches(other.name, other.labels) for term in rep.quota_anti_affinity):
+                out[t].add(u)
+                out[u].add(t)
+    return [frozenset(a) for a in out]
 
 
 def most_that_fit(plan: Callable[[int], P | Status], low: int, high: int) -> P | None:

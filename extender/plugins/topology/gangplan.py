@@ -22,7 +22,8 @@ The rules, in the order the planner applies them:
    of them, best QN score first (ties: lower index), and consecutive ranks share a node only when
    needed (then spread round-robin, so no node takes more ranks than it must). With
    ``pack=True`` as few nodes as possible, and among those the least capacity taken (best fit;
-   ties: fewer of the roomiest nodes).
+   ties: fewer of the roomiest nodes) — of all the chosen zones at once beyond the bound
+   siblings' (the planner pools them: the fewest nodes of the zones, not of each zone's share).
 4. **Ranks** (:func:`assign_ranks`): slots sorted by node index go to quotas in task-index order,
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
@@ -307,17 +308,21 @@ def order_break(placed: Sequence[Slot], ranges: Sequence[Range]) -> tuple[int, s
     return None
 
 
-def assign_in_order(candidates: Sequence[Candidate], ranges: Sequence[Range]) -> list[Slot] | None:
+def assign_in_order(
+    candidates: Sequence[Candidate], ranges: Sequence[Range], *, pack: bool = False
+) -> list[Slot] | None:
     """Rule 4 for a strict-order gang whose bound siblings fence its ranks (``ranges``, task
     order): each quota on the lowest-index node after the previous quota's, inside its range, from
     which the rest can still follow in order; else beside the previous quota (distinct nodes
-    while the candidates allow). None when no placement in rank order exists."""
+    while the candidates allow). With ``pack`` (rule 3's ``pack_workers``) beside the previous
+    quota first, then the lowest-index node after it. None when no placement in rank order exists."""
     nodes = sorted(candidates, key=lambda c: (c.index, c.name))
     left = [c.capacity for c in nodes]
     out: list[Slot] = []
     at = -1  # position of the previous quota's node
     for i, (lo, hi) in enumerate(ranges):
-        for pos in [*range(at + 1, len(nodes)), *([at] if at >= 0 else [])]:
+        after, beside = range(at + 1, len(nodes)), [at] if at >= 0 else []
+        for pos in [*beside, *after] if pack else [*after, *beside]:
             index = nodes[pos].index
             if left[pos] == 0 or (lo is not None and index < lo) or (hi is not None and index > hi):
                 continue

@@ -18,12 +18,12 @@ A quota's **fence** is its closed node-index range ``[lo, hi]`` between its gang
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.plugins.topology.gangplan import Range, ZoneId
 
-__all__ = ["OPEN", "Fences", "Kind", "MixedNode", "Room", "next_fit", "order_kept", "place_ordered"]
+__all__ = ["OPEN", "Fences", "Kind", "MixedNode", "Room", "next_fit", "order_kept", "place_ordered", "repelled"]
 
 Room = Mapping[str, int]
 Fences = Sequence[Range]  # per quota in task order; empty: every quota open
@@ -34,6 +34,14 @@ OPEN: Range = (None, None)
 class Kind:
     request: Room  # resource name → amount, as the quota ledger counts it
     count: int
+    # the kinds (positions in the gang's kinds) that may not share a node with this one: quota
+    # anti-affinity between the gang's own quotas (``gangparts.kinds_of``); symmetric
+    apart: frozenset[int] = frozenset()
+
+
+def repelled(kinds: Sequence[Kind], t: int, here: Collection[int]) -> bool:
+    """Whether a quota of kind ``t`` may not join a node holding quotas of the kinds ``here``."""
+    return bool(kinds[t].apart) and any(k in kinds[t].apart for k in here)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,16 +80,22 @@ def next_fit(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[
     fits, and no placement exists when that node lies above its ``hi``. Exact: by induction on the
     quotas, no ordered placement puts a quota on a lower node than this one does (a block that
     fits a node still fits without its first quotas, and the node is inside the quota's fence)."""
-    at, total = 0, dict[str, int]()
+    at, total, here = 0, dict[str, int](), set[int]()
     for i, t in enumerate(order):
         lo, hi = fences[i] if fences else OPEN
         while at < len(nodes):
             node = nodes[at]
             grown = add(total, kinds[t].request, 1)
-            if node.eligible[t] and fits(grown, node.room) and (lo is None or node.index >= lo):
+            if (
+                node.eligible[t]
+                and fits(grown, node.room)
+                and (lo is None or node.index >= lo)
+                and not repelled(kinds, t, here)
+            ):
                 total = grown
+                here.add(t)
                 break
-            at, total = at + 1, {}
+            at, total, here = at + 1, {}, set()
         if at == len(nodes) or (hi is not None and nodes[at].index > hi):
             return False
     return True
@@ -109,18 +123,24 @@ def place_ordered(
     if not next_fit(nodes, kinds, order, fences):
         return None
     out: list[str] = []
-    at, used = 0, dict[str, int]()
+    at, used, on = 0, dict[str, int](), set[int]()  # the previous quota's node: what it holds, of which kinds
     for i, t in enumerate(order):
         here = [at] if out else []
         tail = list(range(at + 1 if out else 0, len(nodes)))
         for cand in (here + tail) if pack else (tail + here):
             node = nodes[cand]
-            total = add(used if cand == at and out else {}, kinds[t].request, 1)
+            same = cand == at and bool(out)
+            total = add(used if same else {}, kinds[t].request, 1)
+            kinds_on = {*on, t} if same else {t}
             if not (_within(node.index, fences[i]) and node.eligible[t] and fits(total, node.room)):
                 continue
-            rest_room = MixedNode(node.name, node.index, node.zone, _less(node.room, total), node.eligible)
+            if same and repelled(kinds, t, on):
+                continue
+            # what is left of the node for the rest: its room less this, and no kind these repel
+            left = tuple(e and not repelled(kinds, k, kinds_on) for k, e in enumerate(node.eligible))
+            rest_room = MixedNode(node.name, node.index, node.zone, _less(node.room, total), left)
             if next_fit([rest_room, *nodes[cand + 1 :]], kinds, order[i + 1 :], fences[i + 1 :]):
-                at, used = cand, total
+                at, used, on = cand, total, kinds_on
                 out.append(node.name)
                 break
         else:  # unreachable: next_fit's own choice is among the candidates

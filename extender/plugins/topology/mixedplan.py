@@ -126,7 +126,9 @@ def node_frontier(node: MixedNode, kinds: Sequence[Kind]) -> Frontier:
             found.append(tuple(vec))
             return
         n = 0
-        while node.eligible[t] and n < kinds[t].count and fits(add(total, kinds[t].request, n + 1), node.room):
+        apart = kinds[t].apart  # a kind an earlier one on the node repels takes none here
+        allowed = node.eligible[t] and not (apart and any(vec[k] for k in apart if k < t))
+        while allowed and n < kinds[t].count and fits(add(total, kinds[t].request, n + 1), node.room):
             n += 1
         for c in range(n, -1, -1):  # the largest first: the others matter only when later kinds fill up
             vec.append(c)

@@ -47,6 +47,7 @@ from extender.plugins.topology.gangplan import (
     choose_zones,
     continuity_block,
     order_break,
+    rank_key,
     split_slots,
 )
 from extender.plugins.topology.holds import HoldBook
@@ -190,7 +191,7 @@ class GangPlanner:
         spec = zones[0][0] if zones else ""
         for among in (zones, self.memo.spec_zones.get(spec, [])):
             cands = [c for z in among for c in self._candidates(job, head, sid, z)]
-            placed = assign_in_order(cands, ranges)
+            placed = assign_in_order(cands, ranges, pack=self.pack)
             if placed is not None:
                 return placed, sorted({self.memo.zone_of[s.node] for s in placed})
         return None
@@ -400,10 +401,38 @@ class GangPlanner:
         *,
         home: Collection[ZoneId],
     ) -> list[Slot]:
-        """The gang's slots in its chosen zones (rules 2 and 3; ``home``: its bound siblings' zones)."""
+        """The gang's slots in its chosen zones (rules 2 and 3; ``home``: its bound siblings' zones).
+        With ``pack`` the zones beyond ``home`` are one pool: the fewest nodes of the chosen zones
+        hold the gang, not the fewest of each zone's share (4 workers over a leaf with three half
+        free nodes and a leaf with one empty node take the empty node and two others, not all four).
+        Every pooled zone still takes some: they are the fewest zones that hold the gang."""
+        if self.pack:
+            return self._packed_slots(job, head, sid, chosen, need, home=home)
         slots: list[Slot] = []
         for zone, m in split_slots(chosen, need, home):
-            for cand, count in choose_ranked(self._candidates(job, head, sid, zone.id), m, pack=self.pack):
+            for cand, count in choose_ranked(self._candidates(job, head, sid, zone.id), m):
+                slots += [Slot(cand.name, cand.index)] * count
+        return slots
+
+    def _packed_slots(
+        self,
+        job: JobInfo,
+        head: QuotaInfo,
+        sid: int | None,
+        chosen: Sequence[ZoneOffer],
+        need: int,
+        *,
+        home: Collection[ZoneId],
+    ) -> list[Slot]:
+        """:meth:`_slots` with ``pack``: the siblings' zones packed each as rule 2 fills them, the
+        other chosen zones as one pool."""
+        mine = [(z, m) for z, m in split_slots(chosen, need, home) if z.id in home]
+        parts = [(self._candidates(job, head, sid, z.id), m) for z, m in mine]
+        pool = [c for z in chosen if z.id not in home for c in self._candidates(job, head, sid, z.id)]
+        parts.append((sorted(pool, key=rank_key), need - sum(m for _, m in mine)))
+        slots: list[Slot] = []
+        for ranked, m in parts:
+            for cand, count in choose_ranked(ranked, m, pack=True):
                 slots += [Slot(cand.name, cand.index)] * count
         return slots
 

@@ -1,0 +1,132 @@
+"""The QN stages stay the extension points of gang planning (issue 16 item 1), as a property over
+random policies: ``qn.select`` / ``qn.predicate`` decide which nodes can take a quota of the gang,
+``qn.node_order`` scores them, ``qn.best_n`` (topology) orders ranks; the policy file composes them.
+
+A policy is the default one (``extender/conf/default_policy.yaml``) or an example's
+(``examples/scenarios/*.yaml`` with a ``policy:``), with its QN filter stages rewritten to a random
+subset of their plugins, in a random order, joined by ``and`` or ``joint`` (the stage's gate
+plugins — the quota ledger's ``quotapredicates``, the GPU model's ``specpool`` — kept), and its
+score stage to a random subset of its plugins with random weights. On the clusters and gangs of
+``test_topology_property`` one cycle must then keep every rule of that property — capacity, one
+GPU model, minMember, rank order, the fewest zones, rule 1's best fit, distinct nodes (or, with
+``pack_workers``, the fewest nodes), liveness — where "usable" is what the policy's predicates
+make it: with ``predicates`` in ``qn.predicate`` a NotReady or tainted node is never chosen;
+without it, such a node counts like any other. So removing a plugin changes only what that
+plugin decides: a scorer changes no zone and no count of nodes (a lone gang takes the same zones
+as under the default policy), a predicate changes only which nodes are candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from extender.conf import default_policy_text, load_policy_text
+from extender.framework.policy import Policy
+from tests.core.props import PROPERTY
+from tests.core.test_topology_property import Cluster, clusters, run
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
+FILTERS = ("qn.select", "qn.predicate")
+GATES = frozenset({"quotapredicates", "specpool"})  # the ledger's room and the GPU model: not optional here
+SCORES = "qn.node_order"
+
+
+@cache
+def base_policies() -> tuple[tuple[str, str], ...]:
+    """(source, YAML text) of the default policy and every example scenario's own policy."""
+    out = [("default_policy.yaml", default_policy_text())]
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if isinstance(doc, dict) and isinstance(doc.get("policy"), dict):
+            out.append((path.name, yaml.safe_dump(doc["policy"])))
+    return tuple(out)
+
+
+def _plugins(expr: str) -> list[str]:
+    """The plugin names of a stage expression ``op(a, 2*b, …)``, weights dropped."""
+    inner = expr[expr.index("(") + 1 : expr.rindex(")")]
+    return [part.split("*")[-1].strip() for part in inner.split(",")]
+
+
+@st.composite
+def policies(draw: st.DrawFn) -> tuple[dict[str, Any], str]:
+    """A policy document with random QN stages, and its source's name."""
+    source, text = draw(st.sampled_from(base_policies()))
+    doc = yaml.safe_load(text)
+    stages = doc["stages"]
+    for stage in FILTERS:
+        names = _plugins(stages[stage])
+        kept = [n for n in names if n in GATES or draw(st.booleans())]
+        kept = draw(st.permutations(kept))
+        stages[stage] = f"{draw(st.sampled_from(['and', 'joint']))}({', '.join(kept)})"
+    names = _plugins(stages[SCORES])
+    scored = [n for n in names if draw(st.booleans())] or names[:1]
+    weights = [draw(st.sampled_from([1, 2, 5])) for _ in scored]
+    stages[SCORES] = (
+        f"sum({', '.join(f'{w}*{n}' for w, n in zip(weights, draw(st.permutations(scored)), strict=True))})"
+    )
+    doc["plugins"]["topology"]["pack_workers"] = draw(st.booleans())
+    return doc, source
+
+
+def load(doc: dict[str, Any], source: str) -> Policy:
+    return _load(yaml.safe_dump(doc), source)
+
+
+@cache
+def _load(text: str, source: str) -> Policy:
+    return load_policy_text(text, f"{source} with random QN stages")
+
+
+def as_seen(c: Cluster, doc: dict[str, Any]) -> Cluster:
+    """The cluster as the policy's predicates see it: without ``predicates`` in ``qn.predicate``,
+    NotReady and tainted nodes take quotas like the others."""
+    if "predicates" in _plugins(doc["stages"]["qn.predicate"]):
+        return c
+    return Cluster([replace(n, ready=True, tainted=False) for n in c.nodes], c.gangs, c.repel)
+
+
+@PROPERTY
+@given(clusters(), policies())
+def test_any_composition_of_the_qn_stages_keeps_every_placement_rule(
+    c: Cluster, drawn: tuple[dict[str, Any], str]
+) -> None:
+    doc, source = drawn
+    pack = bool(doc["plugins"]["topology"]["pack_workers"])
+    result = run(as_seen(c, doc), liveness=True, policy=load(doc, source), pack=pack)
+    ssn = result.session
+    if "predicates" in _plugins(doc["stages"]["qn.predicate"]):
+        unusable = {n.name for n in c.nodes if not n.usable}
+        for g in c.gangs:
+            for i, q in enumerate(g.quotas):
+                node = ssn.quota(q).node_name  # type: ignore[union-attr]
+                assert i in g.bound or node not in unusable, f"{q} on {node}, which qn.predicate refuses"
+
+
+@PROPERTY
+@given(clusters(max_gangs=1), policies())
+def test_scores_and_filters_change_no_zone_of_a_lone_gang(c: Cluster, drawn: tuple[dict[str, Any], str]) -> None:
+    """A lone gang's unbound quotas take the same zones, and as many nodes, whatever the scores
+    (they decide only which nodes of a zone), as under its source policy with the same predicates."""
+    doc, source = drawn
+    seen = as_seen(c, doc)
+    got = run(seen, liveness=True, policy=load(doc, source), zone_rules=False).session
+    plain = yaml.safe_load(dict(base_policies())[source])
+    plain["stages"]["qn.predicate"] = doc["stages"]["qn.predicate"]
+    plain["plugins"]["topology"]["pack_workers"] = doc["plugins"]["topology"]["pack_workers"]
+    want = run(seen, liveness=True, policy=load(plain, source), zone_rules=False).session
+    spec = {n.name: n for n in c.nodes}
+    (g,) = c.gangs
+    todo = [q for i, q in enumerate(g.quotas) if i not in g.bound]  # a bound sibling's node is no choice
+    mine = [got.quota(q).node_name for q in todo]  # type: ignore[union-attr]
+    theirs = [want.quota(q).node_name for q in todo]  # type: ignore[union-attr]
+    assert [bool(n) for n in mine] == [bool(n) for n in theirs], f"{mine} vs {theirs}"
+    assert {spec[n].zone for n in mine if n} == {spec[n].zone for n in theirs if n}, f"{mine} vs {theirs}"
+    assert len(set(filter(None, mine))) == len(set(filter(None, theirs))), f"{mine} vs {theirs}"
