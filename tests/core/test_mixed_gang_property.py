@@ -485,3 +485,17 @@ def test_a_packed_mixed_gang_takes_the_fewest_nodes() -> None:
     c = MixedCluster(nodes, [MixedGang("g0", members)], pack=True)
     placed = where(c, run(c, alone=True))
     assert placed == {"q-g0-0": "n2", "q-g0-1": "n2", "q-g0-2": "n2", "q-g0-3": "n3", "q-g0-4": "n3"}
+
+
+def test_a_strict_mixed_gang_over_many_leaves_runs_past_the_zone_search_limit() -> None:
+    """A launcher (1 GPU) and five whole-node workers, strict order, on sixteen empty one-node
+    leaves: six leaves are the fewest, and the 8,008 sets of six are more than the search tries.
+    It runs anyway — on every leaf's nodes, in rank order — rather than wait for ever."""
+    members = [Member(1, 2), *[Member(8, 8)] * 5]
+    c = MixedCluster([_node(i, i + 1) for i in range(16)], [MixedGang("g0", members, strict=True)])
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, c.objects())
+    result = Scheduler(POLICY).run_once(cache.snapshot(NOW))
+    check_ledgers(result.session)
+    placed = where(c, result)
+    assert placed == {f"q-g0-{i}": f"n{i}" for i in range(6)}, placed

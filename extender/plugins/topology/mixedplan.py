@@ -387,4 +387,7 @@ def plan_mixed(
     else:
         nodes = preferred(nodes, kinds, order, fences)
     placed = place(nodes, kinds, order, pack=gang.pack, fences=fences)
-    return None if placed is None else (chosen, placed)
+    if placed is None:
+        return None
+    used = set(placed)  # every zone, past the search limit: only those the gang uses count
+    return [z for z in chosen if any(n.name in used for n in members[z.id])], placed
