@@ -352,9 +352,14 @@ def check_placed(
     assert len(placed) >= g.least, f"{g.name} runs {len(placed)} quotas, below its minMember {g.least}: {nodes}"
     unbound = [i for i in range(g.workers) if i not in g.bound]
     assert new == unbound[: len(new)], f"{g.name} binds {new}, not its first quotas in rank order"
+    indices = [n.index for n in placed]
     if g.strict or not g.bound:
-        indices = [n.index for n in placed]
         assert indices == sorted(indices), f"{g.name} breaks rank order: {indices}"
+    elif indices != sorted(indices):  # a preference: kept whenever the zones it spans allow it
+        spans = {n.zone for n in placed}
+        assert not fits_in_order(c, g, used, len(new), among=spans), (
+            f"{g.name} breaks rank order {indices} while its zones {sorted(spans)} allow it"
+        )
     if not (g.strict and g.bound):
         most = most_that_fit(c, g, used)
         assert len(new) == min(len(unbound), most), f"{g.name} binds {len(new)}, {most} fit: {nodes}"
@@ -455,10 +460,18 @@ def _in_order_beyond_best_fit() -> Cluster:
     return Cluster(nodes, [Gang("g0", 4, 8, True, bound={3: "n6"})])
 
 
+def _loose_rank_0_bound() -> Cluster:
+    """A gang (no strict order) of three 1-GPU workers whose rank 0 is bound on n4: distinct nodes
+    first would put rank 2 on n3, below rank 0, while n4 takes ranks 1 and 2 in order."""
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0) for i in (3, 4)]
+    return Cluster(nodes, [Gang("g0", 3, 1, False, bound={0: "n4"})])
+
+
 @PROPERTY
 @given(clusters())
 @example(c=_counterexample())  # a counterexample once found: always tried
 @example(c=_in_order_beyond_best_fit())
+@example(c=_loose_rank_0_bound())
 def test_a_gang_that_fits_is_placed_even_after_other_gangs_of_its_shape(c: Cluster) -> None:
     """Liveness: a gang left unplaced must not fit the final (fullest) state of the cycle."""
     run(c, liveness=True)
@@ -523,3 +536,12 @@ def test_a_strict_gang_that_must_leave_its_zones_takes_the_fewest_that_keep_rank
     result = run(c, liveness=True)
     where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
     assert where == ["n3", "n4", "n5", "n6"]
+
+
+def test_a_partly_bound_gang_keeps_rank_order_when_its_zones_allow_it() -> None:
+    """Order is a preference for a gang that does not ask for strict order, and one it keeps when
+    its zones allow: ranks 1 and 2 join rank 0 on n4 rather than rank 2 taking n3 below it."""
+    c = _loose_rank_0_bound()
+    result = run(c, liveness=True)
+    where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+    assert where == ["n4", "n4", "n4"]

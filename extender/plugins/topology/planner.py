@@ -176,7 +176,8 @@ class GangPlanner:
             slots = self._slots(job, head, sid, best.zones, len(unbound), home=bound_zones)
         ranges = rank_ranges(quotas, unbound, self.ssn.node)
         placed, zones = assign_ranks(slots, ranges), [z.id for z in best.zones]
-        broken = order_break(placed, ranges) if job.strict_order else None
+        # only bound siblings can break the order assign_ranks gives (it sorts the slots)
+        broken = order_break(placed, ranges) if bound_zones or job.strict_order else None
         if broken is not None:
             ordered = self._in_order(job, head, sid, zones, ranges, home=bound_zones)
             if ordered is not None:
