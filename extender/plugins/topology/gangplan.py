@@ -403,7 +403,11 @@ def ordered_in_zones(
     def beside(zs: Sequence[ZoneOffer]) -> list[ZoneId]:
         return [*home, *(z.id for z in zs)]
 
-    smallest = sum(1 for z in chosen if z not in home)  # in order needs as many as in any order
+    # in order needs at least the zones that hold the rest by capacity alone
+    lacking = len(ranges) - sum(c.capacity for z in home for c in candidates(z))
+    smallest = fewest_to_reach((z.capacity for z in further), lacking) if lacking > 0 else 0
+    if smallest is None:
+        return None
     found = fewest_zones_that(further, lambda zs: place(beside(zs)) is not None, smallest=smallest)
     return None if found is None else place(beside(found))
 
