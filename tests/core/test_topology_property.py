@@ -238,11 +238,18 @@ def best_cost(
 
 
 def fits_in_order(
-    c: Cluster, g: Gang, used: dict[str, int], count: int, *, among: Collection[Zone] | None = None
+    c: Cluster,
+    g: Gang,
+    used: dict[str, int],
+    count: int,
+    *,
+    among: Collection[Zone] | None = None,
+    away: int | None = None,
 ) -> bool:
-    """Whether the first ``count`` unbound quotas of strict ``g`` fit its model's usable nodes (in
-    the zones ``among``, if given) with node indices that never descend as task indices ascend,
-    around its bound quotas (exhaustive)."""
+    """Whether the first ``count`` unbound quotas of ``g`` fit its model's usable nodes (in the
+    zones ``among``, if given; at most ``away`` of them outside its bound quotas' zones, if given)
+    with node indices that never descend as task indices ascend, around its bound quotas
+    (exhaustive)."""
     spec = {n.name: n for n in c.nodes}
     model = spec[next(iter(g.bound.values()))].model
     slots = {
@@ -252,14 +259,20 @@ def fits_in_order(
     }
     todo = [i for i in range(g.workers) if i not in g.bound][:count]
 
+    home = {spec[n].zone for n in g.bound.values()}
+    left = [len(todo) if away is None else away]  # quotas it may still put outside home
+
     def take(_: int, node: str) -> bool:
-        if slots[node] == 0:
+        outside = spec[node].zone not in home
+        if slots[node] == 0 or (outside and left[0] == 0):
             return False
         slots[node] -= 1
+        left[0] -= outside
         return True
 
     def give(_: int, node: str) -> None:
         slots[node] += 1
+        left[0] += spec[node].zone not in home
 
     bound = {i: spec[n].index for i, n in g.bound.items()}
     nodes = sorted((spec[n].index, n) for n in slots)
@@ -355,9 +368,11 @@ def check_placed(
     indices = [n.index for n in placed]
     if g.strict or not g.bound:
         assert indices == sorted(indices), f"{g.name} breaks rank order: {indices}"
-    elif indices != sorted(indices):  # a preference: kept whenever the zones it spans allow it
-        spans = {n.zone for n in placed}
-        assert not fits_in_order(c, g, used, len(new), among=spans), (
+    elif indices != sorted(indices):  # a preference, kept whenever it costs nothing: no zone more
+        spans = {n.zone for n in placed}  # and no quota more outside its siblings' zones
+        home = {spec[n].zone for n in g.bound.values()}
+        away = sum(1 for i in new if spec[nodes[i]].zone not in home)
+        assert not fits_in_order(c, g, used, len(new), among=spans, away=away), (
             f"{g.name} breaks rank order {indices} while its zones {sorted(spans)} allow it"
         )
     if not (g.strict and g.bound):
@@ -467,9 +482,22 @@ def _loose_rank_0_bound() -> Cluster:
     return Cluster(nodes, [Gang("g0", 3, 1, False, bound={0: "n4"})])
 
 
+def _order_only_outside_home() -> Cluster:
+    """Rank 1 of four 4-GPU workers is bound on n1 (leaf 1, full now); n0 (leaf 1) has room for
+    two, n7 (leaf 4) for two. Siblings' zone first puts ranks 0 and 3 on n0 and rank 2 on n7;
+    rank order would put ranks 2 and 3 on n7, one quota more outside leaf 1: for a gang that does
+    not ask for strict order, locality wins."""
+
+    def node(i: int, leaf: int, busy: int = 0) -> NodeSpec:
+        return NodeSpec(f"n{i}", i, leaf, "A100", True, False, busy)
+
+    return Cluster([node(0, 1), node(1, 1, 4), node(7, 4)], [Gang("g0", 4, 4, False, bound={1: "n1"})])
+
+
 @PROPERTY
 @given(clusters())
 @example(c=_counterexample())  # a counterexample once found: always tried
+@example(c=_order_only_outside_home())
 @example(c=_in_order_beyond_best_fit())
 @example(c=_loose_rank_0_bound())
 def test_a_gang_that_fits_is_placed_even_after_other_gangs_of_its_shape(c: Cluster) -> None:
@@ -545,3 +573,10 @@ def test_a_partly_bound_gang_keeps_rank_order_when_its_zones_allow_it() -> None:
     result = run(c, liveness=True)
     where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
     assert where == ["n4", "n4", "n4"]
+
+
+def test_a_partly_bound_gang_keeps_to_its_siblings_zone_before_rank_order() -> None:
+    c = _order_only_outside_home()
+    result = run(c, liveness=True)
+    where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+    assert where == ["n0", "n1", "n7", "n0"]

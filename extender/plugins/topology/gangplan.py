@@ -383,11 +383,14 @@ def ordered_in_zones(
     *,
     home: Sequence[ZoneId] = (),
     further: Sequence[ZoneOffer] | None = None,
+    away: int | None = None,
 ) -> tuple[list[Slot], list[ZoneId]] | None:
     """Rule 4 when a gang's slots break rank order around its bound siblings (``ranges``, task
     order): its slots by :func:`assign_in_order` on the ``candidates`` of its ``chosen`` zones if
-    they allow it (rank order then costs no zone more), and the zones used; else, given
-    ``further`` zones (a strict-order gang: its spec's zones but ``home``, its siblings'), beside
+    they allow it (rank order then costs no zone more), and the zones used — with ``away`` (a gang
+    that does not ask for strict order: order is a preference, never at a cost), only if they put
+    at most that many quotas outside ``home``, its siblings' zones, which come first (rule 2);
+    else, given ``further`` zones (a strict-order gang: its spec's zones but ``home``), beside
     ``home`` the fewest of them that allow it, the cheapest such set by rule 1
     (:func:`fewest_zones_that`); None when none do."""
 
@@ -397,6 +400,9 @@ def ordered_in_zones(
         return None if placed is None else (placed, sorted({zone_of[s.node] for s in placed}))
 
     got = place(chosen)
+    if got is not None and away is not None:
+        outside = {c.name for z in chosen if z not in home for c in candidates(z)}
+        return got if sum(1 for s in got[0] if s.node in outside) <= away else None
     if got is not None or further is None:
         return got
 

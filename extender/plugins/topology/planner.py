@@ -179,7 +179,8 @@ class GangPlanner:
         # only bound siblings can break the order assign_ranks gives (it sorts the slots)
         broken = order_break(placed, ranges) if bound_zones or job.strict_order else None
         if broken is not None:
-            ordered = self._in_order(job, head, sid, zones, ranges, home=bound_zones)
+            away = sum(1 for s in placed if self.memo.zone_of.get(s.node) not in bound_zones)
+            ordered = self._in_order(job, head, sid, zones, ranges, home=bound_zones, away=away)
             if ordered is not None:
                 placed, zones = ordered
             elif job.strict_order:
@@ -196,15 +197,17 @@ class GangPlanner:
         ranges: Sequence[Range],
         *,
         home: list[ZoneId],
+        away: int,
     ) -> tuple[list[Slot], list[ZoneId]] | None:
         """:func:`gangplan.ordered_in_zones` for the gang: a strict-order one may take further zones
-        of its spec beside its siblings' (``home``), any other keeps to its chosen ``zones``."""
+        of its spec beside its siblings' (``home``); any other keeps to its chosen ``zones``, and to
+        ``away`` quotas outside ``home`` (what its plan by room put there)."""
         spec = (home or zones)[0][0] if home or zones else ""
         further = None
         if job.strict_order:
             further = [self._offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, []) if z not in home]
         cands = partial(self._candidates, job, head, sid)
-        return ordered_in_zones(cands, zones, ranges, home=home, further=further)
+        return ordered_in_zones(cands, zones, ranges, home=home, further=further, away=None if further else away)
 
     def _kept_off(self, best: _SpecPlan | None, free: _SpecPlan | None, unbound: Sequence[QuotaInfo]) -> Status | None:
         """``NodeHeldForGang`` when the plan were nothing held (``free``) spans fewer zones than
