@@ -39,6 +39,7 @@ from extender.model.job import JobInfo
 from extender.model.node import LedgerError, NodeInfo
 from extender.model.quota import QuotaInfo
 from extender.model.task import ON_NODE, TaskInfo
+from extender.plugins.gang import part_running
 
 __all__ = ["UNBLOCK", "diagnose_job", "diagnose_pod", "unblock"]
 
@@ -293,6 +294,10 @@ def _placing(ssn: Session, job: JobInfo, quota_tasks: list[TaskInfo], unbound: l
                 node_status = s
                 blocked_quota = q.name
                 break
+    if zone_status is not None and not zone_status.ok:  # a job that runs says so first (the binder's rule)
+        zone_status = part_running(ssn, job, zone_status)
+    elif not node_status.ok:
+        node_status = part_running(ssn, job, node_status)
     return _Placing(zone_status, node_status, per_node, blocked_quota, gate)
 
 

@@ -16,7 +16,7 @@ the gang across switches.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Final
+from typing import Any, Final
 
 from pydantic import Field
 
@@ -30,6 +30,7 @@ from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
 from extender.model.node import LedgerError, NodeInfo
 from extender.model.quota import QuotaInfo
+from extender.plugins.gang import part_running
 
 NAME: Final = "allocate_quota"
 
@@ -76,15 +77,14 @@ def bind_job_quotas(
     consequence is not).
     """
     stmt = ssn.statement()
-    placement_failed = False
+    failed: tuple[FitStage, Status, dict[str, Any]] | None = None  # the quota that could not be placed
     for quota in quotas:
         current = ssn.quota(quota.name)
         if current is None or current.node_name:
             continue
         names = candidates(current) if candidates is not None else None
         if isinstance(names, Status):
-            ssn.verdict(job.key, FitStage.ZONE_SELECTION, larger_than_any_node(ssn, current) or names, quota=quota.name)
-            placement_failed = True
+            failed = (FitStage.ZONE_SELECTION, larger_than_any_node(ssn, current) or names, {"quota": quota.name})
             break
         if isinstance(names, Prejudged) and _bind_judged(stmt, quota.name, names.first):
             continue
@@ -96,23 +96,25 @@ def bind_job_quotas(
         result = place_quota(ssn, current, nodes, rank_ordered=rank_ordered, stop_after=stop_after)
         if result.choice is None:
             why = larger_than_any_node(ssn, current) or result.status  # never fits: say so, not "wait"
-            ssn.verdict(job.key, FitStage.NODE_PREDICATES, why, per_node=result.failures, quota=quota.name)
-            placement_failed = True
+            failed = (FitStage.NODE_PREDICATES, why, {"per_node": result.failures, "quota": quota.name})
             break
         try:
             stmt.allocate_quota_to_node(quota.name, result.choice.name)
         except LedgerError as exc:  # the pipeline and the ledger disagree: never bind blindly
-            ssn.verdict(job.key, FitStage.NODE_PREDICATES, Status.error(str(exc)), quota=quota.name)
-            placement_failed = True
+            failed = (FitStage.NODE_PREDICATES, Status.error(str(exc)), {"quota": quota.name})
             break
     gate = ssn.stages.quota_allocate(ssn.job(job.key) or job)  # the session's current copy
-    if gate.ok and stmt.ops:
+    committed = gate.ok and bool(stmt.ops)
+    if committed:
         stmt.commit()
-        return True
-    stmt.discard()
-    if not gate.ok and not placement_failed:
+    else:
+        stmt.discard()
+    if failed is not None:  # told after the commit: a job that runs says so before why the rest waits
+        stage, why, where = failed
+        ssn.verdict(job.key, stage, part_running(ssn, ssn.job(job.key) or job, why), **where)
+    elif not gate.ok:
         ssn.verdict(job.key, FitStage.GANG if gate.reason is Reason.WAITING_FOR_GANG else FitStage.ZONE_SELECTION, gate)
-    return False
+    return committed
 
 
 def _bind_judged(stmt: Statement, quota: str, node: str) -> bool:

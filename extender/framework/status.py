@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from extender.model.enums import Enum
 
-__all__ = ["SKIP", "SUCCESS", "Code", "Failure", "Reason", "Status", "aggregate", "summarize"]
+__all__ = ["SKIP", "SUCCESS", "Code", "Failure", "Prefixed", "Reason", "Status", "aggregate", "summarize"]
 
 
 class Code(enum.IntEnum):
@@ -153,6 +153,22 @@ class Status:
         if code == Code.SKIP:
             code = Code.SUCCESS
         return Status(code, tuple(failures))
+
+
+@dataclass(frozen=True, slots=True)
+class Prefixed(Status):
+    """A failure read after what already went right (a gang that runs while the rest of it
+    waits): ``prefix`` comes before the message — ``placed 3 of 4 (minMember 2); 1 waits:
+    NoZoneFits(…)`` —; the code and the reasons are the failure's own."""
+
+    prefix: str = ""
+
+    @staticmethod
+    def of(status: Status, prefix: str) -> Status:
+        return Prefixed(status.code, status.failures, prefix) if prefix and not status.ok else status
+
+    def message(self) -> str:
+        return f"{self.prefix}: {Status.message(self)}"
 
 
 SUCCESS = Status(Code.SUCCESS)

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from extender.framework.plugin import NoArgs
 from extender.framework.session import Session
-from extender.framework.status import SUCCESS, Reason, Status
+from extender.framework.status import SUCCESS, Prefixed, Reason, Status
 from extender.model.job import JobInfo
 from extender.model.task import ALIVE, TaskStatus
 
@@ -34,6 +34,20 @@ def quotas_bound(ssn: Session, job: JobInfo) -> int:
             if q is not None and q.node_name:
                 n += 1
     return n
+
+
+def part_running(ssn: Session, job: JobInfo, why: Status) -> Status:
+    """``why`` the rest of ``job`` waits, told after how much of it runs when the job runs (at
+    least ``minMember`` of its tasks finished or on a bound quota, :func:`quotas_bound`) but not
+    whole: ``placed 3 of 4 (minMember 2); 1 waits: NoZoneFits(…)``. A job short of its
+    ``minMember`` is told ``why`` alone: it is waiting, not running."""
+    placed = quotas_bound(ssn, job)
+    size = sum(1 for t in job.tasks.values() if not t.spot and (t.status is _SUCCEEDED or t.status in ALIVE))
+    if placed < job.min_member or placed >= size:
+        return why
+    waiting = size - placed
+    verb = "waits" if waiting == 1 else "wait"
+    return Prefixed.of(why, f"placed {placed} of {size} (minMember {job.min_member}); {waiting} {verb}")
 
 
 def quotas_held(job: JobInfo) -> int:

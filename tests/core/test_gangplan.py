@@ -19,6 +19,7 @@ from extender.plugins.topology.gangplan import (
     choose_nodes,
     choose_zones,
     continuity_block,
+    ordered_in_zones,
     single_zone_key,
     split_slots,
 )
@@ -219,3 +220,31 @@ def test_continuity_takes_the_shortest_run_that_holds_the_gang() -> None:
     block = continuity_block(nodes, list(range(7)), 5)
     assert block is not None and [c.name for c in block] == ["n3", "n4"]
     assert continuity_block(nodes, list(range(7)), 7) is None
+
+
+def test_a_strict_gang_out_of_order_in_its_zones_takes_the_fewest_further_zones_that_keep_it() -> None:
+    """Two quotas whose bound sibling (in zone h, full) leaves them node indices 0–3. The zones
+    chosen by room (b: n0, x: n10) cannot keep that order; of the further zones, a (n2, n3) alone
+    does — not b and a, the first pair in cost order, though the chosen zones numbered two."""
+    cands = {
+        "h": [],
+        "b": [Candidate("n0", 0, 1)],
+        "a": [Candidate("n2", 2, 1), Candidate("n3", 3, 1)],
+        "x": [Candidate("n10", 10, 1)],
+    }
+    offers = [zone("b", 1, size=1, first=0), zone("a", 2, size=2, first=2), zone("x", 1, size=1, first=10)]
+    got = ordered_in_zones(
+        lambda z: cands[z[1]],
+        [("A100", "h"), ("A100", "b"), ("A100", "x")],
+        [(None, 3), (None, 3)],
+        home=[("A100", "h")],
+        further=offers,
+    )
+    assert got is not None
+    slots, zones = got
+    assert [s.node for s in slots] == ["n2", "n3"]
+    assert zones == [("A100", "a")]
+    # a gang without strict order keeps to its chosen zones: none keeps the order there
+    assert (
+        ordered_in_zones(lambda z: cands[z[1]], [("A100", "h"), ("A100", "b"), ("A100", "x")], [(None, 3)] * 2) is None
+    )

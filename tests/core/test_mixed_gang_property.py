@@ -17,22 +17,27 @@ wait); the policy packs workers (``pack_workers``) or not. One cycle of the real
   ``minMember`` (``gang.quotas_bound``, ``gangparts.most_that_fit``); a gang not placed could not
   have placed that least (against the final state; the start when it is alone in the cycle). "Fit"
   is the oracle's: in one GPU model (its bound quotas'), for a strict gang in rank order around
-  its bound quotas. A committed gang with nothing bound before uses exactly the fewest zones (GPU
-  model × leaf) whose nodes could hold the quotas it bound, at the moment it was placed
-  (reconstructed from the order of the intents);
+  its bound quotas;
+* **zones** (rule 1): a committed gang takes, beside its bound quotas' zones (which come first:
+  none further when they hold it), exactly the fewest further zones (GPU model × leaf) whose
+  nodes could hold the quotas it bound — in rank order around its bound ones, for a strict gang
+  —, at the moment it was placed (reconstructed from the order of the intents); and among the
+  sets of that many zones, the cheapest by rule 1 (one zone: the least room for its largest
+  quota, fewer nodes, lower index; several: the least room of untouched zones broken, then the
+  least room, fewer nodes);
 * **rank order** (``docs/placement.md``): a strict-order gang's node indices, its bound quotas'
   included, never descend as its task indices ascend, and it is placed whenever such a placement
   exists (the oracle searches only those); any other gang with nothing bound before keeps that
   order among its quotas of one size always, and among all its quotas whenever the nodes of the
   zones it was given allow it.
 
-The oracle is a depth-first bin-packing over the nodes of every set of zones of one model,
-smallest sets first (quotas largest first, equal quotas in node order, equal rooms tried once).
+The oracle (``mixed_oracle.py``) is a depth-first bin-packing over the nodes of every set of zones
+of one model, smallest sets first (quotas largest first, equal quotas in node order, equal rooms
+tried once).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +53,7 @@ from extender.framework.policy import Policy
 from extender.framework.status import Reason
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
+from tests.core.mixed_oracle import charge, fewest_sets, fewest_zones, fits, packs, zone_cost
 from tests.core.props import PROPERTY
 from tests.core.topo_cluster import (
     NODE_ROOM,
@@ -138,7 +144,7 @@ class MixedCluster:
         used = {n.name: n.load() for n in self.nodes}
         for g in self.gangs:
             for i, node in g.bound.items():
-                _take(used[node], g.members[i].need(), -1)
+                charge(used[node], g.members[i].need(), -1)
         return used
 
 
@@ -200,44 +206,10 @@ def draw_bound(draw: st.DrawFn, g: MixedGang, nodes: list[NodeSpec], used: dict[
         node = draw(st.sampled_from(fits))
         model, low = node.model, node.index
         g.bound[i] = node.name
-        _take(used[node.name], need, -1)
+        charge(used[node.name], need, -1)
 
 
-# --- the oracle --------------------------------------------------------------------------------
-def _fits(need: Need, room: Need) -> bool:
-    return all(room[k] >= v for k, v in need.items())
-
-
-def _take(room: Need, need: Need, sign: int) -> None:
-    for k, v in need.items():
-        room[k] -= sign * v
-
-
-def packs(needs: Sequence[Need], rooms: Sequence[Need], *, ordered: bool) -> bool:
-    """Whether the quotas ``needs`` (task-index order) fit the nodes ``rooms`` (node-index order),
-    each node's room holding the sum of the quotas put there; ``ordered``: only placements whose
-    node index never descends as the task index ascends. Exhaustive depth-first search."""
-    left = [dict(r) for r in rooms]
-    if any(sum(n[k] for n in needs) > sum(r[k] for r in left) for k in NODE_ROOM):
-        return False
-    if ordered:
-        return _ordered(list(needs), left, 0, 0)
-    todo = sorted(needs, key=lambda n: (-n["gpu"], -n["cpu"]))
-    return _unordered(todo, left, 0, 0)
-
-
-def _ordered(needs: list[Need], left: list[Need], i: int, lo: int) -> bool:
-    if i == len(needs):
-        return True
-    for j in range(lo, len(left)):
-        if _fits(needs[i], left[j]):
-            _take(left[j], needs[i], 1)
-            if _ordered(needs, left, i + 1, j):
-                return True
-            _take(left[j], needs[i], -1)
-    return False
-
-
+# --- the oracle (beside mixed_oracle.py) --------------------------------------------------------
 def fits_around(
     g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mapping[str, Need], *, ordered: bool
 ) -> bool:
@@ -254,13 +226,13 @@ def fits_around(
 
     def take(i: int, node: str) -> bool:
         need = g.members[i].need()
-        if not _fits(need, left[node]):
+        if not fits(need, left[node]):
             return False
-        _take(left[node], need, 1)
+        charge(left[node], need, 1)
         return True
 
     def give(i: int, node: str) -> None:
-        _take(left[node], g.members[i].need(), -1)
+        charge(left[node], g.members[i].need(), -1)
 
     bound = {i: spec[n].index for i, n in g.bound.items()}
     return exists_in_rank_order(todo, bound, [(n.index, n.name) for n in mine], take, give)
@@ -273,46 +245,6 @@ def fits_first(g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mappin
         return fits_around(g, count, nodes, room, ordered=g.strict)
     needs = [g.members[i].need() for i in g.unbound[:count]]
     return fewest_zones(nodes, room, needs, ordered=g.strict) is not None
-
-
-def _unordered(needs: list[Need], left: list[Need], i: int, lo: int) -> bool:
-    if i == len(needs):
-        return True
-    tried: set[tuple[int, ...]] = set()
-    for j in range(lo, len(left)):
-        key = tuple(left[j].values())
-        if key in tried or not _fits(needs[i], left[j]):
-            continue
-        tried.add(key)
-        _take(left[j], needs[i], 1)
-        nxt = i + 1
-        if _unordered(needs, left, nxt, j if nxt < len(needs) and needs[nxt] == needs[i] else 0):
-            return True
-        _take(left[j], needs[i], -1)
-    return False
-
-
-def fewest_zones(
-    nodes: Sequence[NodeSpec], room: Mapping[str, Need], needs: Sequence[Need], *, ordered: bool
-) -> int | None:
-    """The fewest (model, leaf) zones of ONE model whose usable nodes (``room``) hold every quota of
-    ``needs``, trying every set of zones smallest first; None if no set does."""
-    zones: dict[tuple[str, int], list[NodeSpec]] = {}
-    for n in nodes:
-        if n.name in room:
-            zones.setdefault(n.zone, []).append(n)
-    best: int | None = None
-    for model in sorted({m for m, _ in zones}):
-        mine = [z for z in zones if z[0] == model]
-        for k in range(1, min(len(mine), best or len(mine)) + 1):
-            for combo in itertools.combinations(mine, k):
-                members = sorted((n for z in combo for n in zones[z]), key=lambda n: n.index)
-                if packs(needs, [room[n.name] for n in members], ordered=ordered):
-                    best = k
-                    break
-            if best == k:
-                break
-    return best
 
 
 # --- the property ------------------------------------------------------------------------------
@@ -347,6 +279,7 @@ def run(c: MixedCluster, *, alone: bool = False) -> CycleResult:
             assert verdict is not None and not verdict.status.ok
             continue
         check_placed(c, g, nodes, new, free_room(c.nodes, before[g.name]))
+        check_zone_choice(c, g, nodes, new, free_room(c.nodes, before[g.name]), before[g.name])
     return result
 
 
@@ -367,13 +300,38 @@ def check_placed(c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int]
     if g.strict:
         indices = [n.index for n in placed]
         assert indices == sorted(indices), f"{g.name} breaks strict rank order: {indices} ({nodes})"
-    if g.bound:
-        return
-    members = g.members[: len(new)]
-    minimal = fewest_zones(c.nodes, room, [m.need() for m in members], ordered=g.strict)
-    zones = {n.zone for n in chosen}
-    assert len(zones) == minimal, f"{g.name} uses {len(zones)} zones, {minimal} would do: {nodes}"
-    check_rank_order(g.name, members, chosen, c.nodes, room)
+    if not g.bound:
+        check_rank_order(g.name, g.members[: len(new)], chosen, c.nodes, room)
+
+
+def check_zone_choice(
+    c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int], room: Mapping[str, Need], used: Mapping[str, Need]
+) -> None:
+    """Rule 1 for a gang bound in the cycle (``room``, ``used``: each node's room and load when it
+    was placed): beside its bound quotas' zones (they come first), the fewest further zones that
+    hold its quotas bound now — in rank order around its bound ones, for a strict gang — and of
+    those sets of zones the cheapest (:func:`mixed_oracle.zone_cost`, capacity counted in its
+    largest quota)."""
+    spec = {n.name: n for n in c.nodes}
+    home = {spec[nodes[i]].zone for i in g.bound}
+    members = [g.members[i] for i in new]
+    head = max(members, key=lambda m: (m.gpu, m.cpu)).need()
+
+    def holds(among: list[NodeSpec]) -> bool:
+        if g.bound:
+            return fits_around(g, len(new), c.nodes, {n.name: room[n.name] for n in among}, ordered=g.strict)
+        return packs([m.need() for m in members], [room[n.name] for n in among], ordered=g.strict)
+
+    sets = fewest_sets(c.nodes, room, holds, home=home)
+    further = {spec[nodes[i]].zone for i in new} - home
+    assert sets, f"{g.name} placed on {nodes} where no set of zones holds it"
+    assert len(further) == len(sets[0]), f"{g.name} takes {sorted(further)} beside {home}, {sets[0]} would do: {nodes}"
+    if further:
+        cost, best = (
+            zone_cost(c.nodes, further, room, used, head),
+            min(zone_cost(c.nodes, s, room, used, head) for s in sets),
+        )
+        assert cost == best, f"{g.name} takes {sorted(further)} of cost {cost}, {best} is cheaper: {nodes}"
 
 
 def check_rank_order(
@@ -485,3 +443,17 @@ def test_a_packed_mixed_gang_takes_the_fewest_nodes() -> None:
     c = MixedCluster(nodes, [MixedGang("g0", members)], pack=True)
     placed = where(c, run(c, alone=True))
     assert placed == {"q-g0-0": "n2", "q-g0-1": "n2", "q-g0-2": "n2", "q-g0-3": "n3", "q-g0-4": "n3"}
+
+
+def test_a_strict_mixed_gang_over_many_leaves_runs_past_the_zone_search_limit() -> None:
+    """A launcher (1 GPU) and five whole-node workers, strict order, on sixteen empty one-node
+    leaves: six leaves are the fewest, and the 8,008 sets of six are more than the search tries.
+    It runs anyway — on every leaf's nodes, in rank order — rather than wait for ever."""
+    members = [Member(1, 2), *[Member(8, 8)] * 5]
+    c = MixedCluster([_node(i, i + 1) for i in range(16)], [MixedGang("g0", members, strict=True)])
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, c.objects())
+    result = Scheduler(POLICY).run_once(cache.snapshot(NOW))
+    check_ledgers(result.session)
+    placed = where(c, result)
+    assert placed == {f"q-g0-{i}": f"n{i}" for i in range(6)}, placed

@@ -238,22 +238,42 @@ def best_cost(
     return min(costs)
 
 
-def fits_in_order(c: Cluster, g: Gang, used: dict[str, int], count: int) -> bool:
-    """Whether the first ``count`` unbound quotas of strict ``g`` fit its model's usable nodes with
-    node indices that never descend as task indices ascend, around its bound quotas (exhaustive)."""
+def fits_in_order(
+    c: Cluster,
+    g: Gang,
+    used: dict[str, int],
+    count: int,
+    *,
+    among: Collection[Zone] | None = None,
+    away: int | None = None,
+) -> bool:
+    """Whether the first ``count`` unbound quotas of ``g`` fit its model's usable nodes (in the
+    zones ``among``, if given; at most ``away`` of them outside its bound quotas' zones, if given)
+    with node indices that never descend as task indices ascend, around its bound quotas
+    (exhaustive)."""
     spec = {n.name: n for n in c.nodes}
     model = spec[next(iter(g.bound.values()))].model
-    slots = {n: k for n, k in room(c, used, g.gpu).items() if spec[n].model == model}
+    slots = {
+        n: k
+        for n, k in room(c, used, g.gpu).items()
+        if spec[n].model == model and (among is None or spec[n].zone in among)
+    }
     todo = [i for i in range(g.workers) if i not in g.bound][:count]
 
+    home = {spec[n].zone for n in g.bound.values()}
+    left = [len(todo) if away is None else away]  # quotas it may still put outside home
+
     def take(_: int, node: str) -> bool:
-        if slots[node] == 0:
+        outside = spec[node].zone not in home
+        if slots[node] == 0 or (outside and left[0] == 0):
             return False
         slots[node] -= 1
+        left[0] -= outside
         return True
 
     def give(_: int, node: str) -> None:
         slots[node] += 1
+        left[0] += spec[node].zone not in home
 
     bound = {i: spec[n].index for i, n in g.bound.items()}
     nodes = sorted((spec[n].index, n) for n in slots)
@@ -350,9 +370,16 @@ def check_placed(
     assert len(placed) >= g.least, f"{g.name} runs {len(placed)} quotas, below its minMember {g.least}: {nodes}"
     unbound = [i for i in range(g.workers) if i not in g.bound]
     assert new == unbound[: len(new)], f"{g.name} binds {new}, not its first quotas in rank order"
+    indices = [n.index for n in placed]
     if g.strict or not g.bound:
-        indices = [n.index for n in placed]
         assert indices == sorted(indices), f"{g.name} breaks rank order: {indices}"
+    elif indices != sorted(indices):  # a preference, kept whenever it costs nothing: no zone more
+        spans = {n.zone for n in placed}  # and no quota more outside its siblings' zones
+        home = {spec[n].zone for n in g.bound.values()}
+        away = sum(1 for i in new if spec[nodes[i]].zone not in home)
+        assert not fits_in_order(c, g, used, len(new), among=spans, away=away), (
+            f"{g.name} breaks rank order {indices} while its zones {sorted(spans)} allow it"
+        )
     if not (g.strict and g.bound):
         most = most_that_fit(c, g, used)
         assert len(new) == min(len(unbound), most), f"{g.name} binds {len(new)}, {most} fit: {nodes}"
@@ -360,7 +387,9 @@ def check_placed(
         return
     slots = room(c, used, g.gpu)
     if g.bound:
-        if not g.strict:
+        if g.strict:
+            check_fewest_in_order(c, g, placed, len(new), used)
+        else:
             check_near_siblings(c, g, chosen, slots)
         return
     need = len(new)
@@ -381,6 +410,29 @@ def check_placed(
         open_nodes = [n for n in c.nodes if n.zone == z and slots.get(n.name, 0) > 0]
         if len(open_nodes) >= len(here):
             assert len(set(here)) == len(here), f"{g.name} shares a node in {z} while others are free: {nodes}"
+
+
+def fewest_zones_in_order(c: Cluster, g: Gang, used: dict[str, int], count: int) -> int | None:
+    """The fewest zones, its bound quotas' among them, in which the first ``count`` unbound quotas
+    of strict ``g`` fit in rank order around its bound quotas (exhaustive over sets of zones)."""
+    spec = {n.name: n for n in c.nodes}
+    home = {spec[n].zone for n in g.bound.values()}
+    model = next(iter(home))[0]
+    others = sorted({n.zone for n in c.nodes if n.model == model} - home)
+    for k in range(len(others) + 1):
+        for more in itertools.combinations(others, k):
+            if fits_in_order(c, g, used, count, among=home | set(more)):
+                return len(home) + k
+    return None
+
+
+def check_fewest_in_order(c: Cluster, g: Gang, placed: list[NodeSpec], count: int, used: dict[str, int]) -> None:
+    """A strict-order gang partly bound (``placed``: its nodes, bound ones included, in task order;
+    ``count``: its quotas bound now) spans the fewest zones in which rank order around its bound
+    quotas can be kept."""
+    fewest = fewest_zones_in_order(c, g, used, count)
+    zones = {n.zone for n in placed}
+    assert len(zones) == fewest, f"{g.name} spans {len(zones)} zones in rank order, {fewest} would do: {placed}"
 
 
 def check_near_siblings(c: Cluster, g: Gang, chosen: list[NodeSpec], slots: dict[str, int]) -> None:
@@ -420,9 +472,45 @@ def _counterexample() -> Cluster:
     )
 
 
+def _in_order_beyond_best_fit() -> Cluster:
+    """A strict gang of four whole-node workers whose rank 3 is bound on n6 (leaf 3): ranks 0–2
+    must sit on nodes n0–n6. Best fit by room alone would add leaf 4 (n8, n9: after n6); the
+    lowest indices in order take n0, n3, n4 over three leaves; leaf 2 (n3–n5) alone keeps the
+    order beside leaf 3."""
+
+    def node(i: int, leaf: int, busy: int = 0) -> NodeSpec:
+        return NodeSpec(f"n{i}", i, leaf, "A100", True, False, busy)
+
+    nodes = [node(0, 1), node(1, 1, 8), node(2, 1, 8), node(3, 2), node(4, 2), node(5, 2)]
+    nodes += [node(6, 3), node(7, 3), node(8, 4), node(9, 4)]
+    return Cluster(nodes, [Gang("g0", 4, 8, True, bound={3: "n6"})])
+
+
+def _loose_rank_0_bound() -> Cluster:
+    """A gang (no strict order) of three 1-GPU workers whose rank 0 is bound on n4: distinct nodes
+    first would put rank 2 on n3, below rank 0, while n4 takes ranks 1 and 2 in order."""
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0) for i in (3, 4)]
+    return Cluster(nodes, [Gang("g0", 3, 1, False, bound={0: "n4"})])
+
+
+def _order_only_outside_home() -> Cluster:
+    """Rank 1 of four 4-GPU workers is bound on n1 (leaf 1, full now); n0 (leaf 1) has room for
+    two, n7 (leaf 4) for two. Siblings' zone first puts ranks 0 and 3 on n0 and rank 2 on n7;
+    rank order would put ranks 2 and 3 on n7, one quota more outside leaf 1: for a gang that does
+    not ask for strict order, locality wins."""
+
+    def node(i: int, leaf: int, busy: int = 0) -> NodeSpec:
+        return NodeSpec(f"n{i}", i, leaf, "A100", True, False, busy)
+
+    return Cluster([node(0, 1), node(1, 1, 4), node(7, 4)], [Gang("g0", 4, 4, False, bound={1: "n1"})])
+
+
 @PROPERTY
 @given(clusters())
 @example(c=_counterexample())  # a counterexample once found: always tried
+@example(c=_order_only_outside_home())
+@example(c=_in_order_beyond_best_fit())
+@example(c=_loose_rank_0_bound())
 def test_a_gang_that_fits_is_placed_even_after_other_gangs_of_its_shape(c: Cluster) -> None:
     """Liveness: a gang left unplaced must not fit the final (fullest) state of the cycle."""
     run(c, liveness=True)
@@ -478,3 +566,28 @@ def test_gangs_fill_the_fullest_zone_that_holds_them_and_share_nodes_only_when_n
         "q-g2-0": "n1",
         "q-g2-1": "n4",
     }
+
+
+def test_a_strict_gang_that_must_leave_its_zones_takes_the_fewest_that_keep_rank_order() -> None:
+    """Ranks 0–2 of the strict gang go to leaf 2 (n3–n5), beside their bound rank 3 in leaf 3:
+    two zones, not n0, n3, n4 over three."""
+    c = _in_order_beyond_best_fit()
+    result = run(c, liveness=True)
+    where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+    assert where == ["n3", "n4", "n5", "n6"]
+
+
+def test_a_partly_bound_gang_keeps_rank_order_when_its_zones_allow_it() -> None:
+    """Order is a preference for a gang that does not ask for strict order, and one it keeps when
+    its zones allow: ranks 1 and 2 join rank 0 on n4 rather than rank 2 taking n3 below it."""
+    c = _loose_rank_0_bound()
+    result = run(c, liveness=True)
+    where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+    assert where == ["n4", "n4", "n4"]
+
+
+def test_a_partly_bound_gang_keeps_to_its_siblings_zone_before_rank_order() -> None:
+    c = _order_only_outside_home()
+    result = run(c, liveness=True)
+    where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+    assert where == ["n0", "n1", "n7", "n0"]

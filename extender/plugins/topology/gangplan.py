@@ -27,8 +27,10 @@ The rules, in the order the planner applies them:
 4. **Ranks** (:func:`assign_ranks`): slots sorted by node index go to quotas in task-index order,
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
-   inside it. A strict-order gang whose slots cannot keep that order is placed on other nodes of
-   its spec that can (:func:`assign_in_order`), else waits.
+   inside it. When those slots break that order around bound siblings, the gang is placed in
+   order on the other nodes of its chosen zones if they allow it (:func:`assign_in_order`); a
+   strict-order gang whose chosen zones do not takes, beside its siblings' zones, the fewest
+   further zones that do (:func:`fewest_zones_that`), else waits.
 
 A gang the rules allow (capacity, predicates, one GPU spec) is therefore never refused: the plan
 fails only when no spec's zones together hold ``need`` slots.
@@ -37,10 +39,12 @@ fails only when no spec's zones together hold ``need`` slots.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterable, Sequence
+import math
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "SEARCH_LIMIT",
     "Candidate",
     "Range",
     "Slot",
@@ -53,7 +57,9 @@ __all__ = [
     "choose_zones",
     "continuity_block",
     "fewest_to_reach",
+    "fewest_zones_that",
     "order_break",
+    "ordered_in_zones",
     "rank_key",
     "single_zone_key",
     "split_slots",
@@ -137,6 +143,44 @@ def fewest_to_reach(capacities: Iterable[int], need: int) -> int | None:
         if covered >= need:
             return k
     return None
+
+
+SEARCH_LIMIT = 4096
+"""Zone sets :func:`fewest_zones_that` tries at most (and node sets ``mixedplan.packed`` does)."""
+
+
+def fewest_zones_that(
+    zones: Sequence[ZoneOffer],
+    holds: Callable[[Sequence[ZoneOffer]], bool],
+    *,
+    smallest: int = 1,
+    limit: int = SEARCH_LIMIT,
+) -> list[ZoneOffer] | None:
+    """Rule 1 where capacity alone does not decide (a strict-order gang must keep rank order): the
+    smallest set of ``zones`` (of at least ``smallest``) that ``holds`` accepts, and among sets of
+    that size the cheapest by rule 1's costs (one zone: :func:`single_zone_key`; several: the
+    least capacity of untouched zones broken, then the least capacity, fewer nodes, lower first
+    indices). Past ``limit`` sets tried, every zone if ``holds`` accepts them all (the gang runs,
+    in more zones than it might need, rather than wait); None when no set is accepted."""
+    tried = 0
+    for k in range(smallest, len(zones) + 1):
+        if math.comb(len(zones), k) > limit - tried:
+            return list(zones) if holds(zones) else None
+        sets = sorted(itertools.combinations(zones, k), key=_set_cost if k > 1 else _first_zone_key)
+        for zs in sets:
+            tried += 1
+            if holds(zs):
+                return list(zs)
+    return None
+
+
+def _set_cost(zs: Sequence[ZoneOffer]) -> tuple[int, int, int, list[int]]:
+    untouched = sum(z.capacity for z in zs if z.untouched)
+    return (untouched, sum(z.capacity for z in zs), sum(z.size for z in zs), [z.first_index for z in zs])
+
+
+def _first_zone_key(zs: Sequence[ZoneOffer]) -> tuple[int, int, int, int, ZoneId]:
+    return single_zone_key(zs[0]) if zs else (0, 0, 0, 0, ("", ""))
 
 
 Cost = tuple[int, int, int, int]
@@ -335,6 +379,49 @@ def assign_in_order(
         else:
             return None
     return out
+
+
+def ordered_in_zones(
+    candidates: Callable[[ZoneId], Sequence[Candidate]],
+    chosen: Sequence[ZoneId],
+    ranges: Sequence[Range],
+    *,
+    home: Sequence[ZoneId] = (),
+    further: Sequence[ZoneOffer] | None = None,
+    away: int | None = None,
+    pack: bool = False,
+) -> tuple[list[Slot], list[ZoneId]] | None:
+    """Rule 4 when a gang's slots break rank order around its bound siblings (``ranges``, task
+    order): its slots by :func:`assign_in_order` on the ``candidates`` of its ``chosen`` zones if
+    they allow it (rank order then costs no zone more), and the zones used — with ``away`` (a gang
+    that does not ask for strict order: order is a preference, never at a cost), only if they put
+    at most that many quotas outside ``home``, its siblings' zones, which come first (rule 2);
+    else, given ``further`` zones (a strict-order gang: its spec's zones but ``home``), beside
+    ``home`` the fewest of them that allow it, the cheapest such set by rule 1
+    (:func:`fewest_zones_that`); None when none do. ``pack``: as :func:`assign_in_order`."""
+
+    def place(zones: Sequence[ZoneId]) -> tuple[list[Slot], list[ZoneId]] | None:
+        zone_of = {c.name: z for z in zones for c in candidates(z)}
+        placed = assign_in_order([c for z in zones for c in candidates(z)], ranges, pack=pack)
+        return None if placed is None else (placed, sorted({zone_of[s.node] for s in placed}))
+
+    got = place(chosen)
+    if got is not None and away is not None:
+        outside = {c.name for z in chosen if z not in home for c in candidates(z)}
+        return got if sum(1 for s in got[0] if s.node in outside) <= away else None
+    if got is not None or further is None:
+        return got
+
+    def beside(zs: Sequence[ZoneOffer]) -> list[ZoneId]:
+        return [*home, *(z.id for z in zs)]
+
+    # in order needs at least the zones that hold the rest by capacity alone
+    lacking = len(ranges) - sum(c.capacity for z in home for c in candidates(z))
+    smallest = fewest_to_reach((z.capacity for z in further), lacking) if lacking > 0 else 0
+    if smallest is None:
+        return None
+    found = fewest_zones_that(further, lambda zs: place(beside(zs)) is not None, smallest=smallest)
+    return None if found is None else place(beside(found))
 
 
 def _follows(nodes: Sequence[Candidate], left: Sequence[int], at: int, ranges: Sequence[Range]) -> bool:

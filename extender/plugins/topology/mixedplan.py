@@ -17,11 +17,13 @@ The rules:
    dynamic programme over (zones taken, count vector covered) for the fewest zones, with the same
    costs. A zone set holds the gang iff its frontier reaches the counts: never an over-promise,
    never a refusal of a gang that fits.
-2. **Strict rank order** (:func:`choose_zones_ordered`): a strict-order gang needs a placement
-   whose node index never descends as the task index ascends, its bound siblings' included: each
-   quota inside its *fence*, the node-index range its bound siblings leave it (``MixedGang.fences``,
-   the seed's ``[preNode, lastNode]``); zone sets are tried smallest first, cheapest first, and a
-   set holds the gang iff :func:`mixedorder.next_fit` places it so.
+2. **Strict rank order** (:func:`gangplan.fewest_zones_that`): a strict-order gang needs a
+   placement whose node index never descends as the task index ascends, its bound siblings'
+   included: each quota inside its *fence*, the node-index range its bound siblings leave it
+   (``MixedGang.fences``, the seed's ``[preNode, lastNode]``); zone sets are tried smallest first,
+   cheapest first, and a set holds the gang iff :func:`mixedorder.next_fit` places it so. Past
+   :data:`gangplan.SEARCH_LIMIT` sets, every zone is taken if together they hold it so (the gang
+   runs, in more zones than it might need, rather than wait).
 3. **Which nodes** (:func:`preferred`, unless ``pack_workers``): of the chosen zones' nodes, the
    best scored (the QN ``node_order`` stage: binpack, eviction cost …; ties: lower index), one per
    quota while there are enough (distinct nodes), and as few more as hold the gang — in the rank
@@ -48,7 +50,14 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.plugins.topology.gangplan import ZoneId, ZoneOffer, fewest_to_reach, single_zone_key
+from extender.plugins.topology.gangplan import (
+    SEARCH_LIMIT,
+    ZoneId,
+    ZoneOffer,
+    fewest_to_reach,
+    fewest_zones_that,
+    single_zone_key,
+)
 from extender.plugins.topology.mixedorder import (
     Fences,
     Kind,
@@ -67,7 +76,6 @@ __all__ = [
     "MixedGang",
     "MixedNode",
     "choose_zones_mixed",
-    "choose_zones_ordered",
     "frontier_of",
     "next_fit",
     "packed",
@@ -83,9 +91,6 @@ Frontier = tuple[Counts, ...]
 STATE_LIMIT = 4096
 """Count vectors a gang may have (Π (count + 1)) for this exact planning; a gang of more (many
 kinds of many quotas each) is counted as its largest quota instead (sound, may wait longer)."""
-
-SEARCH_LIMIT = 4096
-"""Zone sets :func:`choose_zones_ordered` tries at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,39 +192,6 @@ def choose_zones_mixed(
         return None
     _, (_, chosen) = min(done)
     return [zones[p][0] for p in chosen]
-
-
-def choose_zones_ordered(
-    zones: Sequence[ZoneOffer],
-    nodes_of: Callable[[Sequence[ZoneOffer]], list[MixedNode]],
-    holds: Callable[[list[MixedNode]], bool],
-    *,
-    smallest: int = 1,
-) -> list[ZoneOffer] | None:
-    """Rule 2: the smallest (of at least ``smallest`` zones), then cheapest, set of zones whose
-    nodes ``holds`` accepts; None when none does among the first :data:`SEARCH_LIMIT` sets."""
-    tried = 0
-    for k in range(smallest, len(zones) + 1):
-        if math.comb(len(zones), k) > SEARCH_LIMIT - tried:
-            return None
-        sets = sorted(
-            itertools.combinations(zones, k),
-            key=lambda zs: (
-                (
-                    sum(z.capacity for z in zs if z.untouched),
-                    sum(z.capacity for z in zs),
-                    sum(z.size for z in zs),
-                    [z.first_index for z in zs],
-                )
-                if k > 1
-                else single_zone_key(zs[0])
-            ),
-        )
-        for zs in sets:
-            tried += 1
-            if holds(nodes_of(zs)):
-                return list(zs)
-    return None
 
 
 def preferred(
@@ -404,7 +376,7 @@ def plan_mixed(
             return any_order
         if home and fits_ordered(list(home)):
             return []
-        return choose_zones_ordered(zs, nodes_of, fits_ordered, smallest=max(1, len(any_order)))
+        return fewest_zones_that(zs, lambda chosen: fits_ordered(nodes_of(chosen)), smallest=max(1, len(any_order)))
 
     chosen = choose(offers)
     if chosen is not None and len(chosen) > 1 and by_tier is not None:
@@ -417,4 +389,7 @@ def plan_mixed(
     else:
         nodes = preferred(nodes, kinds, order, fences)
     placed = place(nodes, kinds, order, pack=gang.pack, fences=fences)
-    return None if placed is None else (chosen, placed)
+    if placed is None:
+        return None
+    used = set(placed)  # every zone, past the search limit: only those the gang uses count
+    return [z for z in chosen if any(n.name in used for n in members[z.id])], placed

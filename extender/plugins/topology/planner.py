@@ -4,7 +4,9 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
 * **GPU spec.** A gang plans within one spec: its bound siblings' spec, else the spec its quotas
   ask for, else each spec in turn, keeping the best plan (fewest zones, then rule 1's costs).
 * **Bound siblings** (a drifted or released quota, a node that failed): the rest of the gang goes
-  to the siblings' zones first, and only what they cannot hold to the fewest further zones.
+  to the siblings' zones first, and only what they cannot hold to the fewest further zones; in
+  rank order around the siblings whenever those zones allow it (any gang), and a strict-order gang
+  that those zones cannot keep in order takes the fewest further zones that can.
 * **Gangs whose quotas differ in size** (a launcher or master beside workers): planned exactly
   over their *kinds* (``mixedplan.py``): the fewest zones whose nodes hold every quota on every
   resource, then each quota's node, in rank order whenever those zones allow it (always, for a
@@ -25,6 +27,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from extender.framework.session import Session
 from extender.framework.status import Reason, Status
@@ -39,7 +42,6 @@ from extender.plugins.topology.gangplan import (
     Slot,
     ZoneId,
     ZoneOffer,
-    assign_in_order,
     assign_ranks,
     best_single_zone,
     choose_nodes,
@@ -47,6 +49,7 @@ from extender.plugins.topology.gangplan import (
     choose_zones,
     continuity_block,
     order_break,
+    ordered_in_zones,
     rank_key,
     split_slots,
 )
@@ -174,27 +177,40 @@ class GangPlanner:
             slots = self._slots(job, head, sid, best.zones, len(unbound), home=bound_zones)
         ranges = rank_ranges(quotas, unbound, self.ssn.node)
         placed, zones = assign_ranks(slots, ranges), [z.id for z in best.zones]
-        broken = order_break(placed, ranges) if job.strict_order else None
+        # only bound siblings can break the order assign_ranks gives (it sorts the slots)
+        broken = order_break(placed, ranges) if bound_zones or job.strict_order else None
         if broken is not None:
-            ordered = self._in_order(job, head, sid, zones, ranges)
-            if ordered is None:
+            away = sum(1 for s in placed if self.memo.zone_of.get(s.node) not in bound_zones)
+            ordered = self._in_order(job, head, sid, zones, ranges, home=bound_zones, away=away)
+            if ordered is not None:
+                placed, zones = ordered
+            elif job.strict_order:
                 return out_of_rank_order(unbound, broken)
-            placed, zones = ordered
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
         return GangPlan(nodes, zones, judged)
 
     def _in_order(
-        self, job: JobInfo, head: QuotaInfo, sid: int | None, zones: list[ZoneId], ranges: Sequence[Range]
+        self,
+        job: JobInfo,
+        head: QuotaInfo,
+        sid: int | None,
+        zones: list[ZoneId],
+        ranges: Sequence[Range],
+        *,
+        home: list[ZoneId],
+        away: int,
     ) -> tuple[list[Slot], list[ZoneId]] | None:
-        """A strict-order gang's slots in rank order around its bound siblings, and their zones: in
-        its chosen ``zones`` if they allow it, else anywhere in its spec; None when nowhere does."""
-        spec = zones[0][0] if zones else ""
-        for among in (zones, self.memo.spec_zones.get(spec, [])):
-            cands = [c for z in among for c in self._candidates(job, head, sid, z)]
-            placed = assign_in_order(cands, ranges, pack=self.pack)
-            if placed is not None:
-                return placed, sorted({self.memo.zone_of[s.node] for s in placed})
-        return None
+        """:func:`gangplan.ordered_in_zones` for the gang: a strict-order one may take further zones
+        of its spec beside its siblings' (``home``); any other keeps to its chosen ``zones``, and to
+        ``away`` quotas outside ``home`` (what its plan by room put there)."""
+        spec = (home or zones)[0][0] if home or zones else ""
+        further = None
+        if job.strict_order:
+            further = [self._offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, []) if z not in home]
+        cands = partial(self._candidates, job, head, sid)
+        return ordered_in_zones(
+            cands, zones, ranges, home=home, further=further, away=None if further else away, pack=self.pack
+        )
 
     def _kept_off(self, best: _SpecPlan | None, free: _SpecPlan | None, unbound: Sequence[QuotaInfo]) -> Status | None:
         """``NodeHeldForGang`` when the plan were nothing held (``free``) spans fewer zones than
