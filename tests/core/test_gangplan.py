@@ -14,15 +14,14 @@ from extender.plugins.topology.gangplan import (
     Candidate,
     Slot,
     ZoneOffer,
-    assign_ranks,
     best_single_zone,
     choose_nodes,
     choose_zones,
     continuity_block,
-    ordered_in_zones,
     single_zone_key,
     split_slots,
 )
+from extender.plugins.topology.rankorder import assign_ranks, ordered_in_zones
 from tests.core.props import PROPERTY
 
 

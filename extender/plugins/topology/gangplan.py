@@ -24,11 +24,11 @@ The rules, in the order the planner applies them:
    ``pack=True`` as few nodes as possible, and among those the least capacity taken (best fit;
    ties: fewer of the roomiest nodes) — of all the chosen zones at once beyond the bound
    siblings' (the planner pools them: the fewest nodes of the zones, not of each zone's share).
-4. **Ranks** (:func:`assign_ranks`): slots sorted by node index go to quotas in task-index order,
+4. **Ranks** (``rankorder``): slots sorted by node index go to quotas in task-index order,
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
    inside it. When those slots break that order around bound siblings, the gang is placed in
-   order on the other nodes of its chosen zones if they allow it (:func:`assign_in_order`); a
+   order on the other nodes of its chosen zones if they allow it; a
    strict-order gang whose chosen zones do not takes, beside its siblings' zones, the fewest
    further zones that do (:func:`fewest_zones_that`), else waits.
 
@@ -49,8 +49,6 @@ __all__ = [
     "Range",
     "Slot",
     "ZoneOffer",
-    "assign_in_order",
-    "assign_ranks",
     "best_single_zone",
     "choose_nodes",
     "choose_ranked",
@@ -58,14 +56,14 @@ __all__ = [
     "continuity_block",
     "fewest_to_reach",
     "fewest_zones_that",
-    "order_break",
-    "ordered_in_zones",
     "rank_key",
     "single_zone_key",
+    "slots_in",
     "split_slots",
 ]
 
 ZoneId = tuple[str, str]  # (GPU spec, zone key)
+Range = tuple[int | None, int | None]  # a quota's closed node-index range (None: open)
 
 
 @dataclass(slots=True)  # not frozen: made for every node scored, and frozen ones cost twice as much to make
@@ -219,6 +217,34 @@ def split_slots(zones: Sequence[ZoneOffer], need: int, home: Collection[ZoneId] 
     return out
 
 
+def slots_in(
+    candidates: Callable[[ZoneId], Sequence[Candidate]],
+    chosen: Sequence[ZoneOffer],
+    need: int,
+    *,
+    home: Collection[ZoneId] = (),
+    pack: bool = False,
+) -> list[Slot]:
+    """The gang's ``need`` slots in its ``chosen`` zones (rules 2 and 3; ``home``: its bound
+    siblings' zones; ``candidates``: a zone's candidates, best first). With ``pack`` the zones
+    beyond ``home`` are one pool: the fewest nodes of those zones hold the gang, not the fewest of
+    each zone's share (4 workers over a leaf with three half free nodes and a leaf with one empty
+    node take the empty node and two others, not all four). Every pooled zone still takes some:
+    they are the fewest zones that hold the gang."""
+    shares = split_slots(chosen, need, home)
+    if pack:
+        mine = [(z, m) for z, m in shares if z.id in home]
+        pool = sorted((c for z in chosen if z.id not in home for c in candidates(z.id)), key=rank_key)
+        parts = [(candidates(z.id), m) for z, m in mine] + [(pool, need - sum(m for _, m in mine))]
+    else:
+        parts = [(candidates(z.id), m) for z, m in shares]
+    slots: list[Slot] = []
+    for ranked, m in parts:
+        for cand, count in choose_ranked(ranked, m, pack=pack):
+            slots += [Slot(cand.name, cand.index)] * count
+    return slots
+
+
 def rank_key(c: Candidate) -> tuple[float, int, str]:
     """Rule 3's order of a zone's nodes: best QN score first, ties lower index, then name."""
     return (-c.score, c.index, c.name)
@@ -312,129 +338,6 @@ def _fewest_best_fit(by_score: Sequence[Candidate], need: int) -> dict[str, int]
             counts[c.name] = min(cap, left)
             left -= counts[c.name]
     return counts
-
-
-def assign_ranks(
-    slots: Sequence[Slot],
-    ranges: Sequence[tuple[int | None, int | None]],
-) -> list[Slot]:
-    """The slot of each quota, given in task-index order with the closed node-index range its bound
-    siblings leave it (``None``: open); rule 4. ``len(slots) == len(ranges)``."""
-    ordered = sorted(slots, key=lambda s: (s.index, s.node))
-    if all(lo is None and hi is None for lo, hi in ranges):
-        return ordered
-    free = list(ordered)
-    out: list[Slot] = []
-    for lo, hi in ranges:
-        pick = 0
-        for i, s in enumerate(free):
-            if (lo is None or s.index >= lo) and (hi is None or s.index <= hi):
-                pick = i
-                break
-        out.append(free.pop(pick))
-    return out
-
-
-Range = tuple[int | None, int | None]  # a quota's closed node-index range (None: open)
-
-
-def order_break(placed: Sequence[Slot], ranges: Sequence[Range]) -> tuple[int, str] | None:
-    """The first quota of ``placed`` (task order) outside its range or below the quota before it:
-    its position and how (``"0 < 3"``: node index 0 where 3 at least was due); None: none is."""
-    last = -1
-    for at, (s, (lo, hi)) in enumerate(zip(placed, ranges, strict=True)):
-        low = max(last, -1 if lo is None else lo)
-        if s.index < low:
-            return at, f"{s.index} < {low}"
-        if hi is not None and s.index > hi:
-            return at, f"{s.index} > {hi}"
-        last = s.index
-    return None
-
-
-def assign_in_order(
-    candidates: Sequence[Candidate], ranges: Sequence[Range], *, pack: bool = False
-) -> list[Slot] | None:
-    """Rule 4 for a strict-order gang whose bound siblings fence its ranks (``ranges``, task
-    order): each quota on the lowest-index node after the previous quota's, inside its range, from
-    which the rest can still follow in order; else beside the previous quota (distinct nodes
-    while the candidates allow). With ``pack`` (rule 3's ``pack_workers``) beside the previous
-    quota first, then the lowest-index node after it. None when no placement in rank order exists."""
-    nodes = sorted(candidates, key=lambda c: (c.index, c.name))
-    left = [c.capacity for c in nodes]
-    out: list[Slot] = []
-    at = -1  # position of the previous quota's node
-    for i, (lo, hi) in enumerate(ranges):
-        after, beside = range(at + 1, len(nodes)), [at] if at >= 0 else []
-        for pos in [*beside, *after] if pack else [*after, *beside]:
-            index = nodes[pos].index
-            if left[pos] == 0 or (lo is not None and index < lo) or (hi is not None and index > hi):
-                continue
-            left[pos] -= 1
-            if _follows(nodes, left, pos, ranges[i + 1 :]):
-                out.append(Slot(nodes[pos].name, index))
-                at = pos
-                break
-            left[pos] += 1
-        else:
-            return None
-    return out
-
-
-def ordered_in_zones(
-    candidates: Callable[[ZoneId], Sequence[Candidate]],
-    chosen: Sequence[ZoneId],
-    ranges: Sequence[Range],
-    *,
-    home: Sequence[ZoneId] = (),
-    further: Sequence[ZoneOffer] | None = None,
-    away: int | None = None,
-    pack: bool = False,
-) -> tuple[list[Slot], list[ZoneId]] | None:
-    """Rule 4 when a gang's slots break rank order around its bound siblings (``ranges``, task
-    order): its slots by :func:`assign_in_order` on the ``candidates`` of its ``chosen`` zones if
-    they allow it (rank order then costs no zone more), and the zones used — with ``away`` (a gang
-    that does not ask for strict order: order is a preference, never at a cost), only if they put
-    at most that many quotas outside ``home``, its siblings' zones, which come first (rule 2);
-    else, given ``further`` zones (a strict-order gang: its spec's zones but ``home``), beside
-    ``home`` the fewest of them that allow it, the cheapest such set by rule 1
-    (:func:`fewest_zones_that`); None when none do. ``pack``: as :func:`assign_in_order`."""
-
-    def place(zones: Sequence[ZoneId]) -> tuple[list[Slot], list[ZoneId]] | None:
-        zone_of = {c.name: z for z in zones for c in candidates(z)}
-        placed = assign_in_order([c for z in zones for c in candidates(z)], ranges, pack=pack)
-        return None if placed is None else (placed, sorted({zone_of[s.node] for s in placed}))
-
-    got = place(chosen)
-    if got is not None and away is not None:
-        outside = {c.name for z in chosen if z not in home for c in candidates(z)}
-        return got if sum(1 for s in got[0] if s.node in outside) <= away else None
-    if got is not None or further is None:
-        return got
-
-    def beside(zs: Sequence[ZoneOffer]) -> list[ZoneId]:
-        return [*home, *(z.id for z in zs)]
-
-    # in order needs at least the zones that hold the rest by capacity alone
-    lacking = len(ranges) - sum(c.capacity for z in home for c in candidates(z))
-    smallest = fewest_to_reach((z.capacity for z in further), lacking) if lacking > 0 else 0
-    if smallest is None:
-        return None
-    found = fewest_zones_that(further, lambda zs: place(beside(zs)) is not None, smallest=smallest)
-    return None if found is None else place(beside(found))
-
-
-def _follows(nodes: Sequence[Candidate], left: Sequence[int], at: int, ranges: Sequence[Range]) -> bool:
-    """Whether quotas of ``ranges`` fit in order on ``nodes`` (room ``left``) from position ``at``
-    on. Exact: each on the lowest node it may take leaves the most room to the rest."""
-    room = list(left)
-    for lo, hi in ranges:
-        while at < len(nodes) and (room[at] == 0 or (lo is not None and nodes[at].index < lo)):
-            at += 1
-        if at == len(nodes) or (hi is not None and nodes[at].index > hi):
-            return False
-        room[at] -= 1
-    return True
 
 
 def continuity_block(candidates: Sequence[Candidate], indices: Sequence[int], need: int) -> list[Candidate] | None:

@@ -42,19 +42,15 @@ from extender.plugins.topology.gangplan import (
     Slot,
     ZoneId,
     ZoneOffer,
-    assign_ranks,
     best_single_zone,
     choose_nodes,
-    choose_ranked,
     choose_zones,
     continuity_block,
-    order_break,
-    ordered_in_zones,
-    rank_key,
-    split_slots,
+    slots_in,
 )
 from extender.plugins.topology.holds import HoldBook
 from extender.plugins.topology.mixedplan import STATE_LIMIT, MixedGang, MixedNode, plan_mixed, states
+from extender.plugins.topology.rankorder import assign_ranks, order_break, ordered_in_zones
 from extender.plugins.topology.refusals import (
     describe_gang,
     fits_only_above,
@@ -174,7 +170,8 @@ class GangPlanner:
             return self._above_limit(job, head, sid, best, unbound)
         slots = best.slots
         if slots is None:
-            slots = self._slots(job, head, sid, best.zones, len(unbound), home=bound_zones)
+            cands = partial(self._candidates, job, head, sid)
+            slots = slots_in(cands, best.zones, len(unbound), home=bound_zones, pack=self.pack)
         ranges = rank_ranges(quotas, unbound, self.ssn.node)
         placed, zones = assign_ranks(slots, ranges), [z.id for z in best.zones]
         # only bound siblings can break the order assign_ranks gives (it sorts the slots)
@@ -200,7 +197,7 @@ class GangPlanner:
         home: list[ZoneId],
         away: int,
     ) -> tuple[list[Slot], list[ZoneId]] | None:
-        """:func:`gangplan.ordered_in_zones` for the gang: a strict-order one may take further zones
+        """:func:`rankorder.ordered_in_zones` for the gang: a strict-order one may take further zones
         of its spec beside its siblings' (``home``); any other keeps to its chosen ``zones``, and to
         ``away`` quotas outside ``home`` (what its plan by room put there)."""
         spec = (home or zones)[0][0] if home or zones else ""
@@ -406,51 +403,6 @@ class GangPlanner:
                 return None
             chosen = picked
         return _SpecPlan(plan_key(chosen, spec, self.memo.span([z.id for z in chosen])), chosen, None)
-
-    def _slots(
-        self,
-        job: JobInfo,
-        head: QuotaInfo,
-        sid: int | None,
-        chosen: Sequence[ZoneOffer],
-        need: int,
-        *,
-        home: Collection[ZoneId],
-    ) -> list[Slot]:
-        """The gang's slots in its chosen zones (rules 2 and 3; ``home``: its bound siblings' zones).
-        With ``pack`` the zones beyond ``home`` are one pool: the fewest nodes of the chosen zones
-        hold the gang, not the fewest of each zone's share (4 workers over a leaf with three half
-        free nodes and a leaf with one empty node take the empty node and two others, not all four).
-        Every pooled zone still takes some: they are the fewest zones that hold the gang."""
-        if self.pack:
-            return self._packed_slots(job, head, sid, chosen, need, home=home)
-        slots: list[Slot] = []
-        for zone, m in split_slots(chosen, need, home):
-            for cand, count in choose_ranked(self._candidates(job, head, sid, zone.id), m):
-                slots += [Slot(cand.name, cand.index)] * count
-        return slots
-
-    def _packed_slots(
-        self,
-        job: JobInfo,
-        head: QuotaInfo,
-        sid: int | None,
-        chosen: Sequence[ZoneOffer],
-        need: int,
-        *,
-        home: Collection[ZoneId],
-    ) -> list[Slot]:
-        """:meth:`_slots` with ``pack``: the siblings' zones packed each as rule 2 fills them, the
-        other chosen zones as one pool."""
-        mine = [(z, m) for z, m in split_slots(chosen, need, home) if z.id in home]
-        parts = [(self._candidates(job, head, sid, z.id), m) for z, m in mine]
-        pool = [c for z in chosen if z.id not in home for c in self._candidates(job, head, sid, z.id)]
-        parts.append((sorted(pool, key=rank_key), need - sum(m for _, m in mine)))
-        slots: list[Slot] = []
-        for ranked, m in parts:
-            for cand, count in choose_ranked(ranked, m, pack=True):
-                slots += [Slot(cand.name, cand.index)] * count
-        return slots
 
     def _plan_domain(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, *, need: int) -> _SpecPlan | None:
         """Tier 0: the NVLink domain with the least room that holds the whole gang (no RDMA hop at all)."""

@@ -57,7 +57,7 @@ def fits_only_above(what: str, need: int, *, span: int, levels: int, limit: int,
 
 def out_of_rank_order(unbound: Sequence[QuotaInfo], broken: tuple[int, str]) -> Status:
     """A strict-order gang that fits, but in no rank order (around its bound quotas): ``broken``
-    is ``gangplan.order_break``'s answer for its unbound quotas' best placement out of order."""
+    is ``rankorder.order_break``'s answer for its unbound quotas' best placement out of order."""
     at, how = broken
     return Status.unschedulable(Reason.TOPOLOGY_ORDER, f"task {unbound[at].rank} would land on node index {how}")
 

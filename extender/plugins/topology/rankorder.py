@@ -1,0 +1,141 @@
+"""Rank order (rule 4 of ``gangplan``): which slot each quota of a gang takes, so that task *i*
+sits on a node index ≥ that of task *i−1* (the seed's closed range ``[preNode, lastNode]``), and
+how a gang whose plan breaks that order around its bound siblings is placed in order instead.
+Pure functions: no session, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from extender.plugins.topology.gangplan import (
+    Candidate,
+    Range,
+    Slot,
+    ZoneId,
+    ZoneOffer,
+    fewest_to_reach,
+    fewest_zones_that,
+)
+
+__all__ = ["assign_in_order", "assign_ranks", "order_break", "ordered_in_zones"]
+
+
+def assign_ranks(
+    slots: Sequence[Slot],
+    ranges: Sequence[tuple[int | None, int | None]],
+) -> list[Slot]:
+    """The slot of each quota, given in task-index order with the closed node-index range its bound
+    siblings leave it (``None``: open); rule 4. ``len(slots) == len(ranges)``."""
+    ordered = sorted(slots, key=lambda s: (s.index, s.node))
+    if all(lo is None and hi is None for lo, hi in ranges):
+        return ordered
+    free = list(ordered)
+    out: list[Slot] = []
+    for lo, hi in ranges:
+        pick = 0
+        for i, s in enumerate(free):
+            if (lo is None or s.index >= lo) and (hi is None or s.index <= hi):
+                pick = i
+                break
+        out.append(free.pop(pick))
+    return out
+
+
+def order_break(placed: Sequence[Slot], ranges: Sequence[Range]) -> tuple[int, str] | None:
+    """The first quota of ``placed`` (task order) outside its range or below the quota before it:
+    its position and how (``"0 < 3"``: node index 0 where 3 at least was due); None: none is."""
+    last = -1
+    for at, (s, (lo, hi)) in enumerate(zip(placed, ranges, strict=True)):
+        low = max(last, -1 if lo is None else lo)
+        if s.index < low:
+            return at, f"{s.index} < {low}"
+        if hi is not None and s.index > hi:
+            return at, f"{s.index} > {hi}"
+        last = s.index
+    return None
+
+
+def assign_in_order(
+    candidates: Sequence[Candidate], ranges: Sequence[Range], *, pack: bool = False
+) -> list[Slot] | None:
+    """Rule 4 for a strict-order gang whose bound siblings fence its ranks (``ranges``, task
+    order): each quota on the lowest-index node after the previous quota's, inside its range, from
+    which the rest can still follow in order; else beside the previous quota (distinct nodes
+    while the candidates allow). With ``pack`` (rule 3's ``pack_workers``) beside the previous
+    quota first, then the lowest-index node after it. None when no placement in rank order exists."""
+    nodes = sorted(candidates, key=lambda c: (c.index, c.name))
+    left = [c.capacity for c in nodes]
+    out: list[Slot] = []
+    at = -1  # position of the previous quota's node
+    for i, (lo, hi) in enumerate(ranges):
+        after, beside = range(at + 1, len(nodes)), [at] if at >= 0 else []
+        for pos in [*beside, *after] if pack else [*after, *beside]:
+            index = nodes[pos].index
+            if left[pos] == 0 or (lo is not None and index < lo) or (hi is not None and index > hi):
+                continue
+            left[pos] -= 1
+            if _follows(nodes, left, pos, ranges[i + 1 :]):
+                out.append(Slot(nodes[pos].name, index))
+                at = pos
+                break
+            left[pos] += 1
+        else:
+            return None
+    return out
+
+
+def ordered_in_zones(
+    candidates: Callable[[ZoneId], Sequence[Candidate]],
+    chosen: Sequence[ZoneId],
+    ranges: Sequence[Range],
+    *,
+    home: Sequence[ZoneId] = (),
+    further: Sequence[ZoneOffer] | None = None,
+    away: int | None = None,
+    pack: bool = False,
+) -> tuple[list[Slot], list[ZoneId]] | None:
+    """Rule 4 when a gang's slots break rank order around its bound siblings (``ranges``, task
+    order): its slots by :func:`assign_in_order` on the ``candidates`` of its ``chosen`` zones if
+    they allow it (rank order then costs no zone more), and the zones used — with ``away`` (a gang
+    that does not ask for strict order: order is a preference, never at a cost), only if they put
+    at most that many quotas outside ``home``, its siblings' zones, which come first (rule 2);
+    else, given ``further`` zones (a strict-order gang: its spec's zones but ``home``), beside
+    ``home`` the fewest of them that allow it, the cheapest such set by rule 1
+    (:func:`fewest_zones_that`); None when none do. ``pack``: as :func:`assign_in_order`."""
+
+    def place(zones: Sequence[ZoneId]) -> tuple[list[Slot], list[ZoneId]] | None:
+        zone_of = {c.name: z for z in zones for c in candidates(z)}
+        placed = assign_in_order([c for z in zones for c in candidates(z)], ranges, pack=pack)
+        return None if placed is None else (placed, sorted({zone_of[s.node] for s in placed}))
+
+    got = place(chosen)
+    if got is not None and away is not None:
+        outside = {c.name for z in chosen if z not in home for c in candidates(z)}
+        return got if sum(1 for s in got[0] if s.node in outside) <= away else None
+    if got is not None or further is None:
+        return got
+
+    def beside(zs: Sequence[ZoneOffer]) -> list[ZoneId]:
+        return [*home, *(z.id for z in zs)]
+
+    # in order needs at least the zones that hold the rest by capacity alone
+    lacking = len(ranges) - sum(c.capacity for z in home for c in candidates(z))
+    smallest = fewest_to_reach((z.capacity for z in further), lacking) if lacking > 0 else 0
+    if smallest is None:
+        return None
+    found = fewest_zones_that(further, lambda zs: place(beside(zs)) is not None, smallest=smallest)
+    return None if found is None else place(beside(found))
+
+
+def _follows(nodes: Sequence[Candidate], left: Sequence[int], at: int, ranges: Sequence[Range]) -> bool:
+    """Whether quotas of ``ranges`` fit in order on ``nodes`` (room ``left``) from position ``at``
+    on. Exact: each on the lowest node it may take leaves the most room to the rest."""
+    room = list(left)
+    for lo, hi in ranges:
+        while at < len(nodes) and (room[at] == 0 or (lo is not None and nodes[at].index < lo)):
+            at += 1
+        if at == len(nodes) or (hi is not None and nodes[at].index > hi):
+            return False
+        room[at] -= 1
+    return True
