@@ -27,13 +27,13 @@ Obj = dict[str, Any]
 HELD = ["n0", "n1", "n2", "n3"]
 
 
-def _policy() -> Policy:
+def hold_policy() -> Policy:
     doc = yaml.safe_load(default_policy_text())
     doc["plugins"]["topology"].update(reserve_after_cycles=2)
     return load_policy_text(yaml.safe_dump(doc))
 
 
-def _objects() -> list[Obj]:
+def hold_objects() -> list[Obj]:
     objs: list[Obj] = [b.queue("research")]
     for i in range(6):
         n = f"n{i}"
@@ -52,9 +52,9 @@ def _recorded_hold(cl: LocalCluster) -> Obj | None:
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "status-lost"])
 async def test_a_new_leader_continues_the_hold_its_predecessor_recorded(recorded: bool) -> None:
-    policy = _policy()
+    policy = hold_policy()
     async with LocalCluster(policy=policy) as cl:
-        cl.apply(_objects())
+        cl.apply(hold_objects())
         await cl.cycles(3)  # the gang's plan failed twice: the third cycle holds
         hold = _recorded_hold(cl)
         assert hold is not None and hold["nodes"] == HELD and hold["since"]
@@ -97,7 +97,7 @@ def _quota_hold(cl: LocalCluster, name: str = "q-big") -> Obj | None:
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "status-lost"])
 async def test_a_new_leader_continues_the_hold_of_a_job_of_one_pod(recorded: bool) -> None:
-    async with LocalCluster(policy=_policy()) as cl:
+    async with LocalCluster(policy=hold_policy()) as cl:
         cl.apply(_lone_objects())
         await cl.cycles(3)
         hold = _quota_hold(cl)
@@ -123,7 +123,7 @@ async def test_a_new_leader_continues_the_hold_of_a_job_of_one_pod(recorded: boo
 async def test_the_record_goes_when_the_hold_ends(end: str) -> None:
     """No stale record is left for a next leader to honour: the hold ends when big is placed
     (the job on n0 ends and its quota goes) or when big's pod is deleted."""
-    async with LocalCluster(policy=_policy()) as cl:
+    async with LocalCluster(policy=hold_policy()) as cl:
         cl.apply(_lone_objects())
         await cl.cycles(3)
         assert _quota_hold(cl) is not None
