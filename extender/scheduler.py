@@ -20,8 +20,7 @@ from extender.framework.policy import Policy
 from extender.framework.session import JobVerdict, Session, Snapshot
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
-from extender.plugins.gang import quotas_bound
-from extender.plugins.topology import holds
+from extender.plugins.topology import holds, keeper
 from extender.plugins.topology.holds import Hold
 
 __all__ = ["CycleResult", "Scheduler", "SchedulerMemory"]
@@ -136,9 +135,6 @@ class Scheduler:
 
 
 def _still_waiting(ssn: Session, job_key: str) -> bool:
-    """A hold lasts while its job exists, has a quota left to bind and lacks members to run (once
-    ``minMember`` of them run, the rest is room it would use, not a gang waiting)."""
+    """A hold lasts while its job exists and waits (:func:`extender.plugins.topology.keeper.waiting`)."""
     job = ssn.job(job_key)
-    if job is None:
-        return False
-    return any(not q.node_name for q in ssn.job_quotas(job)) and quotas_bound(ssn, job) < job.min_member
+    return job is not None and keeper.waiting(ssn, job)

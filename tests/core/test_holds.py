@@ -463,3 +463,27 @@ def test_a_lower_max_holds_keeps_the_holds_first_in_hold_order() -> None:
     c.scheduler.swap_policy(policy_with_topology({"reserve_after_cycles": 1, "max_holds": 1}))
     c.cycle()
     assert set(c.holds()) == {"default/big2"}
+
+
+def test_a_gang_placed_in_the_cycle_leaves_its_place_to_the_next_in_that_cycle() -> None:
+    """Leaves s1 = n0–n3 and s2 = n4–n7; n0 runs an 8-GPU job, n4–n7 a 4-GPU job each. ``big``
+    holds s1 (the one hold); ``other`` (4 whole nodes, 0 room now) waits behind it. When n0 frees,
+    ``big`` is placed — its hold ends there — and ``other``, planned next in the same cycle, holds
+    s2 at once: the one-pod job ``solo`` (4 GPUs) that comes in that cycle is kept off it, instead
+    of taking room ``other`` waits for while a hold that has ended still counted."""
+    leaves = {f"n{i}": "s1" if i < 4 else "s2" for i in range(8)}
+    c = Cluster(leaves, {"n0": 8, "n4": 4, "n5": 4, "n6": 4, "n7": 4}, reserve_after_cycles=1, max_holds=1)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    _submit_gang(c, "other")
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    c.finish("n0")
+    c.submit_single("solo", gpu=4)
+    result = c.cycle()
+    assert sorted(c.node_of(f"q-big-{i}") for i in range(4)) == ["n0", "n1", "n2", "n3"]
+    assert c.holds() == {"default/other": ("n4", "n5", "n6", "n7")}
+    assert c.node_of("q-solo") == ""
+    assert "held for gang default/other" in result.verdicts["default/solo"].status.message()

@@ -45,10 +45,10 @@ from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
 from extender.model.selectors import map_key
 from extender.model.task import TaskInfo
-from extender.plugins.gang import quotas_bound
 from extender.plugins.topology import holds
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
 from extender.plugins.topology.gangplan import ZoneId
+from extender.plugins.topology.keeper import HoldKeeper, waiting
 from extender.plugins.topology.planner import GangPlan, GangPlanner
 
 NAME: Final = "topology"
@@ -90,13 +90,8 @@ class _Topology:
         self._judging_spot: set[str] = set()  # spot pods whose zone room is being counted
         # (spot pod kind, pods) → the zone the first such spot pod may start in
         self._spot_targets: dict[tuple[SpotKind, int], ZoneId | None] = {}
-        self._ranks: dict[str, holds.Rank] = {}
-        # the refusal naming a gang's held nodes, and the refusal without them (job → both)
-        self._held_refusals: dict[str, tuple[Status, Status]] = {}
-        limit = args.max_holds if args.reserve_after_cycles > 0 else 0  # 0: holds are off, old ones end
-        self.holds = holds.HoldBook(ssn.snap.holds, ssn.now, args.hold_seconds, limit, self.rank)
-        ssn.notes[holds.NOTE] = self.holds.current()  # expired holds end with this session
-        ssn.notes[holds.EXPIRED_NOTE] = self.holds.expired  # and those displaced in it
+        self.keeper = HoldKeeper(ssn, args.reserve_after_cycles, args.max_holds, args.hold_seconds, self.plans)
+        self.holds = self.keeper.book
 
     # --- lazily built session state ----------------------------------------------------------
     @property
@@ -118,13 +113,6 @@ class _Topology:
                 holds=self.holds,
             )
         return self._planner
-
-    def rank(self, job_key: str) -> holds.Rank:
-        """The job's place in the hold order (:func:`holds.rank`), worked out once a session."""
-        r = self._ranks.get(job_key)
-        if r is None:
-            r = self._ranks[job_key] = holds.rank(self.ssn.job(job_key), self.ssn.snap.jobqueues.values())
-        return r
 
     def affinity(self, key: str) -> Counter[ZoneId]:
         """Quotas per zone of the jobs sharing ``key`` (built on first use)."""
@@ -160,75 +148,17 @@ class _Topology:
         return [first, *others()]
 
     def _plan(self, job: JobInfo) -> GangPlan | Status:
+        self.keeper.settle()
         quotas = self.ssn.job_quotas(job)
         if not any(not q.node_name for q in quotas):
             return GangPlan({}, [])
         plan = self.planner.plan(job, quotas)
-        if isinstance(plan, Status) and quotas_bound(self.ssn, job) < job.min_member:
+        if isinstance(plan, Status) and waiting(self.ssn, job):
             # a gang short of minMember waits (and may earn a hold); one that runs only lacks room
             # for more members, which no hold is for
             self.ssn.notes.setdefault(holds.FAILED_NOTE, set()).add(job.key)
-            plan = self._maybe_hold(job, quotas, plan)
+            plan = self.keeper.refuse(job, quotas, plan, self.memo, self.planner)
         return plan
-
-    def _maybe_hold(self, job: JobInfo, quotas: list[QuotaInfo], failure: Status) -> Status:
-        """A gang that has waited long enough holds the nodes that would fit it soonest."""
-        book = self.holds
-        held = book.of(job.key)
-        if held is None:
-            held = self._take_hold(job, quotas, failure)
-        else:
-            moved = holds.better_hold(self.memo, self.planner, job, quotas, held)
-            if moved is not None:
-                book.move(job.key, moved)
-                self.ssn.notes[holds.NOTE] = book.current()
-                held = moved
-        if not held:
-            return failure
-        detail = "; ".join(f.detail for f in failure.failures if f.detail)
-        refusal = Status.unschedulable(
-            failure.reason or Reason.NO_ZONE_FITS,
-            f"{detail}; {Reason.HOLDING_NODES.value} {holds.describe_nodes(held)} for {job.key}",
-        )
-        self._held_refusals[job.key] = (refusal, failure)
-        return refusal
-
-    def _take_hold(self, job: JobInfo, quotas: list[QuotaInfo], failure: Status) -> tuple[str, ...]:
-        """The nodes a gang without a hold starts holding (empty: none): once it has waited
-        ``reserve_after_cycles``, in a free place or in that of a hold after it in hold order."""
-        args, book = self.args, self.holds
-        # a gang kept off nodes held for another waits for that one: it holds nothing itself
-        if (
-            args.reserve_after_cycles <= 0
-            or failure.reason is Reason.NODE_HELD_FOR_GANG
-            or job.key in book.expired
-            or self.ssn.snap.gang_waits.get(job.key, 0) < args.reserve_after_cycles
-        ):
-            return ()
-        victim = book.displaced_by(job.key) if book.count() >= args.max_holds else ""
-        if victim is None:
-            return ()
-        held = holds.choose_hold(self.memo, self.planner, job, quotas, ignoring=victim)
-        if held:
-            if victim:
-                book.end(victim, displaced=True)
-                self._unheld(victim)
-            book.add(job.key, held)
-            self.ssn.notes[holds.NOTE] = book.current()
-        return held
-
-    def _unheld(self, job_key: str) -> None:
-        """The job's hold ended in this session: if it was refused already, the refusal (its plan,
-        its verdict) no longer names the nodes it held."""
-        refusals = self._held_refusals.pop(job_key, None)
-        if refusals is None:
-            return
-        refusal, failure = refusals
-        if self.plans.get(job_key) is refusal:
-            self.plans[job_key] = failure
-        verdict = self.ssn.verdicts.get(job_key)
-        if verdict is not None and verdict.status is refusal:
-            self.ssn.verdict(job_key, verdict.stage, failure, per_node=verdict.per_node, quota=verdict.quota)
 
     def quota_allocate(self, job: JobInfo) -> Status:
         if not job.topology:
@@ -299,6 +229,7 @@ class _Topology:
         job = _job_of_quota(self.ssn, quota)  # None: not claimed yet (a pod the extender places inline)
         if job is not None and job.topology:
             return SKIP
+        self.keeper.settle()
         holder = self.holds.holder(node.name)
         if holder and (job is None or holder != job.key):
             return Status.unschedulable(Reason.NODE_HELD_FOR_GANG, f"held for gang {holder}")
@@ -389,6 +320,8 @@ class _Topology:
                 self.plans.pop(task.job, None)
                 self._claim_moved(task.job, ev.quota)
             return
+        if kind is EventKind.BIND_QUOTA and self.holds.any():
+            self.keeper.bound(self.ssn.quota(ev.quota))
         if self._memo is None:
             return
         self._memo.on_ledger_change(ev.node)

@@ -27,20 +27,21 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
 * While a hold lasts, no other job's quota is bound to a held node (jobs that fit elsewhere still
   run, as long as they need no more zones there than they would without the hold: else they wait);
   the holder may use them like any node.
-* A hold ends when the gang is placed (no unbound quota left), when its job is deleted, or
-  ``hold_seconds`` after it began; and at once when the policy turns holds off
+* A hold ends when the gang is placed (no unbound quota left, or ``minMember`` of them bound) —
+  at once, in the cycle that places it: the next gang planned in that cycle may take its place —,
+  when its job is deleted, or ``hold_seconds`` after it began; and at once when the policy turns holds off
   (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower ``max_holds`` ends those last in hold
   order). A hold that ended so, expired or was displaced is not taken again at once: the gang's
   count of failed cycles starts over (so others may use the nodes for ``reserve_after_cycles``
   cycles).
 
-Holds live between cycles in the scheduler's memory; a session sees them in ``Snapshot.holds``
-and reports the set it leaves under :data:`NOTE`. The binder records each in its PodGroup's
-``status.hold`` (``extender/binder/status.py``): a replica that starts leading continues the holds
-recorded there (:meth:`extender.scheduler.Scheduler.take_over`), and the replicas that do not
-lead keep inline binds off them too (``extender/state.py``). A job without a PodGroup (one
-pod) has its hold recorded in the ``status.hold`` of the quota its pod claims
-(``extender/binder/reconcile.py``).
+Holds live between cycles in the scheduler's memory; a session sees them in ``Snapshot.holds``,
+keeps them as the rules above say (``keeper.py``) and reports the set it leaves under
+:data:`NOTE`. The binder records each in its PodGroup's ``status.hold``
+(``extender/binder/status.py``): a replica that starts leading continues the holds recorded there
+(:meth:`extender.scheduler.Scheduler.take_over`), and the replicas that do not lead keep inline
+binds off them too (``extender/state.py``). A job without a PodGroup (one pod) has its hold
+recorded in the ``status.hold`` of the quota its pod claims (``extender/binder/reconcile.py``).
 """
 
 from __future__ import annotations
