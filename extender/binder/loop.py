@@ -212,6 +212,8 @@ class BinderLoop:
             # a burst's writes make as many objects again (every quota's new document): still no
             # collection until they are done, then they are frozen as the cycle's were
             failed_quotas = await self._write_quota_statuses(plan.quotas, self.cache.clock(), report)
+            if failed_quotas:  # a gang placed with one of them is not placed: it keeps its hold
+                self.scheduler.writes_failed(failed_quotas)
             self._count_placements(result)
             pods = [p for p in plan.pods if not self._depends_on(p, failed_quotas)]
             await self._write_pods(pods, report)

@@ -137,3 +137,33 @@ async def test_the_record_goes_when_the_hold_ends(end: str) -> None:
         assert "default/big" not in cl.rt.loop.scheduler.memory.holds
         if end == "placed":
             assert cl.quota_nodes()["q-big"] == "n0"
+
+
+async def test_a_gang_whose_binds_fail_to_be_written_keeps_its_hold_and_its_wait() -> None:
+    """``big`` holds n0–n3; the job on n0 ends, and the cycle places ``big`` there — but the API
+    refuses every quota status write of that cycle (500). ``big`` is not placed: it must keep its
+    hold (its nodes, its start, its record in ``status.hold``, which the other replicas honour)
+    and its count of failed cycles, not wait ``reserve_after_cycles`` anew with its nodes open to
+    anyone. With the API well again, the next cycle places it and the hold ends."""
+    async with LocalCluster(policy=hold_policy()) as cl:
+        cl.apply(hold_objects())
+        await cl.cycles(3)
+        assert cl.rt.loop is not None
+        memory = cl.rt.loop.scheduler.memory
+        hold, waited = memory.holds["default/big"], memory.gang_waits["default/big"]
+        record = _recorded_hold(cl)
+        cl.emulator.delete("v1", "pods", "fill-n0", namespace="default")
+        cl.emulator.delete(wellknown.API_VERSION, wellknown.QUOTAS, "q-fill-n0")
+        fault = cl.emulator.faults.add("update", "quotas/status", code=500)
+        report = await cl.cycle()
+        assert any("q-big-" in f for f in report.failed)
+        assert [cl.quota_nodes()[f"q-big-{i}"] for i in range(4)] == ["", "", "", ""]
+        memory = cl.rt.loop.scheduler.memory
+        assert memory.holds.get("default/big") == hold
+        assert memory.gang_waits.get("default/big", 0) >= waited
+        assert _recorded_hold(cl) == record
+        cl.emulator.faults.remove(fault)
+        await cl.cycle()
+        assert sorted(cl.quota_nodes()[f"q-big-{i}"] for i in range(4)) == HELD
+        assert "default/big" not in cl.rt.loop.scheduler.memory.holds
+        assert _recorded_hold(cl) is None

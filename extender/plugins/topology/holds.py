@@ -29,11 +29,16 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   the holder may use them like any node.
 * A hold ends when the gang is placed (no unbound quota left, or ``minMember`` of them bound) —
   at once, in the cycle that places it: the next gang planned in that cycle may take its place —,
-  when its job is deleted, or ``hold_seconds`` after it began; and at once when the policy turns holds off
-  (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower ``max_holds`` ends those last in hold
-  order). A hold that ended so, expired or was displaced is not taken again at once: the gang's
-  count of failed cycles starts over (so others may use the nodes for ``reserve_after_cycles``
-  cycles).
+  when its job is deleted, or ``hold_seconds`` after it began; and at once when the policy turns
+  holds off (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower ``max_holds`` ends those
+  last in hold order). A hold that ended so, expired or was displaced is not taken again at once:
+  the gang's count of failed cycles starts over (so others may use the nodes for
+  ``reserve_after_cycles`` cycles).
+* A gang is placed once the binder has written its binds: when a write fails, the gang keeps the
+  hold and the count its placement ended (:meth:`extender.scheduler.Scheduler.writes_failed`). A
+  cycle in which its plan found room but the binds were not committed (a later check refused
+  them) neither counts nor starts the count over: the gang still waits, and its count goes on
+  from there when its plan fails again.
 
 Holds live between cycles in the scheduler's memory; a session sees them in ``Snapshot.holds``,
 keeps them as the rules above say (``keeper.py``) and reports the set it leaves under
@@ -64,6 +69,7 @@ __all__ = [
     "FAILED_NOTE",
     "LAST",
     "NOTE",
+    "PLACED_NOTE",
     "Hold",
     "HoldBook",
     "Rank",
@@ -77,6 +83,7 @@ __all__ = [
 NOTE: Final = "topology.holds"  # Session.notes key: the holds the session leaves
 FAILED_NOTE: Final = "topology.unplaced"  # Session.notes key: the gangs whose plan failed this cycle
 EXPIRED_NOTE: Final = "topology.expired"  # Session.notes key: the gangs whose hold expired this cycle
+PLACED_NOTE: Final = "topology.placed"  # Session.notes key: job → the hold that ended as the session placed it
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +168,7 @@ class HoldBook:
         last = max(self._holds, key=lambda j: (self._rank(j), self._holds[j].since, j))
         return last if self._rank(job) < self._rank(last) else None
 
-    def end(self, job: str, *, displaced: bool = False) -> None:
+    def end(self, job: str, *, displaced: bool = False) -> Hold | None:
         """The job's hold ends now (``displaced``: its gang waits anew before holding again)."""
         h = self._holds.pop(job, None)
         if h is not None:
@@ -170,6 +177,7 @@ class HoldBook:
                     del self._holder[n]
         if displaced:
             self.expired.add(job)
+        return h
 
     def move(self, job: str, nodes: tuple[str, ...]) -> None:
         """The job's hold now covers ``nodes`` instead; it keeps its start time."""

@@ -148,6 +148,6 @@ class HoldKeeper:
         for key in self._bound_holders:
             job = ssn.job(key)
             if book.of(key) is not None and (job is None or not waiting(ssn, job)):
-                book.end(key)
+                ssn.notes.setdefault(holds.PLACED_NOTE, {})[key] = book.end(key)
                 ssn.notes[holds.NOTE] = book.current()
         self._bound_holders.clear()
