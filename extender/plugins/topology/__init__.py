@@ -148,7 +148,8 @@ class _Topology:
         return [first, *others()]
 
     def _plan(self, job: JobInfo) -> GangPlan | Status:
-        self.keeper.settle()
+        if self.keeper.settled != len(self.ssn.intents):  # a job committed since: a holder's?
+            self.keeper.settle()
         quotas = self.ssn.job_quotas(job)
         if not any(not q.node_name for q in quotas):
             return GangPlan({}, [])
@@ -229,7 +230,8 @@ class _Topology:
         job = _job_of_quota(self.ssn, quota)  # None: not claimed yet (a pod the extender places inline)
         if job is not None and job.topology:
             return SKIP
-        self.keeper.settle()
+        if self.keeper.settled != len(self.ssn.intents):
+            self.keeper.settle()
         holder = self.holds.holder(node.name)
         if holder and (job is None or holder != job.key):
             return Status.unschedulable(Reason.NODE_HELD_FOR_GANG, f"held for gang {holder}")
@@ -320,8 +322,6 @@ class _Topology:
                 self.plans.pop(task.job, None)
                 self._claim_moved(task.job, ev.quota)
             return
-        if kind is EventKind.BIND_QUOTA and self.holds.any():
-            self.keeper.bound(self.ssn.quota(ev.quota))
         if self._memo is None:
             return
         self._memo.on_ledger_change(ev.node)

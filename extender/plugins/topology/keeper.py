@@ -49,7 +49,7 @@ class HoldKeeper:
         self.ssn, self.reserve_after_cycles, self.max_holds = ssn, reserve_after_cycles, max_holds
         self._plans = plans
         self._ranks: dict[str, holds.Rank] = {}
-        self._bound_holders: set[str] = set()  # holders a quota was bound for since the last settle
+        self.settled = 0  # how many intents the session had when the holds were last settled
         self._refusals: dict[str, tuple[Status, Status]] = {}  # job → its refusal naming held nodes, and without
         limit = max_holds if reserve_after_cycles > 0 else 0  # 0: holds are off, old ones end
         self.book = holds.HoldBook(ssn.snap.holds, ssn.now, hold_seconds, limit, self.rank)
@@ -130,24 +130,16 @@ class HoldKeeper:
         if verdict is not None and verdict.status is refusal:
             self.ssn.verdict(job_key, verdict.stage, failure, per_node=verdict.per_node, quota=verdict.quota)
 
-    def bound(self, quota: QuotaInfo | None) -> None:
-        """``quota`` was bound (or its bind undone): if a holder claims it, its gang may be placed
-        now — looked at before the next job is planned (:meth:`settle`)."""
-        for claim in quota.claims.values() if quota is not None else ():
-            if self.book.of(claim.job) is not None:
-                self._bound_holders.add(claim.job)
-
     def settle(self) -> None:
         """End the holds of gangs placed in this session (``minMember`` of them bound, or all):
         from then on they neither count against ``max_holds`` nor keep others off their nodes.
-        Called between jobs — when a job is first planned, when another job's quota is selected
-        — never inside a holder's own statement, whose binds may still be discarded."""
-        if not self._bound_holders:
-            return
+        Called between jobs, once a job has committed since the last call (the session has more
+        intents) — when a job is first planned, when another job's quota is selected — never
+        inside a holder's own statement, whose binds may still be discarded."""
         ssn, book = self.ssn, self.book
-        for key in self._bound_holders:
+        self.settled = len(ssn.intents)
+        for key in list(book.current()) if book.any() else ():
             job = ssn.job(key)
-            if book.of(key) is not None and (job is None or not waiting(ssn, job)):
+            if job is None or not waiting(ssn, job):
                 ssn.notes.setdefault(holds.PLACED_NOTE, {})[key] = book.end(key)
                 ssn.notes[holds.NOTE] = book.current()
-        self._bound_holders.clear()
