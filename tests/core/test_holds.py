@@ -487,3 +487,26 @@ def test_a_gang_placed_in_the_cycle_leaves_its_place_to_the_next_in_that_cycle()
     assert c.holds() == {"default/other": ("n4", "n5", "n6", "n7")}
     assert c.node_of("q-solo") == ""
     assert "held for gang default/other" in result.verdicts["default/solo"].status.message()
+
+
+def test_a_hold_given_back_after_failed_writes_does_not_cost_the_next_holder_its_wait() -> None:
+    """The cycle above, but the binder cannot write ``big``'s binds (``Scheduler.writes_failed``):
+    ``big`` gets its hold back while ``other`` holds too — one more than ``max_holds``. The next
+    cycle keeps the first in hold order (``big``'s, the older hold) and ends ``other``'s without
+    restarting its count: once ``big`` is placed again, ``other`` holds at once in that cycle."""
+    leaves = {f"n{i}": "s1" if i < 4 else "s2" for i in range(8)}
+    c = Cluster(leaves, {"n0": 8, "n4": 4, "n5": 4, "n6": 4, "n7": 4}, reserve_after_cycles=1, max_holds=1)
+    for _ in range(3):
+        c.cycle()
+    _submit_gang(c, "other")
+    for _ in range(3):
+        c.cycle()
+    c.finish("n0")
+    c.scheduler.run_once(c.cache.snapshot())  # its writes all fail: nothing reaches the cache
+    c.scheduler.writes_failed({"q-big-0", "q-big-1", "q-big-2", "q-big-3"})
+    assert set(c.holds()) == {"default/big", "default/other"}
+    waited = c.scheduler.memory.gang_waits["default/other"]
+    c.cycle()
+    assert sorted(c.node_of(f"q-big-{i}") for i in range(4)) == ["n0", "n1", "n2", "n3"]
+    assert c.holds() == {"default/other": ("n4", "n5", "n6", "n7")}
+    assert c.scheduler.memory.gang_waits["default/other"] == waited + 1

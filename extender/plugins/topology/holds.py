@@ -30,9 +30,10 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
 * A hold ends when the gang is placed (no unbound quota left, or ``minMember`` of them bound) —
   at once, in the cycle that places it: the next gang planned in that cycle may take its place —,
   when its job is deleted, or ``hold_seconds`` after it began; and at once when the policy turns
-  holds off (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower ``max_holds`` ends those
-  last in hold order). A hold that ended so, expired or was displaced is not taken again at once:
-  the gang's count of failed cycles starts over (so others may use the nodes for
+  holds off (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower ``max_holds``, or more holds
+  than it allows, ends those last in hold order: their gangs keep their count, and hold again in
+  hold order when a place is free). A hold that expired or was displaced is not taken again at
+  once: the gang's count of failed cycles starts over (so others may use the nodes for
   ``reserve_after_cycles`` cycles).
 * A gang is placed once the binder has written its binds: when a write fails, the gang keeps the
   hold and the count its placement ended (:meth:`extender.scheduler.Scheduler.writes_failed`). A
@@ -130,7 +131,9 @@ class HoldBook:
         if len(alive) > limit:  # which to keep: the first in hold order (ties: the older hold)
             alive = sorted(alive, key=lambda j: (rank(j), holds[j].since, j))[: max(0, limit)]
         self._holds = {job: holds[job] for job in alive}
-        self.expired = set(holds) - set(self._holds)  # ended: their gangs wait anew before holding
+        # ended by time (or, in the session, displaced): their gangs wait anew before holding; one
+        # ended because the book is full (max_holds lowered, holds off) keeps its gang's count
+        self.expired = {job for job, h in holds.items() if now - h.since >= hold_seconds}
         self._holder = {n: job for job, h in self._holds.items() for n in h.nodes}
 
     @classmethod
