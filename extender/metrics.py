@@ -7,6 +7,7 @@
 * ``sky_quotas{phase}`` — quotas by phase;
 * ``sky_pending_jobs{reason}`` — jobs that did not progress, by the reason of their verdict;
 * ``sky_topology_extra_leaves`` — placements that span more leaves than the gang needed;
+* ``sky_gang_holds`` / ``sky_held_nodes`` — waiting gangs holding nodes, and the nodes they hold;
 * ``sky_gang_placements_total{tier}`` — jobs placed, by the highest tier their nodes span (``node``,
   ``nvlink``, ``leaf``, ``spine``, ``core``, ``tier-N``, ``cluster``: extender/binder/placements.py);
 * ``sky_binder_writes_total{kind,result}`` — API writes by the binder;
@@ -22,6 +23,10 @@
   from the cache at scrape time (:class:`QueueCollector`), nothing to keep in step;
 * ``sky_build_info{version,python}`` — 1, labelled with what runs;
 * the ``process_*``, ``python_gc_*`` and ``python_info`` series of prometheus_client's collectors.
+
+The five gauges above are the binder leader's, set after each of its cycles: a replica that stops
+leading clears them (no ``sky_quotas`` / ``sky_pending_jobs`` series, the others 0) rather than
+export what its last cycle saw (:meth:`Metrics.stop_leading`).
 
 No ``*_created`` series: ``disable_created_metrics()`` (they double the series count and no
 dashboard reads them).
@@ -130,6 +135,14 @@ class Metrics:
             "1 while the policy file cannot be applied (invalid or unreadable); the previous policy stays in effect",
             registry=r,
         )
+
+    def stop_leading(self) -> None:
+        """This replica no longer leads the binder: clear the gauges only a leader's cycles set."""
+        self.quotas.clear()
+        self.pending_jobs.clear()
+        self.extra_leaves.set(0)
+        self.gang_holds.set(0)
+        self.held_nodes.set(0)
 
     def set_policy(self, sha256: str, source: str, loaded_at: float) -> None:
         """The policy in effect is now this one."""

@@ -10,7 +10,7 @@ back-offs, stuck-cycle counters, when fix_quota_binding last ran.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +20,7 @@ from extender.framework.policy import Policy
 from extender.framework.session import JobVerdict, Session, Snapshot
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
-from extender.plugins.gang import quotas_bound
-from extender.plugins.topology import holds
+from extender.plugins.topology import holds, keeper
 from extender.plugins.topology.holds import Hold
 
 __all__ = ["CycleResult", "Scheduler", "SchedulerMemory"]
@@ -35,6 +34,8 @@ class SchedulerMemory:
     last_fix: float = 0.0
     holds: dict[str, Hold] = field(default_factory=dict)  # job key → its hold
     gang_waits: dict[str, int] = field(default_factory=dict)  # job key → cycles its gang plan failed in a row
+    # the gangs the last cycle placed: job key → (its hold, if any; its count of failed cycles; its quotas)
+    placed: dict[str, tuple[Hold | None, int, frozenset[str]]] = field(default_factory=dict)
     last_generation: int = -1  # cache generation the previous cycle saw (-1: none yet)
 
 
@@ -73,6 +74,20 @@ class Scheduler:
         the first one does, rather than only at those changed since a cycle of the old policy."""
         self.policy = policy
         self.memory.last_generation = -1
+
+    def writes_failed(self, quotas: Collection[str]) -> None:
+        """The binder could not write these quotas' statuses after the last cycle: a gang that
+        cycle placed with one of them is not placed after all. It keeps the hold and the count of
+        failed cycles the placement ended (the next cycle plans it again, on its held nodes), as
+        if the cycle had not placed it."""
+        mem = self.memory
+        for job, (hold, waited, names) in mem.placed.items():
+            if names.isdisjoint(quotas):
+                continue
+            if hold is not None:
+                mem.holds[job] = hold
+            if waited:
+                mem.gang_waits[job] = waited
 
     def run_once(self, snap: Snapshot) -> CycleResult:
         mem = self.memory
@@ -119,26 +134,42 @@ class Scheduler:
             mem.backoff.update(rel.backoff)
             mem.release_count.update(rel.releases)
         mem.backoff = {k: v for k, v in mem.backoff.items() if v > now}
-        held = ssn.notes.get(holds.NOTE)
-        if isinstance(held, Mapping):
-            mem.holds = dict(held)
-        mem.holds = {k: h for k, h in mem.holds.items() if _still_waiting(ssn, k)}
-        failed = ssn.notes.get(holds.FAILED_NOTE, ())
-        expired = ssn.notes.get(holds.EXPIRED_NOTE, ())
-        waits = {k: n for k, n in mem.gang_waits.items() if _still_waiting(ssn, k) and k not in expired}
-        for key in failed:
-            waits[key] = waits.get(key, 0) + 1
-        mem.gang_waits = waits
+        self._remember_holds(ssn)
         alive = ssn.snap.jobs
         for d in (mem.release_count,):
             for key in [k for k in d if k not in alive]:
                 del d[key]
 
+    def _remember_holds(self, ssn: Session) -> None:
+        """The holds and counts of failed cycles the session leaves; those of the gangs it placed
+        are kept aside (:attr:`SchedulerMemory.placed`) until the binder has written the binds."""
+        mem = self.memory
+        held = ssn.notes.get(holds.NOTE)
+        ended = dict(ssn.notes.get(holds.PLACED_NOTE, {}))  # ended in the session: their gangs placed
+        if isinstance(held, Mapping):
+            ended.update((k, h) for k, h in mem.holds.items() if k not in held and k not in ended)
+            mem.holds = dict(held)
+        waiting = {k for k in (*mem.holds, *mem.gang_waits, *ended) if _still_waiting(ssn, k)}
+        placed = {k for k in (*mem.holds, *mem.gang_waits, *ended) if k not in waiting and ssn.job(k) is not None}
+        expired = ssn.notes.get(holds.EXPIRED_NOTE, ())
+        mem.placed = {
+            k: (mem.holds.get(k) or ended.get(k), mem.gang_waits.get(k, 0), _quota_names(ssn, k))
+            for k in placed
+            if k not in expired
+        }
+        mem.holds = {k: h for k, h in mem.holds.items() if k in waiting}
+        waits = {k: n for k, n in mem.gang_waits.items() if k in waiting and k not in expired}
+        for key in ssn.notes.get(holds.FAILED_NOTE, ()):
+            waits[key] = waits.get(key, 0) + 1
+        mem.gang_waits = waits
+
+
+def _quota_names(ssn: Session, job_key: str) -> frozenset[str]:
+    job = ssn.job(job_key)
+    return frozenset(q.name for q in ssn.job_quotas(job)) if job is not None else frozenset()
+
 
 def _still_waiting(ssn: Session, job_key: str) -> bool:
-    """A hold lasts while its job exists, has a quota left to bind and lacks members to run (once
-    ``minMember`` of them run, the rest is room it would use, not a gang waiting)."""
+    """A hold lasts while its job exists and waits (:func:`extender.plugins.topology.keeper.waiting`)."""
     job = ssn.job(job_key)
-    if job is None:
-        return False
-    return any(not q.node_name for q in ssn.job_quotas(job)) and quotas_bound(ssn, job) < job.min_member
+    return job is not None and keeper.waiting(ssn, job)

@@ -154,13 +154,24 @@ class BinderLoop:
                         if maybe is not None:
                             await maybe
                 else:
-                    self.leading = False
+                    self._stop_leading()
                     await self.follow()
             except Exception:  # a bug must not kill the loop: log it; the next cycle starts clean
                 log.exception("binder cycle failed")
             delay = max(0.0, self.period - (time.monotonic() - started))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=delay)
+
+    def _stop_leading(self) -> None:
+        """This replica does not lead (any more): what only a leader's cycles keep true — the
+        leader-only gauges (:meth:`extender.metrics.Metrics.stop_leading`) and the jobs' last
+        verdicts — is cleared, rather than frozen at the last cycle it led (a follower would
+        export, say, a hold that has long ended; the leader exports the true values)."""
+        if self.leading and self.metrics is not None:
+            self.metrics.stop_leading()
+        if self.leading:
+            self.verdicts = {}
+        self.leading = False
 
     async def follow(self) -> None:
         """A replica that is not the leader writes nothing, but its cache still forgets what has
@@ -201,6 +212,8 @@ class BinderLoop:
             # a burst's writes make as many objects again (every quota's new document): still no
             # collection until they are done, then they are frozen as the cycle's were
             failed_quotas = await self._write_quota_statuses(plan.quotas, self.cache.clock(), report)
+            if failed_quotas:  # a gang placed with one of them is not placed: it keeps its hold
+                self.scheduler.writes_failed(failed_quotas)
             self._count_placements(result)
             pods = [p for p in plan.pods if not self._depends_on(p, failed_quotas)]
             await self._write_pods(pods, report)

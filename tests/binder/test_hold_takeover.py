@@ -27,13 +27,13 @@ Obj = dict[str, Any]
 HELD = ["n0", "n1", "n2", "n3"]
 
 
-def _policy() -> Policy:
+def hold_policy() -> Policy:
     doc = yaml.safe_load(default_policy_text())
     doc["plugins"]["topology"].update(reserve_after_cycles=2)
     return load_policy_text(yaml.safe_dump(doc))
 
 
-def _objects() -> list[Obj]:
+def hold_objects() -> list[Obj]:
     objs: list[Obj] = [b.queue("research")]
     for i in range(6):
         n = f"n{i}"
@@ -52,9 +52,9 @@ def _recorded_hold(cl: LocalCluster) -> Obj | None:
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "status-lost"])
 async def test_a_new_leader_continues_the_hold_its_predecessor_recorded(recorded: bool) -> None:
-    policy = _policy()
+    policy = hold_policy()
     async with LocalCluster(policy=policy) as cl:
-        cl.apply(_objects())
+        cl.apply(hold_objects())
         await cl.cycles(3)  # the gang's plan failed twice: the third cycle holds
         hold = _recorded_hold(cl)
         assert hold is not None and hold["nodes"] == HELD and hold["since"]
@@ -97,7 +97,7 @@ def _quota_hold(cl: LocalCluster, name: str = "q-big") -> Obj | None:
 
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "status-lost"])
 async def test_a_new_leader_continues_the_hold_of_a_job_of_one_pod(recorded: bool) -> None:
-    async with LocalCluster(policy=_policy()) as cl:
+    async with LocalCluster(policy=hold_policy()) as cl:
         cl.apply(_lone_objects())
         await cl.cycles(3)
         hold = _quota_hold(cl)
@@ -123,7 +123,7 @@ async def test_a_new_leader_continues_the_hold_of_a_job_of_one_pod(recorded: boo
 async def test_the_record_goes_when_the_hold_ends(end: str) -> None:
     """No stale record is left for a next leader to honour: the hold ends when big is placed
     (the job on n0 ends and its quota goes) or when big's pod is deleted."""
-    async with LocalCluster(policy=_policy()) as cl:
+    async with LocalCluster(policy=hold_policy()) as cl:
         cl.apply(_lone_objects())
         await cl.cycles(3)
         assert _quota_hold(cl) is not None
@@ -137,3 +137,33 @@ async def test_the_record_goes_when_the_hold_ends(end: str) -> None:
         assert "default/big" not in cl.rt.loop.scheduler.memory.holds
         if end == "placed":
             assert cl.quota_nodes()["q-big"] == "n0"
+
+
+async def test_a_gang_whose_binds_fail_to_be_written_keeps_its_hold_and_its_wait() -> None:
+    """``big`` holds n0–n3; the job on n0 ends, and the cycle places ``big`` there — but the API
+    refuses every quota status write of that cycle (500). ``big`` is not placed: it must keep its
+    hold (its nodes, its start, its record in ``status.hold``, which the other replicas honour)
+    and its count of failed cycles, not wait ``reserve_after_cycles`` anew with its nodes open to
+    anyone. With the API well again, the next cycle places it and the hold ends."""
+    async with LocalCluster(policy=hold_policy()) as cl:
+        cl.apply(hold_objects())
+        await cl.cycles(3)
+        assert cl.rt.loop is not None
+        memory = cl.rt.loop.scheduler.memory
+        hold, waited = memory.holds["default/big"], memory.gang_waits["default/big"]
+        record = _recorded_hold(cl)
+        cl.emulator.delete("v1", "pods", "fill-n0", namespace="default")
+        cl.emulator.delete(wellknown.API_VERSION, wellknown.QUOTAS, "q-fill-n0")
+        fault = cl.emulator.faults.add("update", "quotas/status", code=500)
+        report = await cl.cycle()
+        assert any("q-big-" in f for f in report.failed)
+        assert [cl.quota_nodes()[f"q-big-{i}"] for i in range(4)] == ["", "", "", ""]
+        memory = cl.rt.loop.scheduler.memory
+        assert memory.holds.get("default/big") == hold
+        assert memory.gang_waits.get("default/big", 0) >= waited
+        assert _recorded_hold(cl) == record
+        cl.emulator.faults.remove(fault)
+        await cl.cycle()
+        assert sorted(cl.quota_nodes()[f"q-big-{i}"] for i in range(4)) == HELD
+        assert "default/big" not in cl.rt.loop.scheduler.memory.holds
+        assert _recorded_hold(cl) is None

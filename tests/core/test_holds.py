@@ -204,7 +204,7 @@ def test_a_hold_stays_while_no_other_set_has_more_room_now() -> None:
     assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
 
 
-def _two_waiting_gangs(max_holds: int) -> Cluster:
+def two_waiting_gangs(max_holds: int) -> Cluster:
     """Leaves s1 = n0–n3 and s2 = n4–n7; free: n2, n3 (s1) and n7 (s2), so neither 4-node gang
     fits (3 free nodes in all). ``big`` is older than ``big2``."""
     leaves = {f"n{i}": "s1" if i < 4 else "s2" for i in range(8)}
@@ -218,11 +218,11 @@ def _two_waiting_gangs(max_holds: int) -> Cluster:
 
 
 def test_at_most_max_holds_gangs_hold_the_oldest_first() -> None:
-    c = _two_waiting_gangs(max_holds=1)
+    c = two_waiting_gangs(max_holds=1)
     for _ in range(3):
         c.cycle()
     assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}  # the roomier leaf, for the older gang
-    c = _two_waiting_gangs(max_holds=2)
+    c = two_waiting_gangs(max_holds=2)
     for _ in range(3):
         c.cycle()
     assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3"), "default/big2": ("n4", "n5", "n6", "n7")}
@@ -300,8 +300,8 @@ def test_turning_holds_off_in_the_policy_ends_the_holds_in_force() -> None:
     assert c.node_of("q-solo") == "n1"
 
 
-def test_a_lower_max_holds_ends_the_youngest_holds() -> None:
-    c = _two_waiting_gangs(max_holds=2)
+def test_a_lower_max_holds_ends_the_holds_of_the_youngest_gangs() -> None:
+    c = two_waiting_gangs(max_holds=2)
     for _ in range(3):
         c.cycle()
     assert set(c.holds()) == {"default/big", "default/big2"}

@@ -1,10 +1,10 @@
 """Holds over random histories (issue 16 item 4, ``extender/plugins/topology/holds.py``).
 
 Random small clusters (1–3 leaves of 2–4 nodes, one or two GPU models) live through random steps:
-gangs and one-pod jobs arrive, running jobs finish or are evicted (their places kept for
-``reservation_ttl``), waiting jobs are deleted with their PodGroup, nodes go (their jobs fail as a
-whole) or flip Ready, the clock jumps, and the scheduler restarts (a new process taking over the
-holds the PodGroups' ``status.hold`` recorded). Every cycle runs the real scheduler on a real
+gangs (some of priority 10) and one-pod jobs arrive, running jobs finish or are evicted (their
+places kept for ``reservation_ttl``), waiting jobs are deleted with their PodGroup, nodes go (their
+jobs fail as a whole) or flip Ready, the clock jumps, and the scheduler restarts (a new process
+taking over the holds the PodGroups' ``status.hold`` recorded). Every cycle runs the real scheduler on a real
 cache, its writes applied as the binder plans them, and checks:
 
 - what every cycle must keep (``check_cycle``: invariant 1, whole gangs, one GPU model, no more
@@ -12,7 +12,11 @@ cache, its writes applied as the binder plans them, and checks:
 - at most ``max_holds`` holds, none older than ``hold_seconds``, none of a job that is gone or
   whose quotas are all bound;
 - no quota of another job is bound to a node held for a job at the start and at the end of the
-  cycle (a hold may move or end within the cycle; then its old nodes are free again).
+  cycle (a hold may move or end within the cycle; then its old nodes are free again);
+- hold order: a gang that qualified for a hold in the cycle (its plan failed again after
+  ``reserve_after_cycles`` failed cycles, not because of another's hold, and no hold of its ended
+  in the cycle) and holds nothing at its end, while it fits the empty cluster, leaves no hold to a
+  gang of lower priority.
 
 At the end everything running finishes, cycle after cycle, and every gang that fits the empty
 cluster must have been placed: holds never keep a gang (or another) waiting forever.
@@ -31,6 +35,9 @@ from bench.cache_writes import apply_plan
 from extender.binder.plan import plan_writes
 from extender.cache.cache import ClusterCache
 from extender.framework.intents import BindQuota
+from extender.framework.status import Reason
+from extender.plugins.topology.fitmemo import capacity_for
+from extender.plugins.topology.holds import EXPIRED_NOTE, FAILED_NOTE
 from extender.plugins.topology.holds import recorded as recorded_holds
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
@@ -55,7 +62,7 @@ def worlds(draw: st.DrawFn) -> World:
             name, model = f"n{len(nodes)}", draw(st.sampled_from(models))
             objs += [b.node(name, gpu_model=model, index=len(nodes)), b.topology(name, [f"s{leaf}"])]
             nodes[name] = (model, f"s{leaf}", True)
-    arrive = st.tuples(st.just("arrive"), st.integers(1, 6), st.sampled_from([1, 2, 4, 8]))
+    arrive = st.tuples(st.sampled_from(["arrive", "urgent"]), st.integers(1, 6), st.sampled_from([1, 2, 4, 8]))
     trickle = st.tuples(st.just("trickle"), st.integers(2, 6), st.sampled_from([1, 4, 8]))
     step = st.one_of(  # gangs and trickles twice over: what makes holds and tests them
         arrive,
@@ -102,6 +109,7 @@ def check_holds(
         assert job in cache.jobs, f"hold of a gone job {job}"
         gang = job.split("/", 1)[1]
         assert gang not in gangs or not placed(cache, gang, gangs[gang][0]), f"placed job {job} still holds"
+    check_hold_order(cache, result, end, topology)
     for intent in result.intents:
         if not isinstance(intent, BindQuota):
             continue
@@ -109,6 +117,40 @@ def check_holds(
         for job, (held, _) in start.items():
             kept = job in end and intent.node in held and intent.node in end[job][0]
             assert job == owner or not kept, f"{intent.quota} bound to {intent.node}, held for {job} all cycle"
+
+
+def check_hold_order(cache: ClusterCache, result: CycleResult, end: Holds, topology: dict[str, Any]) -> None:
+    """No gang that qualified for a hold in the cycle and holds nothing ranks before a holder."""
+    waited = result.session.snap.gang_waits
+    ended = result.notes.get(EXPIRED_NOTE, ())
+    for key in result.notes.get(FAILED_NOTE, ()):
+        verdict = result.verdicts.get(key)
+        if (
+            key in end
+            or key in ended
+            or waited.get(key, 0) < topology["reserve_after_cycles"]
+            or verdict is None
+            or verdict.status.reason is Reason.NODE_HELD_FOR_GANG
+            or not fits_empty_cluster(cache, key)
+        ):
+            continue
+        mine = cache.jobs[key].priority
+        lower = [h for h in end if cache.jobs[h].priority < mine]
+        assert not lower, f"{key} (priority {mine}) qualified and holds nothing; lower-priority {lower} hold"
+
+
+def fits_empty_cluster(cache: ClusterCache, key: str) -> bool:
+    """The job's unbound quotas fit the cluster's Ready nodes of one GPU model once empty."""
+    job = cache.jobs[key]
+    quotas = [cache.quotas[t.quota] for t in job.tasks.values() if t.quota in cache.quotas]
+    unbound = [q for q in quotas if not q.node_name]
+    if not unbound or any(q.node_name for q in quotas):
+        return False  # a partly bound gang may use one model only: not judged here
+    models: dict[str, int] = {}
+    for node in cache.nodes.values():
+        if node.ready:
+            models[node.spec] = models.get(node.spec, 0) + capacity_for(unbound[0].request, node.allocatable)
+    return any(n >= len(unbound) for n in models.values())
 
 
 class History:
@@ -173,8 +215,11 @@ class History:
 
     def play(self, n: int, step: Step) -> None:
         kind, x, gpu = step
-        if kind in ("arrive", "single"):
-            b.feed(self.cache, b.training_job(f"j{n}", x, gpu=gpu, hca=1 if kind == "arrive" else None))
+        if kind in ("arrive", "urgent", "single"):
+            objs = b.training_job(f"j{n}", x, gpu=gpu, hca=None if kind == "single" else 1)
+            for pod in (o for o in objs if kind == "urgent" and o["kind"] == "Pod"):
+                pod["spec"]["priority"] = 10
+            b.feed(self.cache, objs)
             self.gangs[f"j{n}"] = (x, gpu)
         elif kind == "trickle":  # one-pod jobs arriving one a cycle: what a waiting gang starves of
             for k in range(x):

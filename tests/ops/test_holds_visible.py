@@ -1,7 +1,7 @@
 """A hold (issue 16 item 4) seen where an operator looks, on the running service over HTTP: the
 held gang's ``/diagnose`` and PodGroup condition name the held nodes, a job kept off them says
 ``NodeHeldForGang`` in both, the ``sky_gang_holds`` / ``sky_held_nodes`` metrics count it, and
-all of it clears once the gang runs.
+all of it clears once the gang runs (the next waiting gang may hold then).
 
 Leaf s1 = n0–n3, leaf s2 = n4 (8 GPUs and 8 HCAs each). ``z`` (one whole node) takes n4 (best
 fit), ``a`` takes a node of s1; ``big`` (4 whole nodes) fits no zone and, after one failed cycle
@@ -107,6 +107,50 @@ async def test_a_hold_is_visible_in_diagnose_conditions_and_metrics_and_clears_w
         await h.cycle()
         assert sorted(_quota_nodes(h, "big", 4)) == ["n0", "n1", "n2", "n3"]
         assert _condition(h, "big")["status"] == "False"
+        assert _hold_record(h, "big") is None
+        # big's hold ended as it was placed; b fits nowhere now and has waited: it holds one node
+        # (in that cycle when planned after big — the order of the two depends on their creation
+        # times, which the API server sets —, else in the next)
+        await h.cycle()
         m = await _metrics(h)
-        assert (m["sky_gang_holds"], m["sky_held_nodes"]) == (0, 0)
+        assert (m["sky_gang_holds"], m["sky_held_nodes"]) == (1, 1)
+        assert _hold_record(h, "b") is not None
         assert (await _diagnose(h, "b"))["reason"] != "NodeHeldForGang"  # no hold keeps it off now
+
+
+async def test_a_displaced_hold_leaves_the_diagnosis_condition_and_record_of_its_gang(tmp_path: Path) -> None:
+    """The same cluster; ``big`` holds s1, then ``urgent`` (4 whole nodes, priority 10) has waited
+    as long and takes its place (``max_holds`` 1). Where an operator looks, the hold is
+    ``urgent``'s now: its /diagnose, condition and ``status.hold`` name n0–n3; ``big``'s no longer
+    do, and the metrics still count one hold."""
+    async with harness(tmp_path, policy=str(_policy(tmp_path)), policy_reload_seconds=0) as h:
+        h.apply(_cluster())
+        for job in ("z", "a"):
+            h.apply(b.training_job(job, 1, gpu=8, hca=8))
+            await h.cycle()
+        h.apply(b.training_job("big", 4, gpu=8, hca=8))
+        await h.cycle()
+        await h.cycle()
+        assert _hold_record(h, "big") is not None
+        urgent = b.training_job("urgent", 4, gpu=8, hca=8)
+        for o in urgent:
+            if o["kind"] == "Pod":
+                o["spec"]["priority"] = 10
+        h.apply(urgent)
+        await h.cycle()
+        await h.cycle()
+
+        assert _hold_record(h, "big") is None
+        assert (_hold_record(h, "urgent") or {}).get("nodes") == ["n0", "n1", "n2", "n3"]
+        assert f"HoldingNodes {HELD} for default/urgent" in (await _diagnose(h, "urgent"))["message"]
+        assert f"HoldingNodes {HELD} for default/urgent" in _condition(h, "urgent")["message"]
+        assert "HoldingNodes" not in (await _diagnose(h, "big"))["message"]
+        assert "HoldingNodes" not in _condition(h, "big")["message"]
+        m = await _metrics(h)
+        assert (m["sky_gang_holds"], m["sky_held_nodes"]) == (1, 4)
+
+
+def _hold_record(h: Harness, job: str) -> Obj | None:
+    pg = h.emulator.get(wellknown.API_VERSION, wellknown.PODGROUPS, job, "default")
+    hold: Obj | None = (pg.get("status") or {}).get("hold")
+    return hold

@@ -48,10 +48,10 @@ from extender.model.quota import QuotaInfo
 from extender.model.selectors import map_key
 from extender.model.task import TaskInfo
 from extender.plugins import sylas
-from extender.plugins.gang import quotas_bound
 from extender.plugins.topology import holds
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
 from extender.plugins.topology.gangplan import ZoneId
+from extender.plugins.topology.keeper import HoldKeeper, waiting
 from extender.plugins.topology.planner import GangPlan, GangPlanner
 
 NAME: Final = "topology"
@@ -93,11 +93,8 @@ class _Topology:
         self._judging_spot: set[str] = set()  # spot pods whose zone room is being counted
         # (spot pod kind, pods) → the zone the first such spot pod may start in
         self._spot_targets: dict[tuple[SpotKind, int], ZoneId | None] = {}
-        limit = args.max_holds if args.reserve_after_cycles > 0 else 0  # 0: holds are off, old ones end
-        self.holds = holds.HoldBook(ssn.snap.holds, ssn.now, args.hold_seconds, limit)
-        ssn.notes[holds.NOTE] = self.holds.current()  # expired holds end with this session
-        if self.holds.expired:
-            ssn.notes[holds.EXPIRED_NOTE] = self.holds.expired
+        self.keeper = HoldKeeper(ssn, args.reserve_after_cycles, args.max_holds, args.hold_seconds, self.plans)
+        self.holds = self.keeper.book
 
     # --- lazily built session state ----------------------------------------------------------
     @property
@@ -154,47 +151,18 @@ class _Topology:
         return [first, *others()]
 
     def _plan(self, job: JobInfo) -> GangPlan | Status:
+        if self.keeper.settled != len(self.ssn.intents):  # a job committed since: a holder's?
+            self.keeper.settle()
         quotas = self.ssn.job_quotas(job)
         if not any(not q.node_name for q in quotas):
             return GangPlan({}, [])
         plan = self.planner.plan(job, quotas)
-        if isinstance(plan, Status) and quotas_bound(self.ssn, job) < job.min_member:
+        if isinstance(plan, Status) and waiting(self.ssn, job):
             # a gang short of minMember waits (and may earn a hold); one that runs only lacks room
             # for more members, which no hold is for
             self.ssn.notes.setdefault(holds.FAILED_NOTE, set()).add(job.key)
-            plan = self._maybe_hold(job, quotas, plan)
+            plan = self.keeper.refuse(job, quotas, plan, self.memo, self.planner)
         return plan
-
-    def _maybe_hold(self, job: JobInfo, quotas: list[QuotaInfo], failure: Status) -> Status:
-        """A gang that has waited long enough holds the nodes that would fit it soonest."""
-        args, book = self.args, self.holds
-        held = book.of(job.key)
-        # a gang kept off nodes held for another waits for that one: it holds nothing itself
-        if (
-            held is None
-            and args.reserve_after_cycles > 0
-            and failure.reason is not Reason.NODE_HELD_FOR_GANG
-            and job.key not in book.expired
-        ):
-            waited = self.ssn.snap.gang_waits.get(job.key, 0)
-            if waited >= args.reserve_after_cycles and book.count() < args.max_holds:
-                held = holds.choose_hold(self.memo, self.planner, job, quotas)
-                if held:
-                    book.add(job.key, held)
-                    self.ssn.notes[holds.NOTE] = book.current()
-        elif held is not None:
-            moved = holds.better_hold(self.memo, self.planner, job, quotas, held)
-            if moved is not None:
-                book.move(job.key, moved)
-                self.ssn.notes[holds.NOTE] = book.current()
-                held = moved
-        if not held:
-            return failure
-        detail = "; ".join(f.detail for f in failure.failures if f.detail)
-        return Status.unschedulable(
-            failure.reason or Reason.NO_ZONE_FITS,
-            f"{detail}; {Reason.HOLDING_NODES.value} {holds.describe_nodes(held)} for {job.key}",
-        )
 
     def quota_allocate(self, job: JobInfo) -> Status:
         if not job.topology:
@@ -265,6 +233,8 @@ class _Topology:
         job = _job_of_quota(self.ssn, quota)  # None: not claimed yet (a pod the extender places inline)
         if job is not None and job.topology:
             return SKIP
+        if self.keeper.settled != len(self.ssn.intents):
+            self.keeper.settle()
         holder = self.holds.holder(node.name)
         if holder and (job is None or holder != job.key):
             return Status.unschedulable(Reason.NODE_HELD_FOR_GANG, f"held for gang {holder}")

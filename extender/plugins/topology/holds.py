@@ -5,6 +5,13 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
 * A gang whose plan has failed ``reserve_after_cycles`` cycles in a row gets a hold, while
   fewer than ``max_holds`` holds exist (gangs are planned in job order — queue share, then
   priority — so the first in that order get them).
+* **Hold order** (:func:`rank`): queue priority (the priority of the JobQueue that governs the
+  gang), then the gang's own priority, then its age (older first). When ``max_holds`` holds exist,
+  a gang that qualifies and comes strictly before the last holder in that order takes its place
+  (:func:`displaced_by`): that hold ends as an expired one does (its gang's count of failed
+  cycles starts over), and the newcomer holds, its choice made as if those nodes were free. A
+  gang never displaces one of the same place in the order (same priorities, same age): between
+  equals, the first to hold keeps it, so no two gangs take a hold from each other in turn.
 * **What it holds** (:func:`choose_hold`): the zone that would fit it *soonest* — among the zones
   whose nodes could hold the whole gang once empty, the one with the most room for it now; within
   it, the nodes with the most room now, as many as the gang needs when they are empty. When no
@@ -20,28 +27,36 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
 * While a hold lasts, no other job's quota is bound to a held node (jobs that fit elsewhere still
   run, as long as they need no more zones there than they would without the hold: else they wait);
   the holder may use them like any node.
-* A hold ends when the gang is placed (no unbound quota left), when its job is deleted, or
-  ``hold_seconds`` after it began; and at once when the policy turns holds off
-  (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower ``max_holds`` ends the youngest). A
-  hold that ended so or expired is not taken again at once: the gang's count of failed cycles
-  starts over (so others may use the nodes for ``reserve_after_cycles`` cycles).
+* A hold ends when the gang is placed (no unbound quota left, or ``minMember`` of them bound) —
+  at once, in the cycle that places it: the next gang planned in that cycle may take its place —,
+  when its job is deleted, or ``hold_seconds`` after it began; and at once when the policy turns
+  holds off (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower ``max_holds``, or more holds
+  than it allows, ends those last in hold order: their gangs keep their count, and hold again in
+  hold order when a place is free). A hold that expired or was displaced is not taken again at
+  once: the gang's count of failed cycles starts over (so others may use the nodes for
+  ``reserve_after_cycles`` cycles).
+* A gang is placed once the binder has written its binds: when a write fails, the gang keeps the
+  hold and the count its placement ended (:meth:`extender.scheduler.Scheduler.writes_failed`). A
+  cycle in which its plan found room but the binds were not committed (a later check refused
+  them) neither counts nor starts the count over: the gang still waits, and its count goes on
+  from there when its plan fails again.
 
-Holds live between cycles in the scheduler's memory; a session sees them in ``Snapshot.holds``
-and reports the set it leaves under :data:`NOTE`. The binder records each in its PodGroup's
-``status.hold`` (``extender/binder/status.py``): a replica that starts leading continues the holds
-recorded there (:meth:`extender.scheduler.Scheduler.take_over`), and the replicas that do not
-lead keep inline binds off them too (``extender/state.py``). A job without a PodGroup (one
-pod) has its hold recorded in the ``status.hold`` of the quota its pod claims
-(``extender/binder/reconcile.py``).
+Holds live between cycles in the scheduler's memory; a session sees them in ``Snapshot.holds``,
+keeps them as the rules above say (``keeper.py``) and reports the set it leaves under
+:data:`NOTE`. The binder records each in its PodGroup's ``status.hold``
+(``extender/binder/status.py``): a replica that starts leading continues the holds recorded there
+(:meth:`extender.scheduler.Scheduler.take_over`), and the replicas that do not lead keep inline
+binds off them too (``extender/state.py``). A job without a PodGroup (one pod) has its hold
+recorded in the ``status.hold`` of the quota its pod claims (``extender/binder/reconcile.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from extender.model.job import JobInfo
+from extender.model.job import JobInfo, JobQueueInfo
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
 from extender.plugins.topology.gangplan import ZoneId
@@ -53,18 +68,23 @@ if TYPE_CHECKING:
 __all__ = [
     "EXPIRED_NOTE",
     "FAILED_NOTE",
+    "LAST",
     "NOTE",
+    "PLACED_NOTE",
     "Hold",
     "HoldBook",
+    "Rank",
     "better_hold",
     "choose_hold",
     "describe_nodes",
+    "rank",
     "recorded",
 ]
 
 NOTE: Final = "topology.holds"  # Session.notes key: the holds the session leaves
 FAILED_NOTE: Final = "topology.unplaced"  # Session.notes key: the gangs whose plan failed this cycle
 EXPIRED_NOTE: Final = "topology.expired"  # Session.notes key: the gangs whose hold expired this cycle
+PLACED_NOTE: Final = "topology.placed"  # Session.notes key: job → the hold that ended as the session placed it
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,15 +98,42 @@ def recorded(holds: Mapping[str, tuple[tuple[str, ...], float]]) -> dict[str, Ho
     return {job: Hold(nodes, since) for job, (nodes, since) in holds.items()}
 
 
+Rank = tuple[int, int, float]  # a gang's place in the hold order: (-queue priority, -priority, created)
+LAST: Final[Rank] = (1 << 62, 1 << 62, float("inf"))  # a job the session does not know: after every other
+
+
+def rank(job: JobInfo | None, jobqueues: Iterable[JobQueueInfo]) -> Rank:
+    """The gang's place in the hold order, lowest first: its queue priority (that of the JobQueue
+    governing it — the highest-priority one that selects it, as the ``jobqueue`` plugin orders
+    jobs; 0 for none), then its own priority, then its age (older first)."""
+    if job is None:
+        return LAST
+    queue = max((q.priority for q in jobqueues if q.selects(job)), default=0)
+    return (-queue, -job.priority, job.created)
+
+
 class HoldBook:
     """The holds of one session: those it was handed that have not expired, at most ``limit`` of
-    them (the oldest: a policy may have lowered ``max_holds``, or turned holds off), plus new ones."""
+    them (the first in hold order, ``rank``: a policy may have lowered ``max_holds``, or turned
+    holds off), plus new ones; a hold may end in the session (displaced, or its gang placed)."""
 
-    def __init__(self, holds: Mapping[str, Hold], now: float, hold_seconds: float, limit: int) -> None:
+    def __init__(
+        self,
+        holds: Mapping[str, Hold],
+        now: float,
+        hold_seconds: float,
+        limit: int,
+        rank: Callable[[str], Rank] = lambda _: LAST,
+    ) -> None:
         self._now = now
-        alive = sorted((h.since, job) for job, h in holds.items() if now - h.since < hold_seconds)
-        self._holds = {job: holds[job] for _, job in alive[: max(0, limit)]}
-        self.expired = frozenset(holds) - frozenset(self._holds)  # ended: their gangs wait anew before holding
+        self._rank = rank
+        alive = [job for job, h in holds.items() if now - h.since < hold_seconds]
+        if len(alive) > limit:  # which to keep: the first in hold order (ties: the older hold)
+            alive = sorted(alive, key=lambda j: (rank(j), holds[j].since, j))[: max(0, limit)]
+        self._holds = {job: holds[job] for job in alive}
+        # ended by time (or, in the session, displaced): their gangs wait anew before holding; one
+        # ended because the book is full (max_holds lowered, holds off) keeps its gang's count
+        self.expired = {job for job, h in holds.items() if now - h.since >= hold_seconds}
         self._holder = {n: job for job, h in self._holds.items() for n in h.nodes}
 
     @classmethod
@@ -115,6 +162,25 @@ class HoldBook:
         self._holds[job] = Hold(nodes, self._now)
         for n in nodes:
             self._holder.setdefault(n, job)
+
+    def displaced_by(self, job: str) -> str | None:
+        """The hold ``job`` takes the place of (the book being full): the last in hold order (ties:
+        the younger hold), if ``job`` comes strictly before it; None: ``job`` waits its turn."""
+        if not self._holds:
+            return None
+        last = max(self._holds, key=lambda j: (self._rank(j), self._holds[j].since, j))
+        return last if self._rank(job) < self._rank(last) else None
+
+    def end(self, job: str, *, displaced: bool = False) -> Hold | None:
+        """The job's hold ends now (``displaced``: its gang waits anew before holding again)."""
+        h = self._holds.pop(job, None)
+        if h is not None:
+            for n in h.nodes:
+                if self._holder.get(n) == job:
+                    del self._holder[n]
+        if displaced:
+            self.expired.add(job)
+        return h
 
     def move(self, job: str, nodes: tuple[str, ...]) -> None:
         """The job's hold now covers ``nodes`` instead; it keeps its start time."""
@@ -162,21 +228,26 @@ Row = tuple[int, int, int, str]  # a node a hold may take: (room now, room when 
 Key = tuple[int, int, int]  # what ranks held sets (lowest first): zones, less room now, nodes
 
 
-def choose_hold(memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Sequence[QuotaInfo]) -> tuple[str, ...]:
-    """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them)."""
+def choose_hold(
+    memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Sequence[QuotaInfo], *, ignoring: str = ""
+) -> tuple[str, ...]:
+    """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them);
+    the nodes held for ``ignoring`` (a hold the job would displace) count as free."""
     head, need = _head(quotas)
     if head is None:
         return ()
     sid = memo.shape_of(head)
     specs, _ = planner.specs(quotas, head)  # the GPU models the gang may use: its bound quotas' one
     kept = _bound_room(quotas)
+    book = planner.holds
+
+    def held(n: str) -> bool:
+        return book.held_for_other(n, job.key) and (not ignoring or book.holder(n) != ignoring)
+
     best: tuple[Key, tuple[str, ...]] | None = None
     for spec in specs:
         # per zone: the nodes that could take the gang
-        rows = {
-            z: memo.hold_rows(head, sid, z, lambda n: planner.holds.held_for_other(n, job.key), kept)
-            for z in memo.spec_zones.get(spec, [])
-        }
+        rows = {z: memo.hold_rows(head, sid, z, held, kept) for z in memo.spec_zones.get(spec, [])}
         for unit in _units(memo, job, list(rows)):
             found = _hold_in({z: rows[z] for z in unit}, need)
             if found is not None and (best is None or found[0] < best[0]):

@@ -1,0 +1,145 @@
+"""The topology plugin's holds in one session (rules: ``holds.py``): which gang takes a hold when
+its plan fails, which hold it displaces, and which holds end because their gang was placed.
+
+The :class:`~extender.plugins.topology.holds.HoldBook` is the state; :class:`HoldKeeper` applies
+the rules to it as the session goes, and keeps what the session reports in step: the holds it
+leaves (``holds.NOTE``), the gangs whose hold ended early (``holds.EXPIRED_NOTE``: they wait anew),
+and — for a hold displaced after its gang was refused in the same session — the refusal, which
+then no longer names the nodes it held.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from extender.framework.session import Session
+from extender.framework.status import Reason, Status
+from extender.model.job import JobInfo
+from extender.model.quota import QuotaInfo
+from extender.plugins.gang import quotas_bound
+from extender.plugins.topology import holds
+
+if TYPE_CHECKING:
+    from extender.plugins.topology.fitmemo import FitMemo
+    from extender.plugins.topology.planner import GangPlanner
+
+__all__ = ["HoldKeeper", "waiting"]
+
+
+def waiting(ssn: Session, job: JobInfo) -> bool:
+    """The gang waits — what a hold is for: it has a quota left to bind and lacks members to run
+    (once ``minMember`` of them are bound, the rest is room it would use, not a gang waiting)."""
+    return any(not q.node_name for q in ssn.job_quotas(job)) and quotas_bound(ssn, job) < job.min_member
+
+
+class HoldKeeper:
+    """One session's holds (``reserve_after_cycles``, ``max_holds``, ``hold_seconds``: the
+    plugin's arguments); ``plans`` is the plugin's job → plan map (a displaced gang's refusal is
+    replaced there)."""
+
+    def __init__(
+        self,
+        ssn: Session,
+        reserve_after_cycles: int,
+        max_holds: int,
+        hold_seconds: float,
+        plans: MutableMapping[str, Any],
+    ) -> None:
+        self.ssn, self.reserve_after_cycles, self.max_holds = ssn, reserve_after_cycles, max_holds
+        self._plans = plans
+        self._ranks: dict[str, holds.Rank] = {}
+        self.settled = 0  # how many intents the session had when the holds were last settled
+        self._refusals: dict[str, tuple[Status, Status]] = {}  # job → its refusal naming held nodes, and without
+        limit = max_holds if reserve_after_cycles > 0 else 0  # 0: holds are off, old ones end
+        self.book = holds.HoldBook(ssn.snap.holds, ssn.now, hold_seconds, limit, self.rank)
+        ssn.notes[holds.NOTE] = self.book.current()  # expired holds end with this session
+        ssn.notes[holds.EXPIRED_NOTE] = self.book.expired  # and those displaced in it
+
+    def rank(self, job_key: str) -> holds.Rank:
+        """The job's place in the hold order (:func:`holds.rank`), worked out once a session."""
+        r = self._ranks.get(job_key)
+        if r is None:
+            r = self._ranks[job_key] = holds.rank(self.ssn.job(job_key), self.ssn.snap.jobqueues.values())
+        return r
+
+    def refuse(
+        self, job: JobInfo, quotas: list[QuotaInfo], failure: Status, memo: FitMemo, planner: GangPlanner
+    ) -> Status:
+        """The refusal of a waiting gang whose plan failed (``failure``): once it has waited long
+        enough, it holds the nodes that would fit it soonest, and the refusal says so."""
+        book = self.book
+        held = book.of(job.key)
+        if held is None:
+            held = self._take(
+                job, quotas, failure, lambda ignoring: holds.choose_hold(memo, planner, job, quotas, ignoring=ignoring)
+            )
+        else:
+            moved = holds.better_hold(memo, planner, job, quotas, held)
+            if moved is not None:
+                book.move(job.key, moved)
+                self.ssn.notes[holds.NOTE] = book.current()
+                held = moved
+        if not held:
+            return failure
+        detail = "; ".join(f.detail for f in failure.failures if f.detail)
+        refusal = Status.unschedulable(
+            failure.reason or Reason.NO_ZONE_FITS,
+            f"{detail}; {Reason.HOLDING_NODES.value} {holds.describe_nodes(held)} for {job.key}",
+        )
+        self._refusals[job.key] = (refusal, failure)
+        return refusal
+
+    def _take(
+        self, job: JobInfo, quotas: list[QuotaInfo], failure: Status, choose: Callable[[str], tuple[str, ...]]
+    ) -> tuple[str, ...]:
+        """The nodes a gang without a hold starts holding (empty: none): once it has waited
+        ``reserve_after_cycles``, in a free place or in that of a hold after it in hold order
+        (``choose(ignoring)``: the nodes to hold, those held for ``ignoring`` counting as free)."""
+        book = self.book
+        # a gang kept off nodes held for another waits for that one: it holds nothing itself
+        if (
+            self.reserve_after_cycles <= 0
+            or failure.reason is Reason.NODE_HELD_FOR_GANG
+            or job.key in book.expired
+            or self.ssn.snap.gang_waits.get(job.key, 0) < self.reserve_after_cycles
+        ):
+            return ()
+        victim = book.displaced_by(job.key) if book.count() >= self.max_holds else ""
+        if victim is None:
+            return ()
+        held = choose(victim)
+        if held:
+            if victim:
+                book.end(victim, displaced=True)
+                self._unheld(victim)
+            book.add(job.key, held)
+            self.ssn.notes[holds.NOTE] = book.current()
+        return held
+
+    def _unheld(self, job_key: str) -> None:
+        """The job's hold ended in this session: if it was refused already, the refusal (its plan,
+        its verdict) no longer names the nodes it held."""
+        refusals = self._refusals.pop(job_key, None)
+        if refusals is None:
+            return
+        refusal, failure = refusals
+        if self._plans.get(job_key) is refusal:
+            self._plans[job_key] = failure
+        verdict = self.ssn.verdicts.get(job_key)
+        if verdict is not None and verdict.status is refusal:
+            self.ssn.verdict(job_key, verdict.stage, failure, per_node=verdict.per_node, quota=verdict.quota)
+
+    def settle(self) -> None:
+        """End the holds of gangs placed in this session (``minMember`` of them bound, or all):
+        from then on they neither count against ``max_holds`` nor keep others off their nodes.
+        Called between jobs, once a job has committed since the last call (the session has more
+        intents) — when a job is first planned, when another job's quota is selected — never
+        inside a holder's own statement, whose binds may still be discarded."""
+        ssn, book = self.ssn, self.book
+        self.settled = len(ssn.intents)
+        for key in list(book.current()) if book.any() else ():
+            job = ssn.job(key)
+            if job is None or not waiting(ssn, job):
+                ssn.notes.setdefault(holds.PLACED_NOTE, {})[key] = book.end(key)
+                ssn.notes[holds.NOTE] = book.current()
