@@ -2,7 +2,9 @@
 
 Spot pods hold no quota: they fill gaps. Their candidates go through the TN bundle (node
 predicates, the sylas pools) and, for prioritize, its scores (sylas prefers nodes whose GPUs no
-quota holds, so that spot pods are less likely to be evicted soon).
+quota holds, so that spot pods are less likely to be evicted soon). A spot pod never preempts
+(``reclaim`` refuses it), so every node refused goes in ``FailedAndUnresolvableNodes``: in
+``FailedNodes`` kube-scheduler would run a preemption dry run for nothing.
 
 A spot job that requests RDMA is kept in one zone (the topology plugin's TN stage). Its pods are
 bound asynchronously, so the zone a pod of it is let into before any of them is seen bound is
@@ -31,7 +33,7 @@ def filter_spot_pod(ssn: Session, task: TaskInfo, candidates: Sequence[str]) -> 
             out.unresolvable[name] = Status.unresolvable(Reason.NODE_NOT_FOUND, name).message()
             continue
         s = ssn.tn.predicate(task, node)
-        out.put(name, s)
+        out.put(name, s, may_preempt=False)  # spot pods never preempt (``reclaim``)
         if s.ok:
             feasible.append(node)
     if feasible and ssn.tn.has_scores:

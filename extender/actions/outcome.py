@@ -22,10 +22,13 @@ class FilterOutcome:
     path: str = QUOTA
     quota: str = ""  # the quota the pod uses (claimed, or chosen inline)
 
-    def put(self, node: str, status: Status) -> None:
+    def put(self, node: str, status: Status, *, may_preempt: bool = True) -> None:
+        """Record ``node``'s verdict; a refusal goes in ``FailedNodes`` only when it is one that
+        evicting pods could lift and the pod ``may_preempt`` (kube-scheduler runs its preemption
+        dry run over those nodes alone)."""
         if status.ok:
             self.passed.append(node)
-        elif status.code == Code.UNSCHEDULABLE:
+        elif status.code == Code.UNSCHEDULABLE and may_preempt:
             self.failed[node] = status.message()
         else:
             self.unresolvable[node] = status.message()

@@ -90,3 +90,17 @@ async def test_the_remembered_zone_is_forgotten_after_spot_zone_seconds() -> Non
     assert await passed(verbs, second) == NAMES[:3]
     now[0] += SPOT_ZONE_SECONDS + 1
     assert await passed(verbs, second) == NAMES[5:]
+
+
+async def test_a_spot_pod_s_refusals_are_unresolvable_for_it_never_preempts() -> None:
+    """kube-scheduler runs a preemption dry run over ``FailedNodes`` (research note §2.6), and
+    ``reclaim`` refuses every spot preemptor: so no node refused a spot pod — by its zone here, the
+    TN topology stage — goes there, each in ``FailedAndUnresolvableNodes`` with its reason. (Asked
+    of s2's nodes only: s1 is the best fit, so no candidate passes and the reply lists them all.)"""
+    objs, first, _ = cluster()
+    cache = cache_of(objs)
+    verbs = Verbs(state_of(cache, writer=RecordingWriter(cache)))
+    reply = orjson.loads(await verbs.filter(args(first, NAMES[3:])))
+    assert reply["NodeNames"] == []
+    assert reply["FailedNodes"] == {}
+    assert sorted(reply["FailedAndUnresolvableNodes"]) == NAMES[3:]
