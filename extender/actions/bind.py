@@ -27,7 +27,7 @@ from extender.actions import backfill
 from extender.actions.outcome import INLINE, FilterOutcome
 from extender.framework.pipeline import place
 from extender.framework.session import FitStage, JobVerdict, Session
-from extender.framework.status import SUCCESS, Code, Failure, Reason, Status
+from extender.framework.status import SUCCESS, Code, Failure, Prefixed, Reason, Status
 from extender.model.job import JobInfo
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
@@ -100,12 +100,13 @@ def _lead(reason: Reason, detail: str, prefix: str, others: Sequence[Failure]) -
 
 
 def _verdict_text(v: JobVerdict) -> str:
+    """The job verdict's first failure in words, after what already went right when the verdict
+    says it (a gang that runs while the rest waits: ``placed 3 of 4 (minMember 2); 1 waits: …``)."""
     f = v.status.failures[0] if v.status.failures else None
     if f is None:
         return v.status.message()
-    if f.reason is Reason.WAITING_FOR_GANG:
-        return f"waiting for gang: {f.detail}"
-    return f.detail or f.reason.value
+    text = f"waiting for gang: {f.detail}" if f.reason is Reason.WAITING_FOR_GANG else f.detail or f.reason.value
+    return f"{v.status.prefix}: {text}" if isinstance(v.status, Prefixed) else text
 
 
 def choose_inline_quota(ssn: Session, task: TaskInfo) -> QuotaInfo | None:

@@ -9,6 +9,7 @@ or one placed quota by quota. A gang short of its ``minMember`` is told only why
 
 from __future__ import annotations
 
+from extender.actions.bind import waiting_reason
 from extender.binder import status as st
 from extender.diagnose import diagnose_job
 from extender.framework.status import Reason
@@ -65,3 +66,17 @@ def test_a_gang_placed_quota_by_quota_says_it_runs_and_what_waits() -> None:
     assert sorted(c.node_of(f"q-job-{i}") for i in range(3)) == ["", "n0", "n1"]
     message = result.verdicts["default/job"].status.message()
     assert message.startswith("placed 2 of 3 (minMember 2); 1 waits: InsufficientQuotaIdle"), message
+
+
+def test_the_waiting_pod_s_own_filter_reason_says_its_gang_runs() -> None:
+    """kube-scheduler's FailedScheduling message for the fourth worker (its quota unbound) is the
+    extender's filter reason: it says the gang runs, then why this quota waits."""
+    c = Cluster(min_member=2)
+    c.cycle()
+    result = c.cycle()
+    ssn = result.session
+    quota = ssn.quota("q-big-3")
+    task = next(t for t in ssn.job("default/big").tasks.values() if t.quota == "q-big-3")  # type: ignore[union-attr]
+    why = waiting_reason(ssn, task, quota, result.verdicts["default/big"])
+    assert why.reason is Reason.NO_ZONE_FITS
+    assert why.message().startswith(f"NoZoneFits(quota q-big-3 not bound: {PART[: -len(': NoZoneFits(')]}"), why
