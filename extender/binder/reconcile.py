@@ -25,7 +25,7 @@ from extender.cache.convert import format_time
 from extender.framework.session import JobVerdict
 from extender.framework.status import Reason
 from extender.model.capacity import largest_allocatable, unholdable
-from extender.model.job import JobInfo
+from extender.model.job import JobInfo, by_precedence, governing_jobqueue
 from extender.plugins.topology.holds import Hold
 
 __all__ = ["StatusReconciler", "StatusWriter"]
@@ -201,9 +201,9 @@ class StatusReconciler:
     def _jobqueues(self) -> list[Awaitable[None]]:
         cache = self.cache
         governed: dict[str, list[JobInfo]] = {name: [] for name in cache.jobqueues}
-        jqs = st.by_precedence(cache.jobqueues.values())
+        jqs = by_precedence(cache.jobqueues.values())
         for job in cache.jobs.values():
-            jq = st.governing_jobqueue(job, jqs)
+            jq = governing_jobqueue(job, jqs)
             if jq is not None:
                 governed[jq.name].append(job)
         writes: list[Awaitable[None]] = []

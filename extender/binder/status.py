@@ -58,8 +58,6 @@ from extender.plugins.topology.holds import Hold
 
 __all__ = [
     "UNSCHEDULABLE",
-    "by_precedence",
-    "governing_jobqueue",
     "hold_record",
     "job_phase",
     "jobqueue_status",
@@ -232,18 +230,6 @@ def queue_status(
     else:
         out.pop("quotaPools", None)
     return out
-
-
-def by_precedence(jobqueues: Iterable[JobQueueInfo]) -> list[JobQueueInfo]:
-    """JobQueues in the order that decides which governs a job: highest priority first, ties by
-    name (the ``jobqueue`` plugin's rule)."""
-    return sorted(jobqueues, key=lambda q: (-q.priority, q.name))
-
-
-def governing_jobqueue(job: JobInfo, ordered: Iterable[JobQueueInfo]) -> JobQueueInfo | None:
-    """The JobQueue that governs ``job``: the first of ``ordered`` (:func:`by_precedence`) that
-    selects it."""
-    return next((q for q in ordered if q.selects(job)), None)
 
 
 def jobqueue_status(jq: JobQueueInfo, jobs: Iterable[JobInfo], stored: Mapping[str, Any]) -> dict[str, Any]:

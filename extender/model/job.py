@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from extender.model.enums import Enum
@@ -9,7 +10,7 @@ from extender.model.resources import Resource
 from extender.model.selectors import LabelSelector
 from extender.model.task import ALIVE, TaskInfo, TaskStatus
 
-__all__ = ["JobInfo", "JobPhase", "JobQueueInfo", "QueueInfo"]
+__all__ = ["JobInfo", "JobPhase", "JobQueueInfo", "QueueInfo", "by_precedence", "governing_jobqueue"]
 
 
 class JobPhase(Enum):
@@ -153,3 +154,15 @@ class JobQueueInfo:
         if self.namespaces and job.namespace not in self.namespaces:
             return False
         return self.selector.matches(job.labels)
+
+
+def by_precedence(jobqueues: Iterable[JobQueueInfo]) -> list[JobQueueInfo]:
+    """JobQueues in the order that decides which governs a job: highest priority first, ties by
+    name."""
+    return sorted(jobqueues, key=lambda q: (-q.priority, q.name))
+
+
+def governing_jobqueue(job: JobInfo, ordered: Iterable[JobQueueInfo]) -> JobQueueInfo | None:
+    """The JobQueue that governs ``job``: the first of ``ordered`` (:func:`by_precedence`) that
+    selects it (None: none does)."""
+    return next((q for q in ordered if q.selects(job)), None)

@@ -15,7 +15,7 @@ from typing import Any, Final
 from extender.framework.plugin import NoArgs
 from extender.framework.session import Event, EventKind, Session
 from extender.framework.status import SUCCESS, Reason, Status
-from extender.model.job import JobInfo, JobQueueInfo
+from extender.model.job import JobInfo, JobQueueInfo, by_precedence, governing_jobqueue
 
 NAME: Final = "jobqueue"
 Args = NoArgs
@@ -47,14 +47,14 @@ class _JobQueues:
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.jqs = sorted(ssn.snap.jobqueues.values(), key=lambda q: (-q.priority, q.name))
+        self.jqs = by_precedence(ssn.snap.jobqueues.values())
         self.match: dict[str, JobQueueInfo | None] = {}
         self.running: dict[str, set[str]] = {q.name: set() for q in self.jqs}
         self.ready = False
 
     def governing(self, job: JobInfo) -> JobQueueInfo | None:
         if job.key not in self.match:
-            self.match[job.key] = next((q for q in self.jqs if q.selects(job)), None)
+            self.match[job.key] = governing_jobqueue(job, self.jqs)
         return self.match[job.key]
 
     def enqueueable(self, job: JobInfo) -> Status:

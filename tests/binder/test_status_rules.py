@@ -11,6 +11,7 @@ from extender.binder import status as st
 from extender.cache.cache import ClusterCache
 from extender.framework.session import FitStage, JobVerdict
 from extender.framework.status import Reason, Status
+from extender.model.job import by_precedence, governing_jobqueue
 from extender.model.quota import QuotaInfo
 from tests import builders as b
 
@@ -135,7 +136,7 @@ def test_jobqueue_counts_admitted_blocked_and_pending_jobs() -> None:
     objs.append(b.jobqueue("jq", selector={"matchLabels": {"team": "x"}}, max_running=2))
     cache = _cache(objs)
     jq = cache.jobqueues["jq"]
-    governed = [j for j in cache.jobs.values() if st.governing_jobqueue(j, [jq]) is jq]
+    governed = [j for j in cache.jobs.values() if governing_jobqueue(j, [jq]) is jq]
     assert sorted(j.name for j in governed) == ["a", "b", "c"]
     status = st.jobqueue_status(jq, governed, {})
     assert (status["runningJobs"], status["pendingJobs"], status["blockedJobs"]) == (1, 2, 0)
@@ -181,9 +182,9 @@ def test_a_job_counts_in_the_jobqueue_of_highest_priority_then_first_name() -> N
         b.jobqueue("high-a", selector={"matchLabels": {"team": "x"}}, priority=5),
     ]
     cache = _cache(objs)
-    ordered = st.by_precedence(cache.jobqueues.values())
+    ordered = by_precedence(cache.jobqueues.values())
     assert [q.name for q in ordered] == ["high-a", "high-b", "low"]
-    jq = st.governing_jobqueue(cache.jobs["default/a"], ordered)
+    jq = governing_jobqueue(cache.jobs["default/a"], ordered)
     assert jq is not None and jq.name == "high-a"
 
 

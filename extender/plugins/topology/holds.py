@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from extender.model.job import JobInfo, JobQueueInfo
+from extender.model.job import JobInfo, JobQueueInfo, governing_jobqueue
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
 from extender.plugins.topology.gangplan import ZoneId
@@ -102,14 +102,15 @@ Rank = tuple[int, int, float]  # a gang's place in the hold order: (-queue prior
 LAST: Final[Rank] = (1 << 62, 1 << 62, float("inf"))  # a job the session does not know: after every other
 
 
-def rank(job: JobInfo | None, jobqueues: Iterable[JobQueueInfo]) -> Rank:
+def rank(job: JobInfo | None, ordered: Iterable[JobQueueInfo]) -> Rank:
     """The gang's place in the hold order, lowest first: its queue priority (that of the JobQueue
-    governing it — the highest-priority one that selects it, as the ``jobqueue`` plugin orders
-    jobs; 0 for none), then its own priority, then its age (older first)."""
+    governing it, :func:`~extender.model.job.governing_jobqueue` of ``ordered``, as the
+    ``jobqueue`` plugin orders jobs; 0 for none), then its own priority, then its age (older
+    first)."""
     if job is None:
         return LAST
-    queue = max((q.priority for q in jobqueues if q.selects(job)), default=0)
-    return (-queue, -job.priority, job.created)
+    queue = governing_jobqueue(job, ordered)
+    return (-(queue.priority if queue is not None else 0), -job.priority, job.created)
 
 
 class HoldBook:

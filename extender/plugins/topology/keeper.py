@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from extender.framework.session import Session
 from extender.framework.status import Reason, Status
-from extender.model.job import JobInfo
+from extender.model.job import JobInfo, JobQueueInfo, by_precedence
 from extender.model.quota import QuotaInfo
 from extender.plugins.gang import quotas_bound
 from extender.plugins.topology import holds
@@ -49,6 +49,7 @@ class HoldKeeper:
         self.ssn, self.reserve_after_cycles, self.max_holds = ssn, reserve_after_cycles, max_holds
         self._plans = plans
         self._ranks: dict[str, holds.Rank] = {}
+        self._jobqueues: list[JobQueueInfo] | None = None  # in precedence order, sorted on first use
         self.settled = 0  # how many intents the session had when the holds were last settled
         self._refusals: dict[str, tuple[Status, Status]] = {}  # job → its refusal naming held nodes, and without
         limit = max_holds if reserve_after_cycles > 0 else 0  # 0: holds are off, old ones end
@@ -60,7 +61,9 @@ class HoldKeeper:
         """The job's place in the hold order (:func:`holds.rank`), worked out once a session."""
         r = self._ranks.get(job_key)
         if r is None:
-            r = self._ranks[job_key] = holds.rank(self.ssn.job(job_key), self.ssn.snap.jobqueues.values())
+            if self._jobqueues is None:
+                self._jobqueues = by_precedence(self.ssn.snap.jobqueues.values())
+            r = self._ranks[job_key] = holds.rank(self.ssn.job(job_key), self._jobqueues)
         return r
 
     def refuse(
