@@ -129,9 +129,9 @@ class HoldBook:
         self._now = now
         self._rank = rank
         alive = [job for job, h in holds.items() if now - h.since < hold_seconds]
-        if len(alive) > limit:  # which to keep: the first in hold order (ties: the older hold)
-            alive = sorted(alive, key=lambda j: (rank(j), holds[j].since, j))[: max(0, limit)]
         self._holds = {job: holds[job] for job in alive}
+        if len(alive) > limit:  # which to keep: the first in hold order (ties: the older hold)
+            self._holds = {job: holds[job] for job in sorted(alive, key=self._order)[: max(0, limit)]}
         # ended by time (or, in the session, displaced): their gangs wait anew before holding; one
         # ended because the book is full (max_holds lowered, holds off) keeps its gang's count
         self.expired = {job for job, h in holds.items() if now - h.since >= hold_seconds}
@@ -169,8 +169,12 @@ class HoldBook:
         the younger hold), if ``job`` comes strictly before it; None: ``job`` waits its turn."""
         if not self._holds:
             return None
-        last = max(self._holds, key=lambda j: (self._rank(j), self._holds[j].since, j))
+        last = max(self._holds, key=self._order)
         return last if self._rank(job) < self._rank(last) else None
+
+    def _order(self, job: str) -> tuple[Rank, float, str]:
+        """Where a held job stands among the holders: hold order, then the older hold first."""
+        return self._rank(job), self._holds[job].since, job
 
     def end(self, job: str, *, displaced: bool = False) -> Hold | None:
         """The job's hold ends now (``displaced``: its gang waits anew before holding again)."""
