@@ -25,7 +25,7 @@ with the annotation ``spot-pool`` (default exclusive).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from typing import Any, Final, Literal
 
@@ -188,8 +188,7 @@ class Plugin:
         their own), the pods one at a time, the costliest first, that the others cover without
         (a gang's pods go together: one of them gone stops them all). None: they cannot make
         room."""
-        idle = node.idle.q
-        shortage = Resource({n: v - idle.get(n, 0) for n, v in preemptor.request.q.items() if v > idle.get(n, 0)})
+        shortage = _shortage(preemptor.request, node.idle.q)
         chosen = self._victim_groups(node, shortage, ssn.now, ssn.gpu_resources, allowed)
         if chosen is None:
             return None
@@ -278,7 +277,7 @@ class Plugin:
             free = unpromised_idle(node, quota.name).q
             if all(v <= free.get(n, 0) for n, v in quota.request.q.items()):
                 return 1.0  # nothing to evict
-            shortage = Resource({n: v - free.get(n, 0) for n, v in quota.request.q.items() if v > free.get(n, 0)})
+            shortage = _shortage(quota.request, free)
             victims = self.predicted_victims(node, shortage, ssn.now, gpus)
             if victims is None:
                 return 0.0
@@ -296,6 +295,11 @@ class Plugin:
             "job.victims": victims,
             "job.evict": partial(self.victims_to_evict, ssn),
         }
+
+
+def _shortage(request: Resource, free: Mapping[str, int]) -> Resource:
+    """What of ``request`` the ``free`` room lacks, per resource (only those it lacks)."""
+    return Resource({n: v - free.get(n, 0) for n, v in request.q.items() if v > free.get(n, 0)})
 
 
 def _covered(left: Resource) -> bool:
