@@ -16,7 +16,7 @@ from extender.api.extender import Verbs
 from extender.conf import default_policy
 from extender.state import SPOT_ZONE_SECONDS, ServiceState
 from tests import builders as b
-from tests.extender.wire import NOW, RecordingWriter, args, binding, cache_of, state_of
+from tests.extender.wire import JSON, NOW, RecordingWriter, args, binding, cache_of, served, state_of
 
 Obj = dict[str, Any]
 LEAVES = ["s1", "s1", "s1", "s2", "s2", "s2", "s2"]  # s1: n0–n2, s2: n3–n6
@@ -93,14 +93,17 @@ async def test_the_remembered_zone_is_forgotten_after_spot_zone_seconds() -> Non
 
 
 async def test_a_spot_pod_s_refusals_are_unresolvable_for_it_never_preempts() -> None:
-    """kube-scheduler runs a preemption dry run over ``FailedNodes`` (research note §2.6), and
-    ``reclaim`` refuses every spot preemptor: so no node refused a spot pod — by its zone here, the
-    TN topology stage — goes there, each in ``FailedAndUnresolvableNodes`` with its reason. (Asked
-    of s2's nodes only: s1 is the best fit, so no candidate passes and the reply lists them all.)"""
+    """Over HTTP, as kube-scheduler calls the filter verb. It runs a preemption dry run over
+    ``FailedNodes`` (research note §2.6), and ``reclaim`` refuses every spot preemptor: so no node
+    refused a spot pod — by its zone here, the TN topology stage — goes there, each in
+    ``FailedAndUnresolvableNodes`` with its reason. (Asked of s2's nodes only: s1 is the best fit,
+    so no candidate passes and the reply lists them all.)"""
     objs, first, _ = cluster()
     cache = cache_of(objs)
-    verbs = Verbs(state_of(cache, writer=RecordingWriter(cache)))
-    reply = orjson.loads(await verbs.filter(args(first, NAMES[3:])))
+    async with served(state_of(cache, writer=RecordingWriter(cache))) as client:
+        answer = await client.post("/filter", content=args(first, NAMES[3:]), headers=JSON)
+    assert answer.status_code == 200
+    reply = answer.json()
     assert reply["NodeNames"] == []
     assert reply["FailedNodes"] == {}
     assert sorted(reply["FailedAndUnresolvableNodes"]) == NAMES[3:]
