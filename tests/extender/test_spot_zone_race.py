@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
+import httpx
 import pytest
 
 from extender import wellknown
-from extender.api.extender import Verbs
 from extender.conf import default_policy
 from extender.state import SPOT_ZONE_SECONDS, ServiceState
 from tests import builders as b
@@ -45,9 +44,11 @@ def cluster() -> tuple[list[Obj], Obj, Obj]:
     return [*objs, first, second], first, second
 
 
-async def passed(verbs: Verbs, pod: Obj) -> list[str]:
-    reply = orjson.loads(await verbs.filter(args(pod, NAMES)))
-    assert not reply["Error"], reply
+async def passed(client: httpx.AsyncClient, pod: Obj) -> list[str]:
+    """The nodes the extender's filter verb passes, asked over HTTP as kube-scheduler asks it."""
+    answer = await client.post("/filter", content=args(pod, NAMES), headers=JSON)
+    reply = answer.json()
+    assert answer.status_code == 200 and not reply["Error"], reply
     return list(reply["NodeNames"])
 
 
@@ -66,13 +67,13 @@ async def test_a_sibling_filtered_before_the_first_bind_goes_to_the_first_pod_s_
     than split the job."""
     objs, first, second = cluster()
     cache = cache_of(objs)
-    verbs = Verbs(state_of(cache, writer=RecordingWriter(cache)))
-    assert await passed(verbs, first) == NAMES[:3]
-    for i, node in enumerate(stolen):
-        cache.on_podgroup_add(b.podgroup(f"other-{i}", min_member=1))
-        cache.on_pod_add(spot(f"other-{i}", f"other-{i}", node=node))
-    assert await passed(verbs, second) == zone
-    error = orjson.loads(await verbs.bind(binding(first, "n2")))["Error"]
+    async with served(state_of(cache, writer=RecordingWriter(cache))) as client:
+        assert await passed(client, first) == NAMES[:3]
+        for i, node in enumerate(stolen):
+            cache.on_podgroup_add(b.podgroup(f"other-{i}", min_member=1))
+            cache.on_pod_add(spot(f"other-{i}", f"other-{i}", node=node))
+        assert await passed(client, second) == zone
+        error = (await client.post("/bind", content=binding(first, "n2"), headers=JSON)).json()["Error"]
     assert (error == "") is first_binds, error
 
 
@@ -82,14 +83,14 @@ async def test_the_remembered_zone_is_forgotten_after_spot_zone_seconds() -> Non
     objs, first, second = cluster()
     cache = cache_of(objs)
     now = [NOW]
-    verbs = Verbs(ServiceState(cache=cache, policy=default_policy(), clock=lambda: now[0]))
-    assert await passed(verbs, first) == NAMES[:3]
-    for i, node in enumerate(["n3", "n4"]):
-        cache.on_podgroup_add(b.podgroup(f"other-{i}", min_member=1))
-        cache.on_pod_add(spot(f"other-{i}", f"other-{i}", node=node))
-    assert await passed(verbs, second) == NAMES[:3]
-    now[0] += SPOT_ZONE_SECONDS + 1
-    assert await passed(verbs, second) == NAMES[5:]
+    async with served(ServiceState(cache=cache, policy=default_policy(), clock=lambda: now[0])) as client:
+        assert await passed(client, first) == NAMES[:3]
+        for i, node in enumerate(["n3", "n4"]):
+            cache.on_podgroup_add(b.podgroup(f"other-{i}", min_member=1))
+            cache.on_pod_add(spot(f"other-{i}", f"other-{i}", node=node))
+        assert await passed(client, second) == NAMES[:3]
+        now[0] += SPOT_ZONE_SECONDS + 1
+        assert await passed(client, second) == NAMES[5:]
 
 
 async def test_a_spot_pod_s_refusals_are_unresolvable_for_it_never_preempts() -> None:
