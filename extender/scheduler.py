@@ -136,9 +136,8 @@ class Scheduler:
         mem.backoff = {k: v for k, v in mem.backoff.items() if v > now}
         self._remember_holds(ssn)
         alive = ssn.snap.jobs
-        for d in (mem.release_count,):
-            for key in [k for k in d if k not in alive]:
-                del d[key]
+        for key in [k for k in mem.release_count if k not in alive]:
+            del mem.release_count[key]
 
     def _remember_holds(self, ssn: Session) -> None:
         """The holds and counts of failed cycles the session leaves; those of the gangs it placed
