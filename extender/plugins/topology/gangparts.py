@@ -4,6 +4,12 @@ session, no I/O.
 
 * A gang is planned over its **kinds** (``mixedplan.py``); its largest quota (its GPUs, then all
   its units; ties: the last name) stands for every quota when it is counted as one size.
+* **Too many kinds** (:func:`coarsen`): a gang of more count vectors than the exact planning
+  enumerates is planned over fewer, merged kinds: a merged kind asks for the most of every
+  resource any of its quotas asks for, goes only where all of them may, and keeps apart from
+  what any of them repels (from itself too when two of them repel each other). A placement of
+  the merged kinds is one of the gang: never an over-promise (a kind may wait while its quotas,
+  counted apart, would fit).
 * **minMember.** A gang that does not fit whole still runs when enough of it fits: the planner
   places the most of its unbound quotas that fit, the lowest ranks first, as long as with its
   bound ones (and its finished tasks, counted as the gang gate counts: ``gang.quotas_bound``) they
@@ -14,16 +20,17 @@ session, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from extender.framework.status import Status
 from extender.model.quota import QuotaInfo
 from extender.plugins.topology.gangplan import ZoneOffer
-from extender.plugins.topology.mixedplan import Kind
+from extender.plugins.topology.mixedplan import Kind, states
 
-__all__ = ["Mix", "PlanKey", "kinds_of", "most_that_fit", "plan_key"]
+__all__ = ["Mix", "PlanKey", "coarsen", "kinds_of", "most_that_fit", "plan_key"]
 
 P = TypeVar("P")
 PlanKey = tuple[int, int, int, int, int, int, int, str]
@@ -31,13 +38,14 @@ PlanKey = tuple[int, int, int, int, int, int, int, str]
 
 @dataclass(slots=True)
 class Mix:
-    """A gang of several kinds: its unbound quotas (rank order), the largest, its kinds, a quota
-    standing for each kind, each quota's kind, and the largest quota's kind."""
+    """A gang of several kinds: its unbound quotas (rank order), the largest, its kinds, the
+    quotas standing for each kind (a node takes the kind only if it takes every one of them),
+    each quota's kind, and the largest quota's kind."""
 
     unbound: list[QuotaInfo]
     head: QuotaInfo
     kinds: list[Kind]
-    reps: list[QuotaInfo]
+    reps: list[list[QuotaInfo]]
     order: list[int]
     head_kind: int
 
@@ -53,7 +61,7 @@ def kinds_of(unbound: Sequence[QuotaInfo], shape_of: Callable[[QuotaInfo], int |
     if sids and sids[0] is not None and sids.count(sids[0]) == len(sids):  # one kind: all ask the same
         at = max(range(len(unbound)), key=lambda i: unbound[i].name)
         head = unbound[at]
-        return Mix(list(unbound), head, [Kind(head.request.q, len(unbound))], [unbound[0]], [0] * len(sids), 0)
+        return Mix(list(unbound), head, [Kind(head.request.q, len(unbound))], [[unbound[0]]], [0] * len(sids), 0)
     index: dict[object, int] = {}
     reps: list[QuotaInfo] = []
     counts: list[int] = []
@@ -71,7 +79,7 @@ def kinds_of(unbound: Sequence[QuotaInfo], shape_of: Callable[[QuotaInfo], int |
     sizes = [_size(rep, gpus) for rep in reps]
     top = max(sizes)
     at = max((i for i, t in enumerate(order) if sizes[t] == top), key=lambda i: unbound[i].name)
-    return Mix(list(unbound), unbound[at], kinds, reps, order, order[at])
+    return Mix(list(unbound), unbound[at], kinds, [[r] for r in reps], order, order[at])
 
 
 def _apart(reps: Sequence[QuotaInfo]) -> list[frozenset[int]]:
@@ -87,6 +95,78 @@ def _apart(reps: Sequence[QuotaInfo]) -> list[frozenset[int]]:
                 out[t].add(u)
                 out[u].add(t)
     return [frozenset(a) for a in out]
+
+
+def coarsen(mix: Mix, limit: int) -> Mix:
+    """``mix`` with kinds merged until its count vectors (``mixedplan.states``) are at most
+    ``limit`` (or one kind is left): first all kinds that ask for the same (the largest such
+    group first: nothing of their room is lost), then, pair by pair, the two kinds whose merging
+    asks for the least more than their quotas do (per resource, relative to the most any kind
+    asks for; ties: the lower positions). See the module docstring for what a merged kind is."""
+    groups = [[t] for t in range(len(mix.kinds))]
+    kinds = mix.kinds
+    while len(groups) > 1 and _states(kinds, groups) > limit:
+        alike: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        for g, members in enumerate(groups):
+            alike.setdefault(_key(_envelope(kinds, members)), []).append(g)
+        same = max(alike.values(), key=len)
+        pick = same if len(same) > 1 else list(_cheapest_pair(kinds, groups))
+        merged = [t for g in pick for t in groups[g]]
+        groups = [members for g, members in enumerate(groups) if g not in pick]
+        groups.insert(pick[0], sorted(merged))
+    if len(groups) == len(kinds):
+        return mix
+    return _merged(mix, groups)
+
+
+def _states(kinds: Sequence[Kind], groups: Sequence[Sequence[int]]) -> int:
+    return states([Kind({}, sum(kinds[t].count for t in members)) for members in groups])
+
+
+def _envelope(kinds: Sequence[Kind], members: Sequence[int]) -> dict[str, int]:
+    """Per resource, the most any of the kinds ``members`` asks for."""
+    out: dict[str, int] = {}
+    for t in members:
+        for name, v in kinds[t].request.items():
+            out[name] = max(out.get(name, 0), v)
+    return out
+
+
+def _key(request: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((n, v) for n, v in request.items() if v))
+
+
+def _cheapest_pair(kinds: Sequence[Kind], groups: Sequence[Sequence[int]]) -> tuple[int, int]:
+    """The two groups whose merging asks for the least more than their quotas do."""
+    scale: dict[str, int] = {}
+    for k in kinds:
+        for name, v in k.request.items():
+            scale[name] = max(scale.get(name, 0), v)
+
+    def excess(members: Sequence[int]) -> float:
+        top = _envelope(kinds, members)
+        return sum(
+            kinds[t].count * (v - kinds[t].request.get(name, 0)) / scale[name]
+            for t in members
+            for name, v in top.items()
+            if v
+        )
+
+    pairs = itertools.combinations(range(len(groups)), 2)
+    return min(pairs, key=lambda p: (excess([*groups[p[0]], *groups[p[1]]]), p))
+
+
+def _merged(mix: Mix, groups: Sequence[Sequence[int]]) -> Mix:
+    """``mix`` over the kinds ``groups`` (each a list of ``mix``'s kinds)."""
+    group_of = {t: g for g, members in enumerate(groups) for t in members}
+    kinds = []
+    for members in groups:
+        apart = frozenset(group_of[u] for t in members for u in mix.kinds[t].apart)
+        count = sum(mix.kinds[t].count for t in members)
+        kinds.append(Kind(_envelope(mix.kinds, members), count, apart))
+    reps = [[q for t in members for q in mix.reps[t]] for members in groups]
+    order = [group_of[t] for t in mix.order]
+    return Mix(mix.unbound, mix.head, kinds, reps, order, group_of[mix.head_kind])
 
 
 def most_that_fit(plan: Callable[[int], P | Status], low: int, high: int) -> P | None:

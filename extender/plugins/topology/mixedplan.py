@@ -90,7 +90,8 @@ Frontier = tuple[Counts, ...]
 
 STATE_LIMIT = 4096
 """Count vectors a gang may have (Π (count + 1)) for this exact planning; a gang of more (many
-kinds of many quotas each) is counted as its largest quota instead (sound, may wait longer)."""
+kinds of many quotas each) is planned over merged kinds (``gangparts.coarsen``: sound, may wait
+longer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,8 @@ def node_frontier(node: MixedNode, kinds: Sequence[Kind]) -> Frontier:
         n = 0
         apart = kinds[t].apart  # a kind an earlier one on the node repels takes none here
         allowed = node.eligible[t] and not (apart and any(vec[k] for k in apart if k < t))
-        while allowed and n < kinds[t].count and fits(add(total, kinds[t].request, n + 1), node.room):
+        most = 1 if t in apart else kinds[t].count  # a kind that repels itself: one a node
+        while allowed and n < most and fits(add(total, kinds[t].request, n + 1), node.room):
             n += 1
         for c in range(n, -1, -1):  # the largest first: the others matter only when later kinds fill up
             vec.append(c)

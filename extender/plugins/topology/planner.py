@@ -10,10 +10,10 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
 * **Gangs whose quotas differ in size** (a launcher or master beside workers): planned exactly
   over their *kinds* (``mixedplan.py``): the fewest zones whose nodes hold every quota on every
   resource, then each quota's node, in rank order whenever those zones allow it (always, for a
-  strict-order gang). Without an NVLink-domain tier; under ``continuity``, or for a gang of more
-  than ``STATE_LIMIT`` count vectors, every quota is counted as the largest instead (never an
-  over-promise, but such a gang may wait while it would fit). Every quota is re-checked as it is
-  bound, like any other.
+  strict-order gang). Without an NVLink-domain tier; a gang of more than ``STATE_LIMIT`` count
+  vectors is planned over merged kinds (``gangparts.coarsen``: never an over-promise, but such a
+  gang may wait while it would fit); under ``continuity``, every quota is counted as the largest
+  instead. Every quota is re-checked as it is bound, like any other.
 * **minMember below the gang's size** (``gangparts.py``): a gang that does not fit whole places
   the most of its unbound quotas that fit, the lowest ranks first, when they reach ``minMember``.
 * **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
@@ -35,7 +35,7 @@ from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.gang import quotas_bound
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
-from extender.plugins.topology.gangparts import Mix, PlanKey, kinds_of, most_that_fit, plan_key
+from extender.plugins.topology.gangparts import Mix, PlanKey, coarsen, kinds_of, most_that_fit, plan_key
 from extender.plugins.topology.gangplan import (
     Candidate,
     Range,
@@ -49,7 +49,7 @@ from extender.plugins.topology.gangplan import (
     slots_in,
 )
 from extender.plugins.topology.holds import HoldBook
-from extender.plugins.topology.mixedplan import STATE_LIMIT, MixedGang, MixedNode, plan_mixed, states
+from extender.plugins.topology.mixedplan import STATE_LIMIT, MixedGang, MixedNode, plan_mixed
 from extender.plugins.topology.rankorder import assign_ranks, order_break, ordered_in_zones
 from extender.plugins.topology.refusals import (
     describe_gang,
@@ -140,8 +140,8 @@ class GangPlanner:
     def _plan_some(self, job: JobInfo, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> GangPlan | Status:
         """Nodes for ``unbound``, some of the job's unbound quotas, as one gang."""
         mix = kinds_of(unbound, self.memo.shape_of, self.ssn.gpu_resources)
-        if len(mix.kinds) > 1 and not self.continuity and states(mix.kinds) <= STATE_LIMIT:
-            return self._plan_mixed(job, quotas, mix)
+        if len(mix.kinds) > 1 and not self.continuity:
+            return self._plan_mixed(job, quotas, coarsen(mix, STATE_LIMIT))
         sid = self.memo.shape_of(mix.head)
         return self._plan_group(job, quotas, unbound, mix.head, sid, judged=sid is not None and len(mix.kinds) == 1)
 
@@ -279,13 +279,13 @@ class GangPlanner:
         """The zone's nodes not held for another gang, with their room, which kinds they take and
         their QN score for the gang's largest kind."""
         memo, out = self.memo, []
-        shaped = [(rep, memo.shape_of(rep)) for rep in mix.reps]
+        shaped = [[(rep, memo.shape_of(rep)) for rep in reps] for reps in mix.reps]
         head_sid = memo.shape_of(mix.head)
         for name in memo.zone_nodes[zid]:
             node = self.ssn.node(name)
             if node is None or (self.holds.any() and self.holds.held_for_other(name, job.key)):
                 continue
-            eligible = tuple(memo.eligible(rep, sid, node) for rep, sid in shaped)
+            eligible = tuple(all(memo.eligible(rep, sid, node) for rep, sid in kind) for kind in shaped)
             if any(eligible):
                 score = memo.score(mix.head, head_sid, node)
                 out.append(MixedNode(name, node.index, zid, node.quota_room().q, eligible, score))
