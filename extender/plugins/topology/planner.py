@@ -10,10 +10,10 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
 * **Gangs whose quotas differ in size** (a launcher or master beside workers): planned exactly
   over their *kinds* (``mixedplan.py``): the fewest zones whose nodes hold every quota on every
   resource, then each quota's node, in rank order whenever those zones allow it (always, for a
-  strict-order gang). Without an NVLink-domain tier; a gang of more than ``STATE_LIMIT`` count
-  vectors is planned over merged kinds (``gangparts.coarsen``: never an over-promise, but such a
-  gang may wait while it would fit); under ``continuity``, every quota is counted as the largest
-  instead. Every quota is re-checked as it is bound, like any other.
+  strict-order gang); under ``continuity``, the shortest run of consecutive nodes that holds
+  them so first. Without an NVLink-domain tier; a gang of more than ``STATE_LIMIT`` count vectors
+  is planned over merged kinds (``gangparts.coarsen``: never an over-promise, but such a gang may
+  wait while it would fit). Every quota is re-checked as it is bound, like any other.
 * **minMember below the gang's size** (``gangparts.py``): a gang that does not fit whole places
   the most of its unbound quotas that fit, the lowest ranks first, when they reach ``minMember``.
 * **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
@@ -49,7 +49,7 @@ from extender.plugins.topology.gangplan import (
     slots_in,
 )
 from extender.plugins.topology.holds import HoldBook
-from extender.plugins.topology.mixedplan import STATE_LIMIT, MixedGang, MixedNode, plan_mixed
+from extender.plugins.topology.mixedplan import STATE_LIMIT, MixedGang, MixedNode, plan_mixed, plan_run, room_for
 from extender.plugins.topology.rankorder import assign_ranks, order_break, ordered_in_zones
 from extender.plugins.topology.refusals import (
     describe_gang,
@@ -140,7 +140,7 @@ class GangPlanner:
     def _plan_some(self, job: JobInfo, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> GangPlan | Status:
         """Nodes for ``unbound``, some of the job's unbound quotas, as one gang."""
         mix = kinds_of(unbound, self.memo.shape_of, self.ssn.gpu_resources)
-        if len(mix.kinds) > 1 and not self.continuity:
+        if len(mix.kinds) > 1:
             return self._plan_mixed(job, quotas, coarsen(mix, STATE_LIMIT))
         sid = self.memo.shape_of(mix.head)
         return self._plan_group(job, quotas, unbound, mix.head, sid, judged=sid is not None and len(mix.kinds) == 1)
@@ -268,12 +268,32 @@ class GangPlanner:
     def _best_mixed(
         self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]
     ) -> _SpecPlan | None:
-        best: _SpecPlan | None = None
-        for spec in specs:
-            plan = self._mixed_spec(job, mix, gang, spec, bound_zones)
-            if plan is not None and (best is None or plan.key < best.key):
-                best = plan
-        return best
+        """The best spec's plan; under continuity, as :meth:`_best_spec`: the shortest run of
+        consecutive nodes of any spec that holds the gang, else the zone rules."""
+        for continuity in (True, False) if self.continuity and not bound_zones else (False,):
+            best: _SpecPlan | None = None
+            for spec in specs:
+                plan = (self._mixed_run if continuity else self._mixed_spec)(job, mix, gang, spec, bound_zones)
+                if plan is not None and (best is None or plan.key < best.key):
+                    best = plan
+            if best is not None:
+                return best
+        return None
+
+    def _mixed_run(
+        self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str, bound_zones: list[ZoneId]
+    ) -> _SpecPlan | None:
+        """:meth:`_plan_continuity` for a gang of several kinds (``mixedplan.continuity_run``)."""
+        memo, t = self.memo, mix.head_kind
+        nodes = [n for z in memo.spec_zones.get(spec, []) for n in self._mixed_members(job, mix, z)]
+        made = plan_run(gang, sorted(nodes, key=lambda n: n.index), memo.all_indices.get(spec, []))
+        if made is None:
+            return None
+        run, zids = made[0], sorted({n.zone for n in made[0]})
+        room = sum(room_for(mix.kinds[t].request, n.room) for n in run if n.eligible[t])
+        key = (memo.span(zids), len(run), 0, 0, room, len(run), run[0].index, spec)
+        offers = [self._offer(job, mix.head, memo.shape_of(mix.head), z) for z in zids]
+        return _SpecPlan(key, offers, None, dict(zip((q.name for q in mix.unbound), made[1], strict=True)))
 
     def _mixed_members(self, job: JobInfo, mix: Mix, zid: ZoneId) -> list[MixedNode]:
         """The zone's nodes not held for another gang, with their room, which kinds they take and
@@ -304,12 +324,8 @@ class GangPlanner:
         if made is None:
             return None
         chosen = [self._offer(job, mix.head, sid, z) for z in bound_zones if z in members] + made[0]
-        return _SpecPlan(
-            plan_key(chosen, spec, self.memo.span([z.id for z in chosen])),
-            chosen,
-            None,
-            dict(zip((q.name for q in mix.unbound), made[1], strict=True)),
-        )
+        nodes = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
+        return _SpecPlan(plan_key(chosen, spec, self.memo.span([z.id for z in chosen])), chosen, None, nodes)
 
     def _best_spec(
         self,
