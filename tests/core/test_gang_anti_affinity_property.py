@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from extender.cache.cache import ClusterCache
 from extender.framework.policy import Policy
-from extender.plugins.topology import planner
+from extender.plugins.topology import gangparts
 from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
@@ -94,7 +94,7 @@ def check_repelling(c: Cluster, pack: bool) -> None:
 def test_repelling_quotas_beyond_the_state_limit_still_take_distinct_nodes(c: Cluster, pack: bool) -> None:
     """The same property with ``mixedplan.STATE_LIMIT`` at 0: every gang of two or more repelling
     quotas (each a kind of its own) is one the exact planner does not enumerate."""
-    with mock.patch.object(planner, "STATE_LIMIT", 0):
+    with mock.patch.object(gangparts, "STATE_LIMIT", 0):
         check_repelling(c, pack)
 
 

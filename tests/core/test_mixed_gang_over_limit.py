@@ -26,7 +26,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from extender.cache.cache import ClusterCache
-from extender.plugins.topology import planner
+from extender.plugins.topology import gangparts
 from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.mixed_oracle import fewest_zones
@@ -66,7 +66,7 @@ def test_a_mixed_gang_beyond_the_state_limit_runs_as_copies_of_its_envelope_in_t
     c = whole(c)
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, c.objects())
-    with mock.patch.object(planner, "STATE_LIMIT", limit):
+    with mock.patch.object(gangparts, "STATE_LIMIT", limit):
         result = Scheduler(PACKING if c.pack else POLICY).run_once(cache.snapshot(NOW))
     ssn = result.session
     check_ledgers(ssn)

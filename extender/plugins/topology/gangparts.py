@@ -21,19 +21,47 @@ session, no I/O.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from extender.framework.status import Status
 from extender.model.quota import QuotaInfo
-from extender.plugins.topology.gangplan import ZoneOffer
-from extender.plugins.topology.mixedplan import Kind, states
+from extender.plugins.topology.gangplan import Range, ZoneId, ZoneOffer
+from extender.plugins.topology.mixedplan import STATE_LIMIT, Kind, states
 
-__all__ = ["Mix", "PlanKey", "coarsen", "kinds_of", "most_that_fit", "plan_key"]
+__all__ = [
+    "GangPlan",
+    "Mix",
+    "PlanKey",
+    "coarsen",
+    "for_planning",
+    "glue",
+    "kinds_of",
+    "most_that_fit",
+    "plan_key",
+    "together",
+]
 
 P = TypeVar("P")
 PlanKey = tuple[int, int, int, int, int, int, int, str]
+
+
+@dataclass(slots=True)
+class GangPlan:
+    """A gang's plan: each unbound quota's node, the zones taken, and what waits."""
+
+    nodes: dict[str, str]  # unbound quota → node
+    zones: list[ZoneId]
+    judged: bool = False  # every planned node was judged for its quota's own shape (else: judge each)
+    rest: Status | None = None  # why the job's unbound quotas beyond the plan wait (minMember < size)
+    _by_name: list[str] | None = field(default=None, repr=False, compare=False)  # its nodes, sorted once
+
+    def others(self, first: str | None) -> list[str]:
+        """The plan's nodes but ``first``, by name: where a quota may go when its own refuses it."""
+        if self._by_name is None:
+            self._by_name = sorted(set(self.nodes.values()))
+        return [n for n in self._by_name if n != first]
 
 
 @dataclass(slots=True)
@@ -48,6 +76,8 @@ class Mix:
     reps: list[list[QuotaInfo]]
     order: list[int]
     head_kind: int
+    # a quota of ``unbound`` standing for the quotas glued to it (:func:`glue`): they go to its node
+    glued: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _size(quota: QuotaInfo, gpus: Sequence[str]) -> tuple[int, int]:
@@ -166,7 +196,98 @@ def _merged(mix: Mix, groups: Sequence[Sequence[int]]) -> Mix:
         kinds.append(Kind(_envelope(mix.kinds, members), count, apart))
     reps = [[q for t in members for q in mix.reps[t]] for members in groups]
     order = [group_of[t] for t in mix.order]
-    return Mix(mix.unbound, mix.head, kinds, reps, order, group_of[mix.head_kind])
+    return Mix(mix.unbound, mix.head, kinds, reps, order, group_of[mix.head_kind], mix.glued)
+
+
+def for_planning(
+    mix: Mix, fences: Sequence[Range], quotas: Callable[[], Iterable[QuotaInfo]], *, strict: bool
+) -> tuple[Mix, list[Range]]:
+    """``mix`` and its quotas' ``fences`` as the exact planner takes them: the quotas that must
+    share a node joined (:func:`together`, :func:`glue`), then kinds merged down to
+    ``mixedplan.STATE_LIMIT`` count vectors (:func:`coarsen`)."""
+    mix, kept = glue(mix, together(mix.unbound, quotas, strict=strict), fences)
+    return coarsen(mix, STATE_LIMIT), kept
+
+
+def together(
+    unbound: Sequence[QuotaInfo], quotas: Callable[[], Iterable[QuotaInfo]], *, strict: bool
+) -> list[tuple[int, int]]:
+    """Which of ``unbound`` (positions, rank order) must share a node, for :func:`glue`: a quota
+    bound in rank order goes, by a ``quotaAffinity`` term that selects none of the bound quotas
+    (of ``quotas()``, the session's; the predicate keeps it to those) but some before it, to the
+    node of the last of these; in strict rank order every quota between them goes there too
+    (node indices never descend)."""
+    pairs: list[tuple[int, int]] = []
+    for i, q in enumerate(unbound):
+        for term in q.quota_affinity:
+            before = [j for j in range(i) if term.matches(unbound[j].name, unbound[j].labels)]
+            if before and not any(
+                o.node_name and o.name != q.name and term.matches(o.name, o.labels) for o in quotas()
+            ):
+                pairs += [(j, j + 1) for j in range(before[-1], i)] if strict else [(before[-1], i)]
+    return pairs
+
+
+def glue(mix: Mix, pairs: Sequence[tuple[int, int]], fences: Sequence[Range]) -> tuple[Mix, list[Range]]:
+    """``mix`` (and each quota's fence) with the quotas that must share a node planned as one:
+    ``pairs`` of positions in ``mix.unbound`` (quota affinity between the gang's own quotas,
+    ``planner.py`` says which). Each set of quotas the pairs join is a kind alone asking for the
+    sum of their requests, which a node takes only if it takes every one of them, inside the
+    fences of all of them, at the place of its first quota in rank order; the others follow it
+    (``Mix.glued``). Not when a joined quota repels or is repelled by a kind (``Kind.apart``):
+    ``mix`` as it is."""
+    parent = list(range(len(mix.order)))
+
+    def root(p: int) -> int:
+        while parent[p] != p:
+            p = parent[p]
+        return p
+
+    for a, b in pairs:
+        parent[max(root(a), root(b))] = min(root(a), root(b))
+    units: dict[int, list[int]] = {}
+    for p in range(len(mix.order)):
+        units.setdefault(root(p), []).append(p)
+    joined = [ps for ps in units.values() if len(ps) > 1]
+    kinds = mix.kinds
+    if not joined or any(kinds[mix.order[p]].apart for ps in joined for p in ps):
+        return mix, list(fences)
+    taken = {p for ps in joined for p in ps}
+    left = [kinds[t].count - sum(1 for p in taken if mix.order[p] == t) for t in range(len(kinds))]
+    renum = {t: i for i, t in enumerate(t for t in range(len(kinds)) if left[t] > 0)}
+    new_kinds = [Kind(kinds[t].request, left[t]) for t in renum]
+    reps = [mix.reps[t] for t in renum]
+    unit_kind: dict[int, int] = {}
+    for ps in joined:
+        unit_kind[ps[0]] = len(new_kinds)
+        total: dict[str, int] = {}
+        for p in ps:
+            for name, v in kinds[mix.order[p]].request.items():
+                total[name] = total.get(name, 0) + v
+        new_kinds.append(Kind(total, 1))
+        reps.append([q for p in ps for q in mix.reps[mix.order[p]]])
+    unbound, order, kept, glued = [], [], [], {}
+    for p, q in enumerate(mix.unbound):
+        if p in unit_kind:
+            ps = units[p]
+            unbound.append(q)
+            order.append(unit_kind[p])
+            kept.append(_within_all([fences[m] for m in ps]))
+            glued[q.name] = [mix.unbound[m].name for m in ps[1:]]
+        elif p not in taken:
+            unbound.append(q)
+            order.append(renum[mix.order[p]])
+            kept.append(fences[p])
+    at = next(p for p, q in enumerate(mix.unbound) if q is mix.head)
+    head_kind = unit_kind[root(at)] if at in taken else renum[mix.order[at]]
+    return Mix(unbound, mix.head, new_kinds, reps, order, head_kind, glued), kept
+
+
+def _within_all(ranges: Sequence[Range]) -> Range:
+    """The node-index range inside all of ``ranges``."""
+    los = [lo for lo, _ in ranges if lo is not None]
+    his = [hi for _, hi in ranges if hi is not None]
+    return (max(los) if los else None, min(his) if his else None)
 
 
 def most_that_fit(plan: Callable[[int], P | Status], low: int, high: int) -> P | None:

@@ -14,6 +14,8 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
   them so first. Without an NVLink-domain tier; a gang of more than ``STATE_LIMIT`` count vectors
   is planned over merged kinds (``gangparts.coarsen``: never an over-promise, but such a gang may
   wait while it would fit). Every quota is re-checked as it is bound, like any other.
+* **Quota affinity between its own quotas** (``gangparts.glue``): the quotas that must share a
+  node (a quota is bound beside the earlier one its ``quotaAffinity`` names) are planned as one.
 * **minMember below the gang's size** (``gangparts.py``): a gang that does not fit whole places
   the most of its unbound quotas that fit, the lowest ranks first, when they reach ``minMember``.
 * **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 from extender.framework.session import Session
@@ -35,7 +37,7 @@ from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.gang import quotas_bound
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
-from extender.plugins.topology.gangparts import Mix, PlanKey, coarsen, kinds_of, most_that_fit, plan_key
+from extender.plugins.topology.gangparts import GangPlan, Mix, PlanKey, for_planning, kinds_of, most_that_fit, plan_key
 from extender.plugins.topology.gangplan import (
     Candidate,
     Range,
@@ -49,7 +51,7 @@ from extender.plugins.topology.gangplan import (
     slots_in,
 )
 from extender.plugins.topology.holds import HoldBook
-from extender.plugins.topology.mixedplan import STATE_LIMIT, MixedGang, MixedNode, plan_mixed, plan_run, room_for
+from extender.plugins.topology.mixedplan import MixedGang, MixedNode, plan_mixed, plan_run, room_for
 from extender.plugins.topology.rankorder import assign_ranks, order_break, ordered_in_zones
 from extender.plugins.topology.refusals import (
     describe_gang,
@@ -62,21 +64,6 @@ from extender.plugins.topology.siblings import rank_ranges
 from extender.plugins.topology.tierwalk import by_tier, near_siblings
 
 __all__ = ["GangPlan", "GangPlanner"]
-
-
-@dataclass(slots=True)
-class GangPlan:
-    nodes: dict[str, str]  # unbound quota → node
-    zones: list[ZoneId]
-    judged: bool = False  # every planned node was judged for its quota's own shape (else: judge each)
-    rest: Status | None = None  # why the job's unbound quotas beyond the plan wait (minMember < size)
-    _by_name: list[str] | None = field(default=None, repr=False, compare=False)  # its nodes, sorted once
-
-    def others(self, first: str | None) -> list[str]:
-        """The plan's nodes but ``first``, by name: where a quota may go when its own refuses it."""
-        if self._by_name is None:
-            self._by_name = sorted(set(self.nodes.values()))
-        return [n for n in self._by_name if n != first]
 
 
 @dataclass(slots=True)
@@ -141,7 +128,7 @@ class GangPlanner:
         """Nodes for ``unbound``, some of the job's unbound quotas, as one gang."""
         mix = kinds_of(unbound, self.memo.shape_of, self.ssn.gpu_resources)
         if len(mix.kinds) > 1:
-            return self._plan_mixed(job, quotas, coarsen(mix, STATE_LIMIT))
+            return self._plan_mixed(job, quotas, mix)
         sid = self.memo.shape_of(mix.head)
         return self._plan_group(job, quotas, unbound, mix.head, sid, judged=sid is not None and len(mix.kinds) == 1)
 
@@ -236,6 +223,7 @@ class GangPlanner:
         sid = self.memo.shape_of(head)
         specs, bound_zones = self.specs(quotas, head)
         fences = rank_ranges(quotas, unbound, self.ssn.node)  # strict order keeps to them (mixedplan rule 2)
+        mix, fences = for_planning(mix, fences, self.ssn.quotas, strict=job.strict_order)
         gang = MixedGang(mix.kinds, mix.order, job.strict_order, self.pack, mix.head_kind, fences)
         best = self._best_mixed(job, mix, gang, specs, bound_zones)
         if self.holds.any():
@@ -249,7 +237,10 @@ class GangPlanner:
             )
         if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
             return self._above_limit(job, head, sid, best, unbound)
-        return GangPlan(best.nodes, [z.id for z in best.zones])
+        nodes = dict(best.nodes)
+        for first, rest in mix.glued.items():
+            nodes.update(dict.fromkeys(rest, nodes[first]))
+        return GangPlan(nodes, [z.id for z in best.zones])
 
     def _out_of_order(
         self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]
