@@ -13,12 +13,14 @@ the fewest zones that have that many such nodes, in rank order.
 from __future__ import annotations
 
 from dataclasses import replace
+from unittest import mock
 
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from extender.cache.cache import ClusterCache
 from extender.framework.policy import Policy
+from extender.plugins.topology import gangparts
 from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
@@ -55,6 +57,12 @@ def _two_leaves() -> Cluster:
 @example(c=_two_leaves(), pack=False)
 @example(c=_two_leaves(), pack=True)
 def test_a_gang_of_repelling_quotas_takes_distinct_nodes_and_runs_when_they_exist(c: Cluster, pack: bool) -> None:
+    check_repelling(c, pack)
+
+
+def check_repelling(c: Cluster, pack: bool) -> None:
+    """One cycle of ``c``'s one gang, its quotas repelling one another, and the checks of the
+    module docstring."""
     (g,) = c.gangs
     c = Cluster(c.nodes, [replace(g, bound={}, min_member=0)])
     cache = ClusterCache(clock=lambda: NOW)
@@ -77,3 +85,29 @@ def test_a_gang_of_repelling_quotas_takes_distinct_nodes_and_runs_when_they_exis
     assert all(n.usable for n in placed) and len({n.model for n in placed}) == 1, nodes
     assert [n.index for n in placed] == sorted(n.index for n in placed), f"{g.name} breaks rank order: {nodes}"
     assert len({n.zone for n in placed}) == fewest, f"{g.name} spans more zones than {fewest}: {nodes}"
+
+
+@PROPERTY
+@given(clusters(max_gangs=1), st.booleans())
+@example(c=_two_leaves(), pack=False)
+@example(c=_two_leaves(), pack=True)
+def test_repelling_quotas_beyond_the_state_limit_still_take_distinct_nodes(c: Cluster, pack: bool) -> None:
+    """The same property with ``mixedplan.STATE_LIMIT`` at 0: every gang of two or more repelling
+    quotas (each a kind of its own) is one the exact planner does not enumerate."""
+    with mock.patch.object(gangparts, "STATE_LIMIT", 0):
+        check_repelling(c, pack)
+
+
+def test_thirteen_repelling_workers_take_the_leaf_with_thirteen_nodes() -> None:
+    """One worker per node, 13 workers of 1 GPU: 2**13 count vectors, past ``STATE_LIMIT``. Leaf 1
+    has 2 empty nodes (room for 16 workers, but only 2 apart), leaf 2 has 13: the gang runs in
+    leaf 2, one worker per node, rather than wait for ever on leaf 1."""
+    nodes = [NodeSpec(f"n{i}", i, 1 if i < 2 else 2, "A100", True, False, 0) for i in range(15)]
+    for pack in (False, True):
+        c = Cluster(nodes, [Gang("g0", 13, 1, False)])
+        cache = ClusterCache(clock=lambda: NOW)
+        b.feed(cache, repelling(c))
+        result = Scheduler(POLICIES[pack]).run_once(cache.snapshot(NOW))
+        check_ledgers(result.session)
+        placed = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+        assert placed == [f"n{i}" for i in range(2, 15)], (pack, placed, result.verdicts)

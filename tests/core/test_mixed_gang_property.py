@@ -248,13 +248,15 @@ def fits_first(g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mappin
 
 
 # --- the property ------------------------------------------------------------------------------
-def run(c: MixedCluster, *, alone: bool = False) -> CycleResult:
+def run(c: MixedCluster, *, alone: bool = False, policy: Policy | None = None) -> CycleResult:
     """One cycle and every check of the module docstring (``alone``: the gang is the only one, so
-    the state it was tried in is the start of the cycle even when it is not placed)."""
+    the state it was tried in is the start of the cycle even when it is not placed). ``policy``:
+    another policy than the default (``pack_workers`` as ``c`` says), whose zone rules are not
+    rule 1's (the zone choice is not checked)."""
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, c.objects())
     assert not cache.conversion_errors
-    result = Scheduler(PACKING if c.pack else POLICY).run_once(cache.snapshot(NOW))
+    result = Scheduler(policy or (PACKING if c.pack else POLICY)).run_once(cache.snapshot(NOW))
     ssn = result.session
     check_ledgers(ssn)
     gang_of = {g.quotas[i]: g.name for g in c.gangs for i in g.unbound}
@@ -278,14 +280,18 @@ def run(c: MixedCluster, *, alone: bool = False) -> CycleResult:
             verdict = result.verdicts.get(f"default/{g.name}")
             assert verdict is not None and not verdict.status.ok
             continue
-        check_placed(c, g, nodes, new, free_room(c.nodes, before[g.name]))
-        check_zone_choice(c, g, nodes, new, free_room(c.nodes, before[g.name]), before[g.name])
+        check_placed(c, g, nodes, new, free_room(c.nodes, before[g.name]), runs=policy is not None)
+        if policy is None:
+            check_zone_choice(c, g, nodes, new, free_room(c.nodes, before[g.name]), before[g.name])
     return result
 
 
-def check_placed(c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int], room: Mapping[str, Need]) -> None:
+def check_placed(
+    c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int], room: Mapping[str, Need], *, runs: bool = False
+) -> None:
     """The checks of a gang bound in the cycle (``new``: its quotas bound now; ``room``: each
-    usable node's room when it was placed)."""
+    usable node's room when it was placed; ``runs``: the policy chooses runs of consecutive
+    nodes, not zones)."""
     spec = {n.name: n for n in c.nodes}
     unbound = g.unbound
     placed = [spec[n] for n in nodes if n]  # task order, bound quotas included
@@ -301,7 +307,7 @@ def check_placed(c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int]
         indices = [n.index for n in placed]
         assert indices == sorted(indices), f"{g.name} breaks strict rank order: {indices} ({nodes})"
     if not g.bound:
-        check_rank_order(g.name, g.members[: len(new)], chosen, c.nodes, room)
+        check_rank_order(g.name, g.members[: len(new)], chosen, c.nodes, room, runs=runs)
 
 
 def check_zone_choice(
@@ -340,16 +346,24 @@ def check_rank_order(
     chosen: Sequence[NodeSpec],
     nodes: Sequence[NodeSpec],
     room: Mapping[str, Need],
+    *,
+    runs: bool = False,
 ) -> None:
     """A gang that does not ask for strict order (its quotas ``members``, placed on ``chosen``):
     indices never descend within one size, and never at all when the gang's zones (as they were
-    when it was placed) allow an ordered placement."""
+    when it was placed) allow an ordered placement — with ``runs`` (continuity), when the nodes
+    of its model from its lowest to its highest node index do (the run it was given spans them)."""
     indices = [n.index for n in chosen]
     for m in set(members):
         same = [i for i, x in zip(indices, members, strict=True) if x == m]
         assert same == sorted(same), f"{name} breaks rank order among its {m} quotas: {indices}"
     zones = {n.zone for n in chosen}
-    theirs = [room[n.name] for n in nodes if n.zone in zones and n.name in room]
+    model, low, high = chosen[0].model, min(indices), max(indices)
+    theirs = [
+        room[n.name]
+        for n in nodes
+        if n.name in room and (n.model == model and low <= n.index <= high if runs else n.zone in zones)
+    ]
     if indices != sorted(indices):
         assert not packs([m.need() for m in members], theirs, ordered=True), (
             f"{name} breaks rank order on {indices} while its zones allow it"

@@ -10,9 +10,11 @@ zone's, not a node's, and reads the job: a shape's stand-in is scored without it
 
 For a shape the memo evaluates the QN ``select`` and ``predicate`` stages **once per node** on a
 detached, unbound stand-in of the shape. A refusal that says only "not enough ``quota_idle``"
-leaves the node *eligible*: how many quotas of the shape it takes (its capacity) is then plain
-arithmetic on the quota ledger less the node's stray pods, which every bind and release on the
-node changes, and every pod placed there or evicted; the memo follows them
+leaves the node *eligible* if the stages pass it for the stand-in asking for nothing (under
+``and(...)`` the room refusal may have ended the judgement before the rest ran): how many quotas
+of the shape it takes (its capacity) is then plain arithmetic on the quota ledger less the node's
+stray pods, which every bind and release on the node changes, and every pod placed there or
+evicted; the memo follows them
 (:meth:`FitMemo.on_ledger_change`). Nothing else a session does can change a predicate's answer
 for a shape, so nothing else is re-evaluated.
 """
@@ -35,6 +37,11 @@ __all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for"]
 
 UNBOUNDED = 1 << 30  # the capacity of a node for a request of nothing
 _ROOM = frozenset({Reason.INSUFFICIENT_QUOTA_IDLE})
+
+
+def _room_only(status: Status) -> bool:
+    """A refusal for want of ``quota_idle`` and nothing else."""
+    return status.code is Code.UNSCHEDULABLE and {f.reason for f in status.failures} <= _ROOM
 
 
 def capacity_for(request: Resource, room: Resource) -> int:
@@ -121,6 +128,7 @@ class FitMemo:
         self.shapes: dict[int, ShapeFit] = {}  # read through _fit(), which catches the view up
         self._quota_shape: dict[str, int | None] = {}
         self._stand_ins: set[str] = set()  # the names of the shapes' stand-ins
+        self._no_room: dict[str, QuotaInfo] = {}  # stand-in → it asking for nothing (judge)
         self._changed: list[str] = []  # nodes whose ledgers changed, in order (see _fit)
 
     # --- shapes ------------------------------------------------------------------------------
@@ -164,15 +172,33 @@ class FitMemo:
 
     # --- evaluation --------------------------------------------------------------------------
     def judge(self, quota: QuotaInfo, node: NodeInfo) -> Status:
-        """The QN select and predicate stages for ``quota`` on ``node`` (a refusal for want of
-        ``quota_idle`` only is success here: room is counted separately)."""
+        """The QN select and predicate stages for ``quota`` on ``node``, room aside: a refusal for
+        want of ``quota_idle`` only is success here (room is counted separately) — once the
+        stages pass the node for a quota like ``quota`` that asks for nothing. Under ``and(...)``
+        a room refusal ends the judgement before the participants listed after it run: a
+        NotReady or tainted node that is full now would count as one the shape may use once it
+        empties (a hold could be taken on it)."""
+        status = self._stages(quota, node)
+        if status.ok or not _room_only(status):
+            return SUCCESS if status.ok else status
+        again = self._stages(self._roomless(quota), node)
+        return SUCCESS if again.ok or _room_only(again) else again
+
+    def _stages(self, quota: QuotaInfo, node: NodeInfo) -> Status:
         qn = self.ssn.qn
         status = qn.select(quota, node)
-        if status.ok:
-            status = qn.predicate(quota, node)
-        if status.ok or (status.code is Code.UNSCHEDULABLE and {f.reason for f in status.failures} <= _ROOM):
-            return SUCCESS
-        return status
+        return qn.predicate(quota, node) if status.ok else status
+
+    def _roomless(self, quota: QuotaInfo) -> QuotaInfo:
+        """``quota`` asking for nothing (kept for a shape's stand-in, whose claims never change)."""
+        kept = self._no_room.get(quota.name)
+        if kept is not None:
+            return kept
+        out = quota.clone()
+        out.request = Resource.empty()
+        if quota.name in self._stand_ins:
+            self._no_room[quota.name] = out
+        return out
 
     def node_capacity(self, quota: QuotaInfo, sid: int | None, node: NodeInfo) -> int:
         """Slots the node has for quotas like ``quota`` now (0: refused or full)."""

@@ -4,6 +4,12 @@ session, no I/O.
 
 * A gang is planned over its **kinds** (``mixedplan.py``); its largest quota (its GPUs, then all
   its units; ties: the last name) stands for every quota when it is counted as one size.
+* **Too many kinds** (:func:`coarsen`): a gang of more count vectors than the exact planning
+  enumerates is planned over fewer, merged kinds: a merged kind asks for the most of every
+  resource any of its quotas asks for, goes only where all of them may, and keeps apart from
+  what any of them repels (from itself too when two of them repel each other). A placement of
+  the merged kinds is one of the gang: never an over-promise (a kind may wait while its quotas,
+  counted apart, would fit).
 * **minMember.** A gang that does not fit whole still runs when enough of it fits: the planner
   places the most of its unbound quotas that fit, the lowest ranks first, as long as with its
   bound ones (and its finished tasks, counted as the gang gate counts: ``gang.quotas_bound``) they
@@ -14,32 +20,64 @@ session, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from extender.framework.status import Status
 from extender.model.quota import QuotaInfo
-from extender.plugins.topology.gangplan import ZoneOffer
-from extender.plugins.topology.mixedplan import Kind
+from extender.plugins.topology.gangplan import Range, ZoneId, ZoneOffer
+from extender.plugins.topology.mixedplan import STATE_LIMIT, Kind, states
 
-__all__ = ["Mix", "PlanKey", "kinds_of", "most_that_fit", "plan_key"]
+__all__ = [
+    "GangPlan",
+    "Mix",
+    "PlanKey",
+    "coarsen",
+    "for_planning",
+    "glue",
+    "kinds_of",
+    "most_that_fit",
+    "plan_key",
+    "together",
+]
 
 P = TypeVar("P")
 PlanKey = tuple[int, int, int, int, int, int, int, str]
 
 
 @dataclass(slots=True)
+class GangPlan:
+    """A gang's plan: each unbound quota's node, the zones taken, and what waits."""
+
+    nodes: dict[str, str]  # unbound quota → node
+    zones: list[ZoneId]
+    judged: bool = False  # every planned node was judged for its quota's own shape (else: judge each)
+    rest: Status | None = None  # why the job's unbound quotas beyond the plan wait (minMember < size)
+    _by_name: list[str] | None = field(default=None, repr=False, compare=False)  # its nodes, sorted once
+
+    def others(self, first: str | None) -> list[str]:
+        """The plan's nodes but ``first``, by name: where a quota may go when its own refuses it."""
+        if self._by_name is None:
+            self._by_name = sorted(set(self.nodes.values()))
+        return [n for n in self._by_name if n != first]
+
+
+@dataclass(slots=True)
 class Mix:
-    """A gang of several kinds: its unbound quotas (rank order), the largest, its kinds, a quota
-    standing for each kind, each quota's kind, and the largest quota's kind."""
+    """A gang of several kinds: its unbound quotas (rank order), the largest, its kinds, the
+    quotas standing for each kind (a node takes the kind only if it takes every one of them),
+    each quota's kind, and the largest quota's kind."""
 
     unbound: list[QuotaInfo]
     head: QuotaInfo
     kinds: list[Kind]
-    reps: list[QuotaInfo]
+    reps: list[list[QuotaInfo]]
     order: list[int]
     head_kind: int
+    # a quota of ``unbound`` standing for the quotas glued to it (:func:`glue`): they go to its node
+    glued: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _size(quota: QuotaInfo, gpus: Sequence[str]) -> tuple[int, int]:
@@ -53,7 +91,7 @@ def kinds_of(unbound: Sequence[QuotaInfo], shape_of: Callable[[QuotaInfo], int |
     if sids and sids[0] is not None and sids.count(sids[0]) == len(sids):  # one kind: all ask the same
         at = max(range(len(unbound)), key=lambda i: unbound[i].name)
         head = unbound[at]
-        return Mix(list(unbound), head, [Kind(head.request.q, len(unbound))], [unbound[0]], [0] * len(sids), 0)
+        return Mix(list(unbound), head, [Kind(head.request.q, len(unbound))], [[unbound[0]]], [0] * len(sids), 0)
     index: dict[object, int] = {}
     reps: list[QuotaInfo] = []
     counts: list[int] = []
@@ -71,7 +109,7 @@ def kinds_of(unbound: Sequence[QuotaInfo], shape_of: Callable[[QuotaInfo], int |
     sizes = [_size(rep, gpus) for rep in reps]
     top = max(sizes)
     at = max((i for i, t in enumerate(order) if sizes[t] == top), key=lambda i: unbound[i].name)
-    return Mix(list(unbound), unbound[at], kinds, reps, order, order[at])
+    return Mix(list(unbound), unbound[at], kinds, [[r] for r in reps], order, order[at])
 
 
 def _apart(reps: Sequence[QuotaInfo]) -> list[frozenset[int]]:
@@ -87,6 +125,169 @@ def _apart(reps: Sequence[QuotaInfo]) -> list[frozenset[int]]:
                 out[t].add(u)
                 out[u].add(t)
     return [frozenset(a) for a in out]
+
+
+def coarsen(mix: Mix, limit: int) -> Mix:
+    """``mix`` with kinds merged until its count vectors (``mixedplan.states``) are at most
+    ``limit`` (or one kind is left): first all kinds that ask for the same (the largest such
+    group first: nothing of their room is lost), then, pair by pair, the two kinds whose merging
+    asks for the least more than their quotas do (per resource, relative to the most any kind
+    asks for; ties: the lower positions). See the module docstring for what a merged kind is."""
+    groups = [[t] for t in range(len(mix.kinds))]
+    kinds = mix.kinds
+    while len(groups) > 1 and _states(kinds, groups) > limit:
+        alike: dict[tuple[tuple[str, int], ...], list[int]] = {}
+        for g, members in enumerate(groups):
+            alike.setdefault(_key(_envelope(kinds, members)), []).append(g)
+        same = max(alike.values(), key=len)
+        pick = same if len(same) > 1 else list(_cheapest_pair(kinds, groups))
+        merged = [t for g in pick for t in groups[g]]
+        groups = [members for g, members in enumerate(groups) if g not in pick]
+        groups.insert(pick[0], sorted(merged))
+    if len(groups) == len(kinds):
+        return mix
+    return _merged(mix, groups)
+
+
+def _states(kinds: Sequence[Kind], groups: Sequence[Sequence[int]]) -> int:
+    return states([Kind({}, sum(kinds[t].count for t in members)) for members in groups])
+
+
+def _envelope(kinds: Sequence[Kind], members: Sequence[int]) -> dict[str, int]:
+    """Per resource, the most any of the kinds ``members`` asks for."""
+    out: dict[str, int] = {}
+    for t in members:
+        for name, v in kinds[t].request.items():
+            out[name] = max(out.get(name, 0), v)
+    return out
+
+
+def _key(request: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((n, v) for n, v in request.items() if v))
+
+
+def _cheapest_pair(kinds: Sequence[Kind], groups: Sequence[Sequence[int]]) -> tuple[int, int]:
+    """The two groups whose merging asks for the least more than their quotas do."""
+    scale: dict[str, int] = {}
+    for k in kinds:
+        for name, v in k.request.items():
+            scale[name] = max(scale.get(name, 0), v)
+
+    def excess(members: Sequence[int]) -> float:
+        top = _envelope(kinds, members)
+        return sum(
+            kinds[t].count * (v - kinds[t].request.get(name, 0)) / scale[name]
+            for t in members
+            for name, v in top.items()
+            if v
+        )
+
+    pairs = itertools.combinations(range(len(groups)), 2)
+    return min(pairs, key=lambda p: (excess([*groups[p[0]], *groups[p[1]]]), p))
+
+
+def _merged(mix: Mix, groups: Sequence[Sequence[int]]) -> Mix:
+    """``mix`` over the kinds ``groups`` (each a list of ``mix``'s kinds)."""
+    group_of = {t: g for g, members in enumerate(groups) for t in members}
+    kinds = []
+    for members in groups:
+        apart = frozenset(group_of[u] for t in members for u in mix.kinds[t].apart)
+        count = sum(mix.kinds[t].count for t in members)
+        kinds.append(Kind(_envelope(mix.kinds, members), count, apart))
+    reps = [[q for t in members for q in mix.reps[t]] for members in groups]
+    order = [group_of[t] for t in mix.order]
+    return Mix(mix.unbound, mix.head, kinds, reps, order, group_of[mix.head_kind], mix.glued)
+
+
+def for_planning(
+    mix: Mix, fences: Sequence[Range], quotas: Callable[[], Iterable[QuotaInfo]], *, strict: bool
+) -> tuple[Mix, list[Range]]:
+    """``mix`` and its quotas' ``fences`` as the exact planner takes them: the quotas that must
+    share a node joined (:func:`together`, :func:`glue`), then kinds merged down to
+    ``mixedplan.STATE_LIMIT`` count vectors (:func:`coarsen`)."""
+    mix, kept = glue(mix, together(mix.unbound, quotas, strict=strict), fences)
+    return coarsen(mix, STATE_LIMIT), kept
+
+
+def together(
+    unbound: Sequence[QuotaInfo], quotas: Callable[[], Iterable[QuotaInfo]], *, strict: bool
+) -> list[tuple[int, int]]:
+    """Which of ``unbound`` (positions, rank order) must share a node, for :func:`glue`: a quota
+    bound in rank order goes, by a ``quotaAffinity`` term that selects none of the bound quotas
+    (of ``quotas()``, the session's; the predicate keeps it to those) but some before it, to the
+    node of the last of these; in strict rank order every quota between them goes there too
+    (node indices never descend)."""
+    pairs: list[tuple[int, int]] = []
+    for i, q in enumerate(unbound):
+        for term in q.quota_affinity:
+            before = [j for j in range(i) if term.matches(unbound[j].name, unbound[j].labels)]
+            if before and not any(
+                o.node_name and o.name != q.name and term.matches(o.name, o.labels) for o in quotas()
+            ):
+                pairs += [(j, j + 1) for j in range(before[-1], i)] if strict else [(before[-1], i)]
+    return pairs
+
+
+def glue(mix: Mix, pairs: Sequence[tuple[int, int]], fences: Sequence[Range]) -> tuple[Mix, list[Range]]:
+    """``mix`` (and each quota's fence) with the quotas that must share a node planned as one:
+    ``pairs`` of positions in ``mix.unbound`` (quota affinity between the gang's own quotas,
+    ``planner.py`` says which). Each set of quotas the pairs join is a kind alone asking for the
+    sum of their requests, which a node takes only if it takes every one of them, inside the
+    fences of all of them, at the place of its first quota in rank order; the others follow it
+    (``Mix.glued``). Not when a joined quota repels or is repelled by a kind (``Kind.apart``):
+    ``mix`` as it is."""
+    parent = list(range(len(mix.order)))
+
+    def root(p: int) -> int:
+        while parent[p] != p:
+            p = parent[p]
+        return p
+
+    for a, b in pairs:
+        parent[max(root(a), root(b))] = min(root(a), root(b))
+    units: dict[int, list[int]] = {}
+    for p in range(len(mix.order)):
+        units.setdefault(root(p), []).append(p)
+    joined = [ps for ps in units.values() if len(ps) > 1]
+    kinds = mix.kinds
+    if not joined or any(kinds[mix.order[p]].apart for ps in joined for p in ps):
+        return mix, list(fences)
+    taken = {p for ps in joined for p in ps}
+    left = [kinds[t].count - sum(1 for p in taken if mix.order[p] == t) for t in range(len(kinds))]
+    renum = {t: i for i, t in enumerate(t for t in range(len(kinds)) if left[t] > 0)}
+    new_kinds = [Kind(kinds[t].request, left[t]) for t in renum]
+    reps = [mix.reps[t] for t in renum]
+    unit_kind: dict[int, int] = {}
+    for ps in joined:
+        unit_kind[ps[0]] = len(new_kinds)
+        total: dict[str, int] = {}
+        for p in ps:
+            for name, v in kinds[mix.order[p]].request.items():
+                total[name] = total.get(name, 0) + v
+        new_kinds.append(Kind(total, 1))
+        reps.append([q for p in ps for q in mix.reps[mix.order[p]]])
+    unbound, order, kept, glued = [], [], [], {}
+    for p, q in enumerate(mix.unbound):
+        if p in unit_kind:
+            ps = units[p]
+            unbound.append(q)
+            order.append(unit_kind[p])
+            kept.append(_within_all([fences[m] for m in ps]))
+            glued[q.name] = [mix.unbound[m].name for m in ps[1:]]
+        elif p not in taken:
+            unbound.append(q)
+            order.append(renum[mix.order[p]])
+            kept.append(fences[p])
+    at = next(p for p, q in enumerate(mix.unbound) if q is mix.head)
+    head_kind = unit_kind[root(at)] if at in taken else renum[mix.order[at]]
+    return Mix(unbound, mix.head, new_kinds, reps, order, head_kind, glued), kept
+
+
+def _within_all(ranges: Sequence[Range]) -> Range:
+    """The node-index range inside all of ``ranges``."""
+    los = [lo for lo, _ in ranges if lo is not None]
+    his = [hi for _, hi in ranges if hi is not None]
+    return (max(los) if los else None, min(his) if his else None)
 
 
 def most_that_fit(plan: Callable[[int], P | Status], low: int, high: int) -> P | None:

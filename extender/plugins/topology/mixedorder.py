@@ -35,7 +35,8 @@ class Kind:
     request: Room  # resource name → amount, as the quota ledger counts it
     count: int
     # the kinds (positions in the gang's kinds) that may not share a node with this one: quota
-    # anti-affinity between the gang's own quotas (``gangparts.kinds_of``); symmetric
+    # anti-affinity between the gang's own quotas (``gangparts.kinds_of``); symmetric. Its own
+    # position when two of its quotas may not share a node (a merged kind: ``gangparts.coarsen``)
     apart: frozenset[int] = frozenset()
 
 

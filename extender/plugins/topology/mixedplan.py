@@ -76,12 +76,16 @@ __all__ = [
     "MixedGang",
     "MixedNode",
     "choose_zones_mixed",
+    "continuity_run",
     "frontier_of",
     "next_fit",
+    "nodes_and_ranks",
     "packed",
     "place",
     "plan_mixed",
+    "plan_run",
     "preferred",
+    "room_for",
     "states",
 ]
 
@@ -90,7 +94,8 @@ Frontier = tuple[Counts, ...]
 
 STATE_LIMIT = 4096
 """Count vectors a gang may have (Π (count + 1)) for this exact planning; a gang of more (many
-kinds of many quotas each) is counted as its largest quota instead (sound, may wait longer)."""
+kinds of many quotas each) is planned over merged kinds (``gangparts.coarsen``: sound, may wait
+longer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +138,8 @@ def node_frontier(node: MixedNode, kinds: Sequence[Kind]) -> Frontier:
         n = 0
         apart = kinds[t].apart  # a kind an earlier one on the node repels takes none here
         allowed = node.eligible[t] and not (apart and any(vec[k] for k in apart if k < t))
-        while allowed and n < kinds[t].count and fits(add(total, kinds[t].request, n + 1), node.room):
+        most = 1 if t in apart else kinds[t].count  # a kind that repels itself: one a node
+        while allowed and n < most and fits(add(total, kinds[t].request, n + 1), node.room):
             n += 1
         for c in range(n, -1, -1):  # the largest first: the others matter only when later kinds fill up
             vec.append(c)
@@ -234,7 +240,7 @@ def packed(
     kept = order_kept(nodes, kinds, order, fences)
     fronts = {n.name: node_frontier(n, kinds) for n in nodes}
     slots = {name: max(sum(v) for v in front) for name, front in fronts.items()}  # the most of the gang
-    room = {n.name: _capacity(kinds[head].request, n.room) if n.eligible[head] else 0 for n in nodes}
+    room = {n.name: room_for(kinds[head].request, n.room) if n.eligible[head] else 0 for n in nodes}
     usable = sorted(
         (n for n in nodes if slots[n.name] > 0), key=lambda n: (-slots[n.name], -room[n.name], -n.score, n.index)
     )
@@ -265,7 +271,7 @@ def packed(
     return sorted(chosen, key=lambda n: (n.index, n.name))
 
 
-def _capacity(request: Room, room: Room) -> int:
+def room_for(request: Room, room: Room) -> int:
     """How many of ``request`` fit ``room`` (the ledger's rule; a request of nothing: 0)."""
     counts = [room.get(name, 0) // v for name, v in request.items() if v > 0]
     return max(0, min(counts)) if counts else 0
@@ -383,13 +389,62 @@ def plan_mixed(
         chosen = by_tier(offers, choose, lambda zs: choose(zs) is not None)
     if chosen is None:
         return None
-    nodes = nodes_of(chosen)
-    if gang.pack:
-        nodes = packed(nodes, kinds, order, head=gang.head, fences=fences)
-    else:
-        nodes = preferred(nodes, kinds, order, fences)
-    placed = place(nodes, kinds, order, pack=gang.pack, fences=fences)
+    placed = nodes_and_ranks(gang, nodes_of(chosen))
     if placed is None:
         return None
     used = set(placed)  # every zone, past the search limit: only those the gang uses count
     return [z for z in chosen if any(n.name in used for n in members[z.id])], placed
+
+
+def nodes_and_ranks(gang: MixedGang, nodes: Sequence[MixedNode]) -> list[str] | None:
+    """Rules 3–4 on ``nodes`` (index order), which hold the gang: which of them it takes, and the
+    node of each quota (None: they do not hold it)."""
+    kinds, order, fences = gang.kinds, gang.order, gang.fences
+    if gang.pack:
+        nodes = packed(nodes, kinds, order, head=gang.head, fences=fences)
+    else:
+        nodes = preferred(nodes, kinds, order, fences)
+    return place(nodes, kinds, order, pack=gang.pack, fences=fences)
+
+
+def plan_run(
+    gang: MixedGang, nodes: Sequence[MixedNode], indices: Sequence[int]
+) -> tuple[list[MixedNode], list[str]] | None:
+    """:func:`continuity_run`, then rules 3–4 on it: the run, and each quota's node."""
+    run = continuity_run(gang, nodes, indices)
+    placed = nodes_and_ranks(gang, run) if run is not None else None
+    return None if run is None or placed is None else (run, placed)
+
+
+def continuity_run(gang: MixedGang, nodes: Sequence[MixedNode], indices: Sequence[int]) -> list[MixedNode] | None:
+    """The seed's *continuity* algorithm (as :func:`gangplan.continuity_block` for a gang of one
+    kind): among runs of consecutive node indices whose nodes all take some quota of the gang,
+    the shortest that holds it — by its frontier, or in rank order inside the fences for a
+    strict-order gang — ties: the lowest index. ``nodes``: the usable nodes (index order);
+    ``indices``: every node index of the spec, ascending (a node missing from ``nodes``, or one
+    that takes none of the gang, breaks a run)."""
+    kinds, order, fences = gang.kinds, gang.order, gang.fences
+    need = tuple(k.count for k in kinds)
+    fronts = {n.name: node_frontier(n, kinds) for n in nodes}
+    by_index = {n.index: n for n in nodes if any(any(v) for v in fronts[n.name])}
+
+    def holds(run: Sequence[MixedNode]) -> bool:
+        if gang.strict:
+            return next_fit(run, kinds, order, fences)
+        return need in combined((fronts[n.name] for n in run), need)
+
+    best: list[MixedNode] | None = None
+    run: list[MixedNode] = []
+    prev: int | None = None
+    for i in indices:
+        node = by_index.get(i)
+        if node is None or (prev is not None and i != prev + 1):
+            run = []
+        if node is not None:
+            run.append(node)
+            while len(run) > 1 and holds(run[1:]):  # the shortest run ending here
+                run.pop(0)
+            if (best is None or len(run) < len(best)) and holds(run):
+                best = list(run)
+        prev = i
+    return best

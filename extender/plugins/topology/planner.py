@@ -10,10 +10,12 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
 * **Gangs whose quotas differ in size** (a launcher or master beside workers): planned exactly
   over their *kinds* (``mixedplan.py``): the fewest zones whose nodes hold every quota on every
   resource, then each quota's node, in rank order whenever those zones allow it (always, for a
-  strict-order gang). Without an NVLink-domain tier; under ``continuity``, or for a gang of more
-  than ``STATE_LIMIT`` count vectors, every quota is counted as the largest instead (never an
-  over-promise, but such a gang may wait while it would fit). Every quota is re-checked as it is
-  bound, like any other.
+  strict-order gang); under ``continuity``, the shortest run of consecutive nodes that holds
+  them so first. Without an NVLink-domain tier; a gang of more than ``STATE_LIMIT`` count vectors
+  is planned over merged kinds (``gangparts.coarsen``: never an over-promise, but such a gang may
+  wait while it would fit). Every quota is re-checked as it is bound, like any other.
+* **Quota affinity between its own quotas** (``gangparts.glue``): the quotas that must share a
+  node (a quota is bound beside the earlier one its ``quotaAffinity`` names) are planned as one.
 * **minMember below the gang's size** (``gangparts.py``): a gang that does not fit whole places
   the most of its unbound quotas that fit, the lowest ranks first, when they reach ``minMember``.
 * **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 
 from extender.framework.session import Session
@@ -35,7 +37,7 @@ from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.gang import quotas_bound
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
-from extender.plugins.topology.gangparts import Mix, PlanKey, kinds_of, most_that_fit, plan_key
+from extender.plugins.topology.gangparts import GangPlan, Mix, PlanKey, for_planning, kinds_of, most_that_fit, plan_key
 from extender.plugins.topology.gangplan import (
     Candidate,
     Range,
@@ -49,7 +51,7 @@ from extender.plugins.topology.gangplan import (
     slots_in,
 )
 from extender.plugins.topology.holds import HoldBook
-from extender.plugins.topology.mixedplan import STATE_LIMIT, MixedGang, MixedNode, plan_mixed, states
+from extender.plugins.topology.mixedplan import MixedGang, MixedNode, plan_mixed, plan_run, room_for
 from extender.plugins.topology.rankorder import assign_ranks, order_break, ordered_in_zones
 from extender.plugins.topology.refusals import (
     describe_gang,
@@ -62,21 +64,6 @@ from extender.plugins.topology.siblings import rank_ranges
 from extender.plugins.topology.tierwalk import by_tier, near_siblings
 
 __all__ = ["GangPlan", "GangPlanner"]
-
-
-@dataclass(slots=True)
-class GangPlan:
-    nodes: dict[str, str]  # unbound quota → node
-    zones: list[ZoneId]
-    judged: bool = False  # every planned node was judged for its quota's own shape (else: judge each)
-    rest: Status | None = None  # why the job's unbound quotas beyond the plan wait (minMember < size)
-    _by_name: list[str] | None = field(default=None, repr=False, compare=False)  # its nodes, sorted once
-
-    def others(self, first: str | None) -> list[str]:
-        """The plan's nodes but ``first``, by name: where a quota may go when its own refuses it."""
-        if self._by_name is None:
-            self._by_name = sorted(set(self.nodes.values()))
-        return [n for n in self._by_name if n != first]
 
 
 @dataclass(slots=True)
@@ -140,7 +127,7 @@ class GangPlanner:
     def _plan_some(self, job: JobInfo, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo]) -> GangPlan | Status:
         """Nodes for ``unbound``, some of the job's unbound quotas, as one gang."""
         mix = kinds_of(unbound, self.memo.shape_of, self.ssn.gpu_resources)
-        if len(mix.kinds) > 1 and not self.continuity and states(mix.kinds) <= STATE_LIMIT:
+        if len(mix.kinds) > 1:
             return self._plan_mixed(job, quotas, mix)
         sid = self.memo.shape_of(mix.head)
         return self._plan_group(job, quotas, unbound, mix.head, sid, judged=sid is not None and len(mix.kinds) == 1)
@@ -236,6 +223,7 @@ class GangPlanner:
         sid = self.memo.shape_of(head)
         specs, bound_zones = self.specs(quotas, head)
         fences = rank_ranges(quotas, unbound, self.ssn.node)  # strict order keeps to them (mixedplan rule 2)
+        mix, fences = for_planning(mix, fences, self.ssn.quotas, strict=job.strict_order)
         gang = MixedGang(mix.kinds, mix.order, job.strict_order, self.pack, mix.head_kind, fences)
         best = self._best_mixed(job, mix, gang, specs, bound_zones)
         if self.holds.any():
@@ -249,7 +237,10 @@ class GangPlanner:
             )
         if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
             return self._above_limit(job, head, sid, best, unbound)
-        return GangPlan(best.nodes, [z.id for z in best.zones])
+        nodes = dict(best.nodes)
+        for first, rest in mix.glued.items():
+            nodes.update(dict.fromkeys(rest, nodes[first]))
+        return GangPlan(nodes, [z.id for z in best.zones])
 
     def _out_of_order(
         self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]
@@ -268,24 +259,44 @@ class GangPlanner:
     def _best_mixed(
         self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]
     ) -> _SpecPlan | None:
-        best: _SpecPlan | None = None
-        for spec in specs:
-            plan = self._mixed_spec(job, mix, gang, spec, bound_zones)
-            if plan is not None and (best is None or plan.key < best.key):
-                best = plan
-        return best
+        """The best spec's plan; under continuity, as :meth:`_best_spec`: the shortest run of
+        consecutive nodes of any spec that holds the gang, else the zone rules."""
+        for continuity in (True, False) if self.continuity and not bound_zones else (False,):
+            best: _SpecPlan | None = None
+            for spec in specs:
+                plan = (self._mixed_run if continuity else self._mixed_spec)(job, mix, gang, spec, bound_zones)
+                if plan is not None and (best is None or plan.key < best.key):
+                    best = plan
+            if best is not None:
+                return best
+        return None
+
+    def _mixed_run(
+        self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str, bound_zones: list[ZoneId]
+    ) -> _SpecPlan | None:
+        """:meth:`_plan_continuity` for a gang of several kinds (``mixedplan.continuity_run``)."""
+        memo, t = self.memo, mix.head_kind
+        nodes = [n for z in memo.spec_zones.get(spec, []) for n in self._mixed_members(job, mix, z)]
+        made = plan_run(gang, sorted(nodes, key=lambda n: n.index), memo.all_indices.get(spec, []))
+        if made is None:
+            return None
+        run, zids = made[0], sorted({n.zone for n in made[0]})
+        room = sum(room_for(mix.kinds[t].request, n.room) for n in run if n.eligible[t])
+        key = (memo.span(zids), len(run), 0, 0, room, len(run), run[0].index, spec)
+        offers = [self._offer(job, mix.head, memo.shape_of(mix.head), z) for z in zids]
+        return _SpecPlan(key, offers, None, dict(zip((q.name for q in mix.unbound), made[1], strict=True)))
 
     def _mixed_members(self, job: JobInfo, mix: Mix, zid: ZoneId) -> list[MixedNode]:
         """The zone's nodes not held for another gang, with their room, which kinds they take and
         their QN score for the gang's largest kind."""
         memo, out = self.memo, []
-        shaped = [(rep, memo.shape_of(rep)) for rep in mix.reps]
+        shaped = [[(rep, memo.shape_of(rep)) for rep in reps] for reps in mix.reps]
         head_sid = memo.shape_of(mix.head)
         for name in memo.zone_nodes[zid]:
             node = self.ssn.node(name)
             if node is None or (self.holds.any() and self.holds.held_for_other(name, job.key)):
                 continue
-            eligible = tuple(memo.eligible(rep, sid, node) for rep, sid in shaped)
+            eligible = tuple(all(memo.eligible(rep, sid, node) for rep, sid in kind) for kind in shaped)
             if any(eligible):
                 score = memo.score(mix.head, head_sid, node)
                 out.append(MixedNode(name, node.index, zid, node.quota_room().q, eligible, score))
@@ -304,12 +315,8 @@ class GangPlanner:
         if made is None:
             return None
         chosen = [self._offer(job, mix.head, sid, z) for z in bound_zones if z in members] + made[0]
-        return _SpecPlan(
-            plan_key(chosen, spec, self.memo.span([z.id for z in chosen])),
-            chosen,
-            None,
-            dict(zip((q.name for q in mix.unbound), made[1], strict=True)),
-        )
+        nodes = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
+        return _SpecPlan(plan_key(chosen, spec, self.memo.span([z.id for z in chosen])), chosen, None, nodes)
 
     def _best_spec(
         self,

@@ -1,0 +1,42 @@
+"""Gangs whose quotas differ in size under the continuity algorithm (``continuity_weight`` above
+``namedzone_weight``: the shortest run of consecutive node indices that holds the gang, else the
+zone rules), against the exhaustive oracle of ``test_mixed_gang_property`` (issue 16 item 2: a
+gang that can be placed under the rules is never refused).
+
+On that property's clusters and gangs, one cycle keeps every check of it but the zone choice
+(continuity picks runs of nodes, not rule 1's zones): valid placements (capacity on every
+resource, one GPU model, usable nodes, minMember, strict rank order), and a gang that fits is
+placed — the most of it that fits, when its ``minMember`` is below its size.
+"""
+
+from __future__ import annotations
+
+from hypothesis import example, given
+
+from extender.framework.policy import Policy
+from tests.core.props import PROPERTY
+from tests.core.scenarios import policy_with_topology
+from tests.core.test_mixed_gang_property import Member, MixedCluster, MixedGang, _node, mixed_clusters, run, where
+
+CONTINUITY: dict[bool, Policy] = {
+    pack: policy_with_topology({"continuity_weight": 200, "pack_workers": pack}) for pack in (False, True)
+}
+
+
+def _cpu_heavy_launcher() -> MixedCluster:
+    """A 4-GPU worker (10 CPUs) and a 1-GPU launcher of 90 CPUs on three empty nodes (8 GPUs, 96
+    CPUs each): counted as two 4-GPU workers, n0 alone would hold them, yet their 100 CPUs do
+    not fit one node. The shortest run that holds them is n0–n1."""
+    return MixedCluster([_node(0, 1), _node(1, 2), _node(2, 2)], [MixedGang("g0", [Member(4, 10), Member(1, 90)])])
+
+
+@PROPERTY
+@given(mixed_clusters())
+@example(c=_cpu_heavy_launcher())
+def test_mixed_gangs_under_continuity_are_placed_valid_whenever_they_fit(c: MixedCluster) -> None:
+    run(c, alone=len(c.gangs) == 1, policy=CONTINUITY[c.pack])
+
+
+def test_a_launcher_heavier_in_cpu_than_its_worker_takes_the_shortest_run_that_holds_both() -> None:
+    c = _cpu_heavy_launcher()
+    assert where(c, run(c, alone=True, policy=CONTINUITY[False])) == {"q-g0-0": "n0", "q-g0-1": "n1"}
