@@ -114,7 +114,13 @@ class ServeSettings:
         default=",".join(wellknown.DEFAULT_GPU_RESOURCES),
         metadata={"help": "extended resources that are GPUs, comma-separated (e.g. nvidia.com/gpu,amd.com/gpu)"},
     )
-    spot_resource: str = field(default=wellknown.RESOURCE_SPOT_GPU, metadata={"help": "resource that marks spot pods"})
+    spot_resource: str = field(
+        default=wellknown.RESOURCE_SPOT_GPU,
+        metadata={
+            "help": "resource that marks spot pods, the one the sylas spot pools lend "
+            "(a policy whose sylas.resource names another is refused)"
+        },
+    )
     gc_refreeze_seconds: float = field(
         default=600.0,
         metadata={"help": "seconds between heap settles (full collection + gc.freeze; 0: never freeze)"},
