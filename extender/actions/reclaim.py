@@ -6,8 +6,12 @@ priorities). This keeps only the node where the preemptor's quota is bound and, 
 the victims itself among every pod of the node — kube-scheduler looks the answered UIDs up on
 that node, proposed or not (research note §2.6):
 
-* who *may* go is the ``job.victims`` stage (spot, lower priority, not critical —
-  ``intersect(sylas, priority, conformance)`` by default);
+* who *may* go: spot pods running on the node, of lower priority than the preemptor — the
+  seed's rule ("victim 只在抢占者自己的绑定节点上找 spot task") and Kubernetes' (a pod preempts
+  only pods of lower priority; kube-scheduler marks each victim "preempting to accommodate a
+  higher priority pod"), whatever the policy says (:func:`eligible`) — narrowed by the
+  ``job.victims`` stage (not critical: ``intersect(sylas, priority, conformance)`` by default;
+  a stage no enabled plugin implements narrows nothing);
 * who *does* go is the ``job.evict`` stage: sylas evicts the spot pods its score predicted when
   the quota was bound there (seed 六 6.1: the cheapest groups by the four strategies; "抢占由
   reclaim 执行"), not the latest-started ones kube-scheduler's dry run would. Without a plugin
@@ -26,9 +30,13 @@ from typing import Final
 
 from extender.framework.session import Session
 from extender.model.node import NodeInfo
-from extender.model.task import TaskInfo
+from extender.model.task import TaskInfo, TaskStatus
 
 NAME: Final = "reclaim"
+
+_ON_NODE_FOR_KUBE: Final = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING})
+"""Statuses of a pod kube-scheduler has on its node: bound, assumed for a bind, or terminating
+(not ``ALLOCATED`` or ``PIPELINED``: placed only in a session)."""
 
 
 @dataclass(slots=True)
@@ -61,13 +69,31 @@ def reclaim(ssn: Session, preemptor: TaskInfo, proposed: Mapping[str, Sequence[s
     return out
 
 
+def eligible(ssn: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
+    """The pods of ``node`` reclaim may evict for ``preemptor`` at all, before the policy narrows
+    them: spot (``preemptible``) pods on the node in kube-scheduler's eyes too (bound, binding,
+    running or terminating: it looks the answered UIDs up among the pods of that node), of
+    strictly lower priority than the preemptor. A policy may keep more pods (``job.victims``),
+    never add any: kube-scheduler deletes whatever UIDs of the node the extender answers."""
+    return [
+        t
+        for t in map(ssn.task, node.tasks)
+        if t is not None
+        and t.node == node.name
+        and t.status in _ON_NODE_FOR_KUBE
+        and t.preemptible
+        and t.priority < preemptor.priority
+    ]
+
+
 def victims_on(ssn: Session, preemptor: TaskInfo, node: NodeInfo) -> list[str] | str:
     """The pods (uids) to evict on ``node`` so that ``preemptor`` fits its ``idle``, or why none."""
     if not preemptor.request.shortfalls(node.idle):
         return "the preemptor fits without evicting anything"
-    candidates = [t for t in map(ssn.task, node.tasks) if t is not None and t.node == node.name]
-    allowed = ssn.stages.victims(preemptor, candidates)
-    keep = [t for t in candidates if allowed is None or t.uid in set(allowed)]
+    candidates = eligible(ssn, preemptor, node)
+    allowed = ssn.stages.victims(preemptor, candidates) if candidates else None
+    narrowed = None if allowed is None else set(allowed)
+    keep = [t for t in candidates if narrowed is None or t.uid in narrowed]
     if not keep:
         return "no spot pod of lower priority on the node"
     freed = node.idle.clone()
