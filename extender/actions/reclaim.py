@@ -42,10 +42,19 @@ _ON_NODE_FOR_KUBE: Final = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, Task
 @dataclass(slots=True)
 class ReclaimOutcome:
     victims: dict[str, list[str]] = field(default_factory=dict)  # node → victim UIDs
+    pdb: dict[str, int] = field(default_factory=dict)  # node → NumPDBViolations to answer
     dropped: dict[str, str] = field(default_factory=dict)  # node → why it was dropped
 
 
-def reclaim(ssn: Session, preemptor: TaskInfo, proposed: Mapping[str, Sequence[str]]) -> ReclaimOutcome:
+def reclaim(
+    ssn: Session,
+    preemptor: TaskInfo,
+    proposed: Mapping[str, Sequence[str]],
+    reported: Mapping[str, int] | None = None,
+) -> ReclaimOutcome:
+    """Victims per node of ``proposed`` (kube-scheduler's candidates: node → the UIDs it would
+    evict), and for each the ``NumPDBViolations`` to answer (:func:`pdb_violations` of
+    kube-scheduler's count in ``reported``)."""
     out = ReclaimOutcome()
     quota = ssn.quota(preemptor.quota) if preemptor.quota else None
     home = quota.node_name if quota is not None else ""
@@ -66,7 +75,32 @@ def reclaim(ssn: Session, preemptor: TaskInfo, proposed: Mapping[str, Sequence[s
                 out.dropped[node_name] = chosen
             else:
                 out.victims[node_name] = chosen
+                counted = (reported or {}).get(node_name, 0)
+                out.pdb[node_name] = pdb_violations(chosen, proposed[node_name], counted)
     return out
+
+
+def pdb_violations(chosen: Sequence[str], proposed: Sequence[str], reported: int) -> int:
+    """The ``NumPDBViolations`` to answer for the victims ``chosen`` on a node where kube-scheduler
+    proposed ``proposed`` and counted ``reported`` violations among them: the most ``chosen``
+    can violate, as kube-scheduler counts them.
+
+    kube-scheduler's preemption walks every lower-priority pod of the node, most important
+    first, and calls a pod *violating* when a PodDisruptionBudget it matches has no disruption
+    left by then; ``NumPDBViolations`` is how many victims are violating. That classification
+    depends on the node's pods, not on which are chosen, so of the chosen pods kube-scheduler
+    also proposed at most ``min(reported, their number)`` violate, and each chosen pod it did not
+    propose may (the extender watches no budgets; kube-scheduler's dry run spares violating pods
+    first, so those are the likely ones). Victims equal to the proposal keep ``reported``.
+
+    Why the bound and not ``reported``: the count is kube-scheduler's first criterion when it
+    picks among candidate nodes (fewest violations). reclaim answers one node only, so today
+    nothing compares it; but a number below what the victims may violate would make the node
+    look safer than it is, to a later extender or a kube-scheduler that compares. An
+    over-estimate can only make a node look worse, the safe side."""
+    mine = set(chosen)
+    theirs = mine.intersection(proposed)
+    return min(reported, len(theirs)) + len(mine) - len(theirs)
 
 
 def eligible(ssn: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:

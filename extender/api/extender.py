@@ -242,10 +242,10 @@ class Verbs:
         task = self._resolve(ssn, pod)
         if task is None:
             return orjson.dumps({"NodeNameToMetaVictims": {}})
-        outcome = reclaim_action.reclaim(ssn, task, proposed)
+        outcome = reclaim_action.reclaim(ssn, task, proposed, pdb)
         for node, why in outcome.dropped.items():
             log.debug("preempt %s on %s: dropped: %s", task.key, node, why)
-        return wire.meta_victims(outcome.victims, pdb)
+        return wire.meta_victims(outcome.victims, outcome.pdb)
 
 
 class ExtenderApp(FastAPI):
