@@ -212,17 +212,26 @@ def node_from_api(obj: Mapping[str, Any], topo: Mapping[str, Any] | None, opts: 
 
 # --- pods ------------------------------------------------------------------------------------
 def pod_request(obj: Mapping[str, Any]) -> Resource:
-    """Effective request: max(Σ containers, each init container) + overhead (kube-scheduler's rule)."""
+    """Effective request, kube-scheduler's rule (``PodRequests``, sidecar KEP 753): the larger of
+    what runs for good — Σ containers + Σ sidecars (init containers with ``restartPolicy:
+    Always``) — and what any init container needs while it runs: a sidecar, itself and the
+    sidecars before it; a regular init container, itself and the sidecars started before it.
+    Plus ``spec.overhead``."""
     spec = obj.get("spec") or {}
     total = Resource.empty()
     for c in spec.get("containers") or ():
         total.iadd(read_resources(obj, (c.get("resources") or {}).get("requests"), f"container {c.get('name')}"))
+    sidecars = Resource.empty()  # those started so far
+    peak = Resource.empty()  # the most any init container needs while it runs
     for c in spec.get("initContainers") or ():
         init = read_resources(obj, (c.get("resources") or {}).get("requests"), f"initContainer {c.get('name')}")
-        if (c.get("restartPolicy") or "") == "Always":  # sidecar: runs alongside
+        if (c.get("restartPolicy") or "") == "Always":  # sidecar: runs beside the containers
             total.iadd(init)
+            sidecars.iadd(init)
+            peak = peak.maximum(sidecars)
         else:
-            total = total.maximum(init)
+            peak = peak.maximum(init + sidecars)
+    total = total.maximum(peak)
     overhead = spec.get("overhead")
     if overhead:
         total.iadd(read_resources(obj, overhead, "spec.overhead"))
