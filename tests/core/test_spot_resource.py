@@ -7,6 +7,7 @@ not enforced (a shared-pool pod passed a node whose shared pool had no room left
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from extender.framework.session import Session
 from extender.framework.status import Reason
 from extender.policy_reload import PolicyStatus, PolicyWatcher
 from extender.service import Runtime
-from extender.settings import ServeSettings
+from extender.settings import ServeSettings, add_serve_arguments, settings_from_args
 from tests import builders as b
 
 NOW = 1_800_000_000.0
@@ -102,3 +103,26 @@ def test_a_reload_naming_another_spot_resource_is_refused(tmp_path: Path) -> Non
     assert w.check() == "invalid"
     assert box["policy"] is first
     assert w.status.error is not None and "--spot-resource" in w.status.error.message
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (wellknown.RESOURCE_GPU, "is one of --gpu-resources"),  # every GPU pod would be spot, evictable
+        ("cpu", "an extended resource"),  # every pod would be spot
+        ("", "an extended resource"),  # no pod would be
+        ("spot-gpu", "an extended resource"),
+        ("kubernetes.io/spot", "an extended resource"),
+        ("example.com/", "an extended resource"),
+        (wellknown.RDMA_RESOURCE_PREFIX + "spot", "RDMA"),  # every spot pod would be an RDMA pod
+    ],
+)
+def test_a_spot_resource_that_would_misclassify_pods_is_refused(value: str, why: str) -> None:
+    """``--spot-resource`` decides which pods skip quotas and may be evicted: a value that is a
+    GPU resource, a native resource or no extended resource at all is refused at start."""
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    with pytest.raises(ValueError, match=f"--spot-resource {value!r}.*{why}"):
+        settings_from_args(parser.parse_args(["--spot-resource", value, "--webhook-port", "0"]), env={})
+    ok = settings_from_args(parser.parse_args(["--spot-resource", CUSTOM, "--webhook-port", "0"]), env={})
+    assert ok.spot_resource == CUSTOM
