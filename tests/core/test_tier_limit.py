@@ -182,3 +182,13 @@ def test_tier_names_and_spans() -> None:
     assert topology.spanned_tier([("", "s1"), ("", "s2")]) is None  # no spine known: the cluster
     assert topology.spanned_tier([("", "s1"), ()]) is None
     assert topology.spanned_tier([]) is None
+
+
+def test_a_deleted_unreadable_pod_takes_its_error_with_it() -> None:
+    """The cache keeps why a pod of ours could not be read (the filter and /diagnose say it) only
+    while the pod exists: deleted, nothing is said of it any more (it was kept for ever)."""
+    bad = b.pod("solo", annotations={W.ANNO_HIGHEST_TIER_ALLOWED: "rack"})
+    cache = _cache([bad])
+    assert cache.pod_problem("default", "solo") is not None
+    cache.on_pod_delete(bad)
+    assert cache.pod_problem("default", "solo") is None and cache.conversion_errors == {}
