@@ -288,10 +288,14 @@ def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
     node_selector = str_map(spec.get("nodeSelector"))
     spot = request.get(opts.spot_resource) > 0
     mounts = annotations.get(wellknown.ANNO_REQUIRED_MOUNT_POINTS, "")
-    try:
-        pod_tier_limit(annotations, opts.tier_labels)  # checked here; the cache reads it per job
-    except ValueError as exc:
-        raise ConversionError(f"{describe(obj)}: {exc}") from None
+    if not node:
+        # a pod still to place: its tier limit is checked here (the cache reads it per job). A
+        # pod on a node is not refused for it: placed (maybe by another scheduler, whose
+        # annotations, Kueue's or KAI's, need not name our labels), it must count in the ledger
+        try:
+            pod_tier_limit(annotations, opts.tier_labels)
+        except ValueError as exc:
+            raise ConversionError(f"{describe(obj)}: {exc}") from None
     task = TaskInfo(
         uid=uid,
         namespace=ns,
