@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from extender import wellknown
 from extender.cache.tierlimit import pod_tier_limit
@@ -26,6 +26,7 @@ from extender.model.task import TaskInfo, TaskStatus, group_name, job_key
 from extender.model.topology import gpu_spec_code, node_tiers, node_zone_key
 
 __all__ = [
+    "SPOT_POOLS",
     "ConversionError",
     "ConvertOptions",
     "describe",
@@ -39,6 +40,7 @@ __all__ = [
     "read_node_affinity",
     "read_resources",
     "read_tolerations",
+    "spot_pool_of",
     "str_map",
     "task_from_api",
     "task_index",
@@ -260,6 +262,24 @@ def task_index(name: str, labels: Mapping[str, str], annotations: Mapping[str, s
     return int(m.group(1)) if m else None
 
 
+SPOT_POOLS: Final = ("exclusive", "shared")
+
+
+def spot_pool_of(obj: Mapping[str, Any], annotations: Mapping[str, str], *, placed: bool) -> str:
+    """The spot pool a spot pod asks for with its ``spot-pool`` annotation (``exclusive`` without
+    one). Any other value is no pool: a pod still to place is refused (:class:`ConversionError`,
+    which its filter answer shows) rather than put in the exclusive pool as if nothing were
+    said; a pod already ``placed`` counts in the exclusive pool, which lends by default."""
+    pool = annotations.get(wellknown.ANNO_SPOT_POOL, "exclusive")
+    if pool in SPOT_POOLS:
+        return pool
+    if placed:
+        return "exclusive"
+    raise ConversionError(
+        f"{describe(obj)}: annotation {wellknown.ANNO_SPOT_POOL}: {pool!r} is not shared or exclusive"
+    )
+
+
 def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
     meta = metadata_of(obj)
     uid = str(meta.get("uid") or "")
@@ -287,6 +307,7 @@ def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
     key, _group, _has = pod_job_key(obj)
     node_selector = str_map(spec.get("nodeSelector"))
     spot = request.get(opts.spot_resource) > 0
+    pool = spot_pool_of(obj, annotations, placed=bool(node)) if spot else ""
     mounts = annotations.get(wellknown.ANNO_REQUIRED_MOUNT_POINTS, "")
     if not node:
         # a pod still to place: its tier limit is checked here (the cache reads it per job). A
@@ -317,7 +338,7 @@ def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
         node_affinity=read_node_affinity(obj, (spec.get("affinity") or {}).get("nodeAffinity")),
         spec=gpu_spec_code(node_selector, opts.gpu_spec_labels),
         spot=spot,
-        spot_pool=annotations.get(wellknown.ANNO_SPOT_POOL, "exclusive") if spot else "",
+        spot_pool=pool,
         preemptible=spot,
         rdma=any(k.startswith(opts.rdma_prefix) and v > 0 for k, v in request.q.items()),
         mount_points=tuple(m.strip() for m in mounts.split(",") if m.strip()),

@@ -126,3 +126,39 @@ def test_a_spot_resource_that_would_misclassify_pods_is_refused(value: str, why:
         settings_from_args(parser.parse_args(["--spot-resource", value, "--webhook-port", "0"]), env={})
     ok = settings_from_args(parser.parse_args(["--spot-resource", CUSTOM, "--webhook-port", "0"]), env={})
     assert ok.spot_resource == CUSTOM
+
+
+def _spot_pod(pool: str, node: str | None = None) -> dict[str, Any]:
+    return b.pod(
+        "sp",
+        gpu=1,
+        hca=None,
+        extra={wellknown.RESOURCE_SPOT_GPU: "1"},
+        annotations={wellknown.ANNO_SPOT_POOL: pool},
+        node=node,
+        phase="Running" if node else "Pending",
+    )
+
+
+@pytest.mark.parametrize("pool", ["Shared", "share", "exclusiv", ""])
+def test_a_spot_pod_naming_no_pool_is_refused_with_why(pool: str) -> None:
+    """``spot-pool: Shared`` is no pool: the pod is not placed in the exclusive one as if nothing
+    were said (it was), its filter answer says what is wrong (InvalidPod). A pod already running
+    with such a value still counts on its node (in the exclusive pool, which lends by default)."""
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, [b.queue("research"), b.node("n0", extra_allocatable={wellknown.RESOURCE_SPOT_GPU: "8"})])
+    cache.on_pod_add(_spot_pod(pool))
+    problem = cache.pod_problem("default", "sp")
+    assert problem is not None and wellknown.ANNO_SPOT_POOL in problem and "shared or exclusive" in problem
+    cache.on_pod_delete(_spot_pod(pool))
+    running = _spot_pod(pool, node="n0")
+    cache.on_pod_add(running)
+    assert cache.pod_problem("default", "sp") is None
+    assert cache.snapshot(NOW).nodes["n0"].idle.get(wellknown.RESOURCE_SPOT_GPU) == 7000
+
+
+@pytest.mark.parametrize("pool", ["shared", "exclusive"])
+def test_both_pools_are_accepted(pool: str) -> None:
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, [b.queue("research"), _spot_pod(pool)])
+    assert cache.conversion_errors == {}
