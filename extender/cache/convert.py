@@ -265,6 +265,19 @@ def task_index(name: str, labels: Mapping[str, str], annotations: Mapping[str, s
 SPOT_POOLS: Final = ("exclusive", "shared")
 
 
+def preempted_by_scheduler(status: Mapping[str, Any]) -> bool:
+    """Whether a pod's status says a scheduler's preemption is deleting it: the condition
+    DisruptionTarget True with reason PreemptionByScheduler, which kube-scheduler sets on each
+    victim before it deletes it."""
+    return any(
+        isinstance(c, Mapping)
+        and c.get("type") == "DisruptionTarget"
+        and c.get("status") == "True"
+        and c.get("reason") == "PreemptionByScheduler"
+        for c in status.get("conditions") or ()
+    )
+
+
 def spot_pool_of(obj: Mapping[str, Any], annotations: Mapping[str, str], *, placed: bool) -> str:
     """The spot pool a spot pod asks for with its ``spot-pool`` annotation (``exclusive`` without
     one). Any other value is no pool: a pod still to place is refused (:class:`ConversionError`,
@@ -340,6 +353,7 @@ def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
         spot=spot,
         spot_pool=pool,
         preemptible=spot,
+        preempted=st is TaskStatus.RELEASING and preempted_by_scheduler(status),
         rdma=any(k.startswith(opts.rdma_prefix) and v > 0 for k, v in request.q.items()),
         mount_points=tuple(m.strip() for m in mounts.split(",") if m.strip()),
         inherit_from=annotations.get(wellknown.ANNO_INHERIT_RESOURCE_FROM, ""),

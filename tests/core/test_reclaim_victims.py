@@ -153,3 +153,43 @@ def test_a_higher_priority_spot_pod_is_no_victim_even_if_the_policy_forgets_prio
     preemptor = next(t for j in ssn.jobs() for t in j.tasks.values() if t.name == "train-0")
     out = reclaim.reclaim(ssn, preemptor, {"n0": []})
     assert out.victims == {} and "n0" in out.dropped, out
+
+
+def _terminating(pod: dict[str, Any], *, preempted: bool) -> dict[str, Any]:
+    pod["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z"
+    if preempted:  # kube-scheduler marks a victim before it deletes it
+        condition = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+        pod["status"]["conditions"] = [condition]
+    return pod
+
+
+def _spot(name: str, started: str) -> dict[str, Any]:
+    pod = b.pod(
+        name,
+        namespace="batch",
+        group=name,
+        gpu=4,
+        hca=None,
+        extra={wellknown.RESOURCE_SPOT_GPU: "4"},
+        node="n0",
+        phase="Running",
+    )
+    pod["status"]["startTime"] = started
+    return pod
+
+
+def test_a_victim_already_preempted_for_another_pod_is_not_answered_again() -> None:
+    """n0's GPUs: young (started an hour ago) and old (a day ago), spot pods of 4 GPUs each;
+    young was preempted for another quota's pod (terminating, its room promised to that pod).
+    A second 4-GPU quota pod must evict old: answering young again — the cheaper one to sylas —
+    would nominate two pods onto one pod's room, and the second would need another preemption
+    round once the first has taken it. A spot pod deleted for another reason (no preemption
+    mark) is no one's room: it may still be answered."""
+    for preempted, want in ((True, "old"), (False, "young")):
+        young = _terminating(_spot("young", "2027-01-15T07:00:00Z"), preempted=preempted)
+        old = _spot("old", "2027-01-14T08:00:00Z")
+        ssn = _session([young, old], 4, POLICIES["intersect(sylas, priority, conformance)"])
+        preemptor = next(t for j in ssn.jobs() for t in j.tasks.values() if t.name == "train-0")
+        out = reclaim.reclaim(ssn, preemptor, {"n0": []})
+        names = [t.name for t in map(ssn.task, out.victims.get("n0", [])) if t is not None]
+        assert names == [want], (preempted, out)
