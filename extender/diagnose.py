@@ -92,6 +92,7 @@ UNBLOCK: dict[Reason, str] = {
     Reason.NODE_NOT_FOUND: "the quota's node is gone: release_quota moves the quota after its back-off",
     Reason.ZONE_MISMATCH: "use nodes of one RDMA zone, or drop the job's topology affinity",
     Reason.UNKNOWN_POD: "wait a moment: the scheduler's cache has not seen the pod yet",
+    Reason.INVALID_POD: "fix the pod (the message says which annotation or field): it is not scheduled until then",
     Reason.INTERNAL: "a bug or a failing API server: see the scheduler's log",
     Reason.WAITING_FOR_BIND: "kube-scheduler binds them next; if it does not, see `kubectl describe pod`",
     Reason.BIND_FAILED: "see the pod's events for the bind error",

@@ -128,7 +128,8 @@ class PolicyWatcher:
     ``apply`` must make the policy the one every component uses from its next cycle or request
     on; it is called on the event loop, between awaits (see ``Runtime.swap_policy``).
     ``baseline``: the SHA-256 of the content the policy in effect was loaded from (default:
-    ``status.sha256``); content with this hash is not reloaded.
+    ``status.sha256``); content with this hash is not reloaded. ``spot_resource``: serve's
+    ``--spot-resource``, which a policy must not contradict (:func:`extender.conf.check_settings`).
     """
 
     def __init__(
@@ -142,8 +143,10 @@ class PolicyWatcher:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
         baseline: str | None = None,
+        spot_resource: str | None = None,
     ) -> None:
         self.path = path
+        self.spot_resource = spot_resource
         self.period = period
         self.status = status
         self.current = current
@@ -189,7 +192,7 @@ class PolicyWatcher:
         if err is not None and err.sha256 == sha:
             return UNCHANGED  # the same bad content: reported already
         try:
-            policy = load_policy_bytes(data, self.path)
+            policy = load_policy_bytes(data, self.path, spot_resource=self.spot_resource)
         except PolicyError as exc:
             return self._failed("invalid", str(exc), sha, now)
         old = self.current()

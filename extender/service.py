@@ -30,6 +30,7 @@ from extender.cache.convert import ConvertOptions, pod_job_key, task_index
 from extender.cache.gate import ReadGate
 from extender.conf import (
     PolicyUnreadable,
+    check_settings,
     default_policy_text,
     load_policy_bytes,
     load_policy_text,
@@ -166,16 +167,21 @@ class Runtime:
 
     @staticmethod
     def _initial_policy(settings: ServeSettings, given: Policy | None) -> tuple[Policy, PolicyStatus]:
+        """The policy to start with (``given``, else ``--policy``, else the built-in one), refused
+        with :class:`PolicyError` when invalid or when it contradicts the settings
+        (:func:`extender.conf.check_settings`)."""
         now = time.time()
+        spot = settings.spot_resource
         if given is not None:
+            check_settings(given, spot_resource=spot)
             return given, PolicyStatus(source=given.source, sha256="", loaded_at=now)
         if settings.policy:
             # the loader of every reload, on bytes whose hash is the watcher's baseline
             data = read_policy_file(settings.policy)
-            policy = load_policy_bytes(data, settings.policy)
+            policy = load_policy_bytes(data, settings.policy, spot_resource=spot)
             return policy, PolicyStatus(source=settings.policy, sha256=policy_sha256(data), loaded_at=now)
         text = default_policy_text()
-        policy = load_policy_text(text, "default_policy.yaml")
+        policy = load_policy_text(text, "default_policy.yaml", spot_resource=spot)
         return policy, PolicyStatus(source="built-in", sha256=policy_sha256(text.encode()), loaded_at=now)
 
     def swap_policy(self, policy: Policy) -> None:
@@ -288,6 +294,7 @@ class Runtime:
             apply=self.swap_policy,
             metrics=self.metrics,
             baseline=baseline,
+            spot_resource=self.settings.spot_resource,
         )
 
     def _pod_seen(self, pod: dict[str, Any]) -> None:

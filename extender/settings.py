@@ -114,7 +114,13 @@ class ServeSettings:
         default=",".join(wellknown.DEFAULT_GPU_RESOURCES),
         metadata={"help": "extended resources that are GPUs, comma-separated (e.g. nvidia.com/gpu,amd.com/gpu)"},
     )
-    spot_resource: str = field(default=wellknown.RESOURCE_SPOT_GPU, metadata={"help": "resource that marks spot pods"})
+    spot_resource: str = field(
+        default=wellknown.RESOURCE_SPOT_GPU,
+        metadata={
+            "help": "resource that marks spot pods, the one the sylas spot pools lend "
+            "(a policy whose sylas.resource names another is refused)"
+        },
+    )
     gc_refreeze_seconds: float = field(
         default=600.0,
         metadata={"help": "seconds between heap settles (full collection + gc.freeze; 0: never freeze)"},
@@ -192,6 +198,22 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] | None =
     return settings
 
 
+def spot_resource_problem(name: str, gpu_resources: tuple[str, ...]) -> str:
+    """What is wrong with ``name`` as the spot resource ("" when nothing). It decides which pods
+    skip quotas and may be evicted, so it must be an extended resource (``domain/name``, outside
+    kubernetes.io, as Kubernetes requires of device-plugin resources) that only spot pods
+    request: not a GPU resource (every GPU pod would be spot), not an RDMA resource (every spot
+    pod would be an RDMA pod)."""
+    domain, slash, short = name.partition("/")
+    if not slash or not domain or not short or "/" in short or domain.endswith("kubernetes.io"):
+        return "is not an extended resource (domain/name, outside kubernetes.io), e.g. example.com/spot-gpu"
+    if name in gpu_resources:
+        return "is one of --gpu-resources: every GPU pod would be a spot pod, skip quotas and be evictable"
+    if name.startswith(wellknown.RDMA_RESOURCE_PREFIX):
+        return f"is an RDMA resource ({wellknown.RDMA_RESOURCE_PREFIX}*): every spot pod would count as an RDMA pod"
+    return ""
+
+
 def _validate(s: ServeSettings) -> None:
     problems = []
     if s.binder_period <= 0:
@@ -216,6 +238,9 @@ def _validate(s: ServeSettings) -> None:
         problems.append("--extender-client-ca-file needs the extender on TLS (--extender-tls-cert-file)")
     if not s.gpu_resource_names():
         problems.append("--gpu-resources must name at least one resource")
+    spot = spot_resource_problem(s.spot_resource, s.gpu_resource_names())
+    if spot:
+        problems.append(f"--spot-resource {s.spot_resource!r} {spot}")
     if not s.read_timeout > 0:
         problems.append("--read-timeout must be > 0")
     if s.max_connections < 1:

@@ -6,8 +6,12 @@ priorities). This keeps only the node where the preemptor's quota is bound and, 
 the victims itself among every pod of the node — kube-scheduler looks the answered UIDs up on
 that node, proposed or not (research note §2.6):
 
-* who *may* go is the ``job.victims`` stage (spot, lower priority, not critical —
-  ``intersect(sylas, priority, conformance)`` by default);
+* who *may* go: spot pods running on the node, of lower priority than the preemptor — the
+  seed's rule ("victim 只在抢占者自己的绑定节点上找 spot task") and Kubernetes' (a pod preempts
+  only pods of lower priority; kube-scheduler marks each victim "preempting to accommodate a
+  higher priority pod"), whatever the policy says (:func:`eligible`) — narrowed by the
+  ``job.victims`` stage (not critical: ``intersect(sylas, priority, conformance)`` by default;
+  a stage no enabled plugin implements narrows nothing);
 * who *does* go is the ``job.evict`` stage: sylas evicts the spot pods its score predicted when
   the quota was bound there (seed 六 6.1: the cheapest groups by the four strategies; "抢占由
   reclaim 执行"), not the latest-started ones kube-scheduler's dry run would. Without a plugin
@@ -26,18 +30,31 @@ from typing import Final
 
 from extender.framework.session import Session
 from extender.model.node import NodeInfo
-from extender.model.task import TaskInfo
+from extender.model.task import TaskInfo, TaskStatus
 
 NAME: Final = "reclaim"
+
+_ON_NODE_FOR_KUBE: Final = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING})
+"""Statuses of a pod kube-scheduler has on its node: bound, assumed for a bind, or terminating
+(not ``ALLOCATED`` or ``PIPELINED``: placed only in a session)."""
 
 
 @dataclass(slots=True)
 class ReclaimOutcome:
     victims: dict[str, list[str]] = field(default_factory=dict)  # node → victim UIDs
+    pdb: dict[str, int] = field(default_factory=dict)  # node → NumPDBViolations to answer
     dropped: dict[str, str] = field(default_factory=dict)  # node → why it was dropped
 
 
-def reclaim(ssn: Session, preemptor: TaskInfo, proposed: Mapping[str, Sequence[str]]) -> ReclaimOutcome:
+def reclaim(
+    ssn: Session,
+    preemptor: TaskInfo,
+    proposed: Mapping[str, Sequence[str]],
+    reported: Mapping[str, int] | None = None,
+) -> ReclaimOutcome:
+    """Victims per node of ``proposed`` (kube-scheduler's candidates: node → the UIDs it would
+    evict), and for each the ``NumPDBViolations`` to answer (:func:`pdb_violations` of
+    kube-scheduler's count in ``reported``)."""
     out = ReclaimOutcome()
     quota = ssn.quota(preemptor.quota) if preemptor.quota else None
     home = quota.node_name if quota is not None else ""
@@ -58,16 +75,66 @@ def reclaim(ssn: Session, preemptor: TaskInfo, proposed: Mapping[str, Sequence[s
                 out.dropped[node_name] = chosen
             else:
                 out.victims[node_name] = chosen
+                counted = (reported or {}).get(node_name, 0)
+                out.pdb[node_name] = pdb_violations(chosen, proposed[node_name], counted)
     return out
+
+
+def pdb_violations(chosen: Sequence[str], proposed: Sequence[str], reported: int) -> int:
+    """The ``NumPDBViolations`` to answer for the victims ``chosen`` on a node where kube-scheduler
+    proposed ``proposed`` and counted ``reported`` violations among them: the most ``chosen``
+    can violate, as kube-scheduler counts them.
+
+    kube-scheduler's preemption walks every lower-priority pod of the node, most important
+    first, and calls a pod *violating* when a PodDisruptionBudget it matches has no disruption
+    left by then; ``NumPDBViolations`` is how many victims are violating. That classification
+    depends on the node's pods, not on which are chosen, so of the chosen pods kube-scheduler
+    also proposed at most ``min(reported, their number)`` violate, and each chosen pod it did not
+    propose may (the extender watches no budgets; kube-scheduler's dry run spares violating pods
+    first, so those are the likely ones). Victims equal to the proposal keep ``reported``.
+
+    Why the bound and not ``reported``: the count is kube-scheduler's first criterion when it
+    picks among candidate nodes (fewest violations). reclaim answers one node only, so today
+    nothing compares it; but a number below what the victims may violate would make the node
+    look safer than it is, to a later extender or a kube-scheduler that compares. An
+    over-estimate can only make a node look worse, the safe side."""
+    mine = set(chosen)
+    theirs = mine.intersection(proposed)
+    return min(reported, len(theirs)) + len(mine) - len(theirs)
+
+
+def eligible(ssn: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
+    """The pods of ``node`` reclaim may evict for ``preemptor`` at all, before the policy narrows
+    them: spot (``preemptible``) pods on the node in kube-scheduler's eyes too (bound, binding,
+    running or terminating: it looks the answered UIDs up among the pods of that node), of
+    strictly lower priority than the preemptor. A policy may keep more pods (``job.victims``),
+    never add any: kube-scheduler deletes whatever UIDs of the node the extender answers.
+
+    Not a pod a preemption is already deleting (``preempted``): its room is promised to the pod
+    that preempted it (nominated there), and answering it again would nominate a second pod onto
+    the same room — which then needs another preemption round once the first has taken it.
+    kube-scheduler's own dry run counts that nominated pod, so it would evict another. A pod
+    terminating for another reason frees room for anyone: it stays a candidate."""
+    return [
+        t
+        for t in map(ssn.task, node.tasks)
+        if t is not None
+        and t.node == node.name
+        and t.status in _ON_NODE_FOR_KUBE
+        and t.preemptible
+        and not t.preempted
+        and t.priority < preemptor.priority
+    ]
 
 
 def victims_on(ssn: Session, preemptor: TaskInfo, node: NodeInfo) -> list[str] | str:
     """The pods (uids) to evict on ``node`` so that ``preemptor`` fits its ``idle``, or why none."""
     if not preemptor.request.shortfalls(node.idle):
         return "the preemptor fits without evicting anything"
-    candidates = [t for t in map(ssn.task, node.tasks) if t is not None and t.node == node.name]
-    allowed = ssn.stages.victims(preemptor, candidates)
-    keep = [t for t in candidates if allowed is None or t.uid in set(allowed)]
+    candidates = eligible(ssn, preemptor, node)
+    allowed = ssn.stages.victims(preemptor, candidates) if candidates else None
+    narrowed = None if allowed is None else set(allowed)
+    keep = [t for t in candidates if narrowed is None or t.uid in narrowed]
     if not keep:
         return "no spot pod of lower priority on the node"
     freed = node.idle.clone()

@@ -159,8 +159,12 @@ class Verbs:
         task = self._resolve(ssn, pod)
         if task is None:
             meta = pod.get("metadata") or {}
-            key = f"{meta.get('namespace')}/{meta.get('name')}"
-            reason = Status.unresolvable(Reason.UNKNOWN_POD, f"pod {key} is not in the scheduler's cache yet")
+            ns, name = meta.get("namespace") or "default", meta.get("name")
+            problem = state.cache.pod_problem(ns, str(name))
+            if problem:  # seen, and refused: it will not come into the cache until it is fixed
+                reason = Status.unresolvable(Reason.INVALID_POD, problem)
+            else:
+                reason = Status.unresolvable(Reason.UNKNOWN_POD, f"pod {ns}/{name} is not in the scheduler's cache yet")
             return FilterOutcome(), bind_action.Rest(reason.message())
         if task.node and task.status in ON_NODE:
             # already placed (or a bind is in flight): only its node
@@ -242,10 +246,10 @@ class Verbs:
         task = self._resolve(ssn, pod)
         if task is None:
             return orjson.dumps({"NodeNameToMetaVictims": {}})
-        outcome = reclaim_action.reclaim(ssn, task, proposed)
+        outcome = reclaim_action.reclaim(ssn, task, proposed, pdb)
         for node, why in outcome.dropped.items():
             log.debug("preempt %s on %s: dropped: %s", task.key, node, why)
-        return wire.meta_victims(outcome.victims, pdb)
+        return wire.meta_victims(outcome.victims, outcome.pdb)
 
 
 class ExtenderApp(FastAPI):

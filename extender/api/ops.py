@@ -11,6 +11,7 @@ from fastapi.responses import Response
 
 from extender.diagnose import diagnose_job, diagnose_pod
 from extender.framework.session import Session
+from extender.framework.status import Reason, Status
 from extender.metrics import CONTENT_TYPE_LATEST
 from extender.model.task import job_key
 from extender.policy_reload import PolicyStatus
@@ -55,6 +56,9 @@ def create_app(state: ServiceState) -> FastAPI:
         ssn = Session(state.diagnose_snapshot(), state.policy)
         task = ssn.task(uid) if uid else None
         if task is None:
+            problem = state.cache.pod_problem(namespace, name)
+            if problem:  # ours, but unreadable: say what is wrong with it
+                return _json({"error": Status.unresolvable(Reason.INVALID_POD, problem).message()}, 422)
             return _json({"error": f"pod {namespace}/{name} is not one of sky-scheduler's pods"}, 404)
         return _json(diagnose_pod(ssn, task, state.verdicts()))
 

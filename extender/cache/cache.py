@@ -328,6 +328,11 @@ class ClusterCache:
                 return obj
         return None
 
+    def pod_problem(self, namespace: str, name: str) -> str | None:
+        """Why the pod ``namespace/name`` of ours is not in the model: the conversion error of its
+        latest version (a bad annotation, an unreadable quantity …); None when there is none."""
+        return self.conversion_errors.get(f"Pod/{namespace}/{name}")
+
     def task(self, uid: str) -> TaskInfo | None:
         key = self.task_job.get(uid)
         job = self.jobs.get(key) if key else None

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from extender import wellknown
 from extender.cache.tierlimit import pod_tier_limit
@@ -26,6 +26,7 @@ from extender.model.task import TaskInfo, TaskStatus, group_name, job_key
 from extender.model.topology import gpu_spec_code, node_tiers, node_zone_key
 
 __all__ = [
+    "SPOT_POOLS",
     "ConversionError",
     "ConvertOptions",
     "describe",
@@ -39,6 +40,7 @@ __all__ = [
     "read_node_affinity",
     "read_resources",
     "read_tolerations",
+    "spot_pool_of",
     "str_map",
     "task_from_api",
     "task_index",
@@ -212,17 +214,26 @@ def node_from_api(obj: Mapping[str, Any], topo: Mapping[str, Any] | None, opts: 
 
 # --- pods ------------------------------------------------------------------------------------
 def pod_request(obj: Mapping[str, Any]) -> Resource:
-    """Effective request: max(Σ containers, each init container) + overhead (kube-scheduler's rule)."""
+    """Effective request, kube-scheduler's rule (``PodRequests``, sidecar KEP 753): the larger of
+    what runs for good — Σ containers + Σ sidecars (init containers with ``restartPolicy:
+    Always``) — and what any init container needs while it runs: a sidecar, itself and the
+    sidecars before it; a regular init container, itself and the sidecars started before it.
+    Plus ``spec.overhead``."""
     spec = obj.get("spec") or {}
     total = Resource.empty()
     for c in spec.get("containers") or ():
         total.iadd(read_resources(obj, (c.get("resources") or {}).get("requests"), f"container {c.get('name')}"))
+    sidecars = Resource.empty()  # those started so far
+    peak = Resource.empty()  # the most any init container needs while it runs
     for c in spec.get("initContainers") or ():
         init = read_resources(obj, (c.get("resources") or {}).get("requests"), f"initContainer {c.get('name')}")
-        if (c.get("restartPolicy") or "") == "Always":  # sidecar: runs alongside
+        if (c.get("restartPolicy") or "") == "Always":  # sidecar: runs beside the containers
             total.iadd(init)
+            sidecars.iadd(init)
+            peak = peak.maximum(sidecars)
         else:
-            total = total.maximum(init)
+            peak = peak.maximum(init + sidecars)
+    total = total.maximum(peak)
     overhead = spec.get("overhead")
     if overhead:
         total.iadd(read_resources(obj, overhead, "spec.overhead"))
@@ -249,6 +260,37 @@ def task_index(name: str, labels: Mapping[str, str], annotations: Mapping[str, s
                 continue
     m = _TRAILING_NUMBER.search(name)
     return int(m.group(1)) if m else None
+
+
+SPOT_POOLS: Final = ("exclusive", "shared")
+
+
+def preempted_by_scheduler(status: Mapping[str, Any]) -> bool:
+    """Whether a pod's status says a scheduler's preemption is deleting it: the condition
+    DisruptionTarget True with reason PreemptionByScheduler, which kube-scheduler sets on each
+    victim before it deletes it."""
+    return any(
+        isinstance(c, Mapping)
+        and c.get("type") == "DisruptionTarget"
+        and c.get("status") == "True"
+        and c.get("reason") == "PreemptionByScheduler"
+        for c in status.get("conditions") or ()
+    )
+
+
+def spot_pool_of(obj: Mapping[str, Any], annotations: Mapping[str, str], *, placed: bool) -> str:
+    """The spot pool a spot pod asks for with its ``spot-pool`` annotation (``exclusive`` without
+    one). Any other value is no pool: a pod still to place is refused (:class:`ConversionError`,
+    which its filter answer shows) rather than put in the exclusive pool as if nothing were
+    said; a pod already ``placed`` counts in the exclusive pool, which lends by default."""
+    pool = annotations.get(wellknown.ANNO_SPOT_POOL, "exclusive")
+    if pool in SPOT_POOLS:
+        return pool
+    if placed:
+        return "exclusive"
+    raise ConversionError(
+        f"{describe(obj)}: annotation {wellknown.ANNO_SPOT_POOL}: {pool!r} is not shared or exclusive"
+    )
 
 
 def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
@@ -278,11 +320,16 @@ def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
     key, _group, _has = pod_job_key(obj)
     node_selector = str_map(spec.get("nodeSelector"))
     spot = request.get(opts.spot_resource) > 0
+    pool = spot_pool_of(obj, annotations, placed=bool(node)) if spot else ""
     mounts = annotations.get(wellknown.ANNO_REQUIRED_MOUNT_POINTS, "")
-    try:
-        pod_tier_limit(annotations, opts.tier_labels)  # checked here; the cache reads it per job
-    except ValueError as exc:
-        raise ConversionError(f"{describe(obj)}: {exc}") from None
+    if not node:
+        # a pod still to place: its tier limit is checked here (the cache reads it per job). A
+        # pod on a node is not refused for it: placed (maybe by another scheduler, whose
+        # annotations, Kueue's or KAI's, need not name our labels), it must count in the ledger
+        try:
+            pod_tier_limit(annotations, opts.tier_labels)
+        except ValueError as exc:
+            raise ConversionError(f"{describe(obj)}: {exc}") from None
     task = TaskInfo(
         uid=uid,
         namespace=ns,
@@ -304,8 +351,9 @@ def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
         node_affinity=read_node_affinity(obj, (spec.get("affinity") or {}).get("nodeAffinity")),
         spec=gpu_spec_code(node_selector, opts.gpu_spec_labels),
         spot=spot,
-        spot_pool=annotations.get(wellknown.ANNO_SPOT_POOL, "exclusive") if spot else "",
+        spot_pool=pool,
         preemptible=spot,
+        preempted=st is TaskStatus.RELEASING and preempted_by_scheduler(status),
         rdma=any(k.startswith(opts.rdma_prefix) and v > 0 for k, v in request.q.items()),
         mount_points=tuple(m.strip() for m in mounts.split(",") if m.strip()),
         inherit_from=annotations.get(wellknown.ANNO_INHERIT_RESOURCE_FROM, ""),

@@ -34,6 +34,7 @@ __all__ = ["apply_pod", "on_pod_delete"]
 def on_pod_delete(cache: ClusterCache, obj: Obj) -> None:
     uid = uid_of(obj)
     cache._pod_objs.pop(uid, None)
+    cache._ok(f"Pod/{(obj.get('metadata') or {}).get('namespace')}/{name_of(obj)}")  # its error goes with it
     named = ((obj.get("metadata") or {}).get("annotations") or {}).get(wellknown.ANNO_QUOTA_NAME)
     if named and named in cache._waiting_claims:
         cache._waiting_claims[named].discard(uid)

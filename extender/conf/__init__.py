@@ -8,11 +8,12 @@ from pathlib import Path
 
 from extender.actions import ACTIONS
 from extender.framework.policy import Policy, PolicyError, load_policy
-from extender.plugins import PLUGINS
+from extender.plugins import PLUGINS, sylas
 
 __all__ = [
     "PolicyError",
     "PolicyUnreadable",
+    "check_settings",
     "default_policy",
     "default_policy_text",
     "load_policy_bytes",
@@ -32,8 +33,32 @@ def default_policy_text() -> str:
     return resources.files("extender.conf").joinpath("default_policy.yaml").read_text(encoding="utf-8")
 
 
-def load_policy_text(text: str, source: str = "<policy>") -> Policy:
-    return load_policy(text, plugins=PLUGINS, actions=ACTIONS, source=source)
+def load_policy_text(text: str, source: str = "<policy>", *, spot_resource: str | None = None) -> Policy:
+    """The policy in ``text``; with ``spot_resource`` (serve's ``--spot-resource``) also checked
+    against the settings (:func:`check_settings`)."""
+    policy = load_policy(text, plugins=PLUGINS, actions=ACTIONS, source=source)
+    if spot_resource is not None:
+        check_settings(policy, spot_resource=spot_resource)
+    return policy
+
+
+def check_settings(policy: Policy, *, spot_resource: str) -> None:
+    """:class:`PolicyError` when the policy names differently what a setting of ``serve`` names.
+
+    The spot resource has one source of truth, ``--spot-resource`` (Helm
+    ``scheduler.serve.spotResource``): it marks spot pods (cache, webhook), it is what the sylas
+    pools lend and what the spot zone room counts. The sylas argument ``resource`` predates it;
+    it may still be written, naming the same resource, but a policy where it names another one
+    would have spot pods marked by one resource and pooled by another (pools silently not
+    enforced): refused, at start and on reload alike."""
+    plugin = policy.plugins.get(sylas.NAME)
+    named = plugin.args.resource if isinstance(plugin, sylas.Plugin) else None
+    if named is not None and named != spot_resource:
+        raise PolicyError(
+            f"{policy.source}: plugins.sylas.resource is {named!r}, but serve --spot-resource "
+            f"(Helm scheduler.serve.spotResource) is {spot_resource!r}: spot pods are the pods that "
+            "request --spot-resource; remove resource from the sylas arguments or make the two equal"
+        )
 
 
 def default_policy() -> Policy:
@@ -54,15 +79,15 @@ def read_policy_file(path: str | Path) -> bytes:
         raise PolicyUnreadable(f"{p}: cannot read the policy file: {exc.strerror or exc}") from None
 
 
-def load_policy_bytes(data: bytes, source: str = "<policy>") -> Policy:
+def load_policy_bytes(data: bytes, source: str = "<policy>", *, spot_resource: str | None = None) -> Policy:
     """The policy in ``data`` (UTF-8 YAML); :class:`PolicyError` saying where and why if invalid.
     The one loader of policy files: at start (:func:`load_policy_file`) and on every reload."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PolicyError(f"{source}: not UTF-8 text (byte {exc.start})") from None
-    return load_policy_text(text, source)
+    return load_policy_text(text, source, spot_resource=spot_resource)
 
 
-def load_policy_file(path: str | Path) -> Policy:
-    return load_policy_bytes(read_policy_file(path), str(Path(path)))
+def load_policy_file(path: str | Path, *, spot_resource: str | None = None) -> Policy:
+    return load_policy_bytes(read_policy_file(path), str(Path(path)), spot_resource=spot_resource)

@@ -83,6 +83,7 @@ class Reason(Enum):
     # service state
     CACHE_NOT_SYNCED = "CacheNotSynced"
     UNKNOWN_POD = "UnknownPod"
+    INVALID_POD = "InvalidPod"  # a pod of ours the cache cannot read (a bad annotation, quantity …)
     INTERNAL = "InternalError"
 
     def __str__(self) -> str:

@@ -108,6 +108,9 @@ class TaskInfo:
     scheduler_name: str = ""
     resource_version: str = ""
     preemptible: bool = False  # a spot pod that reclaim may evict
+    preempted: bool = False
+    """Terminating because kube-scheduler preempted it (condition DisruptionTarget, reason
+    PreemptionByScheduler): its room is promised to its preemptor, it is no victim for another."""
     # what node filters read of the pod, built on first use (those fields never change once built)
     _placement_key: tuple[object, ...] | None = field(default=None, repr=False, compare=False)
 
@@ -151,6 +154,7 @@ class TaskInfo:
             scheduler_name=self.scheduler_name,
             resource_version=self.resource_version,
             preemptible=self.preemptible,
+            preempted=self.preempted,
             _placement_key=self._placement_key,
         )
 

@@ -1,9 +1,9 @@
 """``sylas``: spot GPU scheduling (seed 六 6.1).
 
-Spot pods are marked by requesting the spot resource (default
-``scheduling.infini-ai.com/spot-gpu``); they also request the real GPUs they use, so they live in
-the pod ledger (``idle``) and never in the quota ledger. Each node lends its spot resource in two
-pools: ``shared`` (low power; several pods share GPUs) sized by the node annotation
+Spot pods are marked by requesting the spot resource (serve's ``--spot-resource``, the session's
+``spot_resource``; default ``scheduling.infini-ai.com/spot-gpu``); they also request the real GPUs
+they use, so they live in the pod ledger (``idle``) and never in the quota ledger. Each node lends
+its spot resource in two pools: ``shared`` (low power; several pods share GPUs) sized by the node annotation
 ``scheduling.infini-ai.com/spot-shared``, and ``exclusive`` (the rest). A spot pod picks its pool
 with the annotation ``spot-pool`` (default exclusive).
 
@@ -44,7 +44,11 @@ NAME: Final = "sylas"
 
 
 class SylasArgs(ArgsModel):
-    resource: str = Field(wellknown.RESOURCE_SPOT_GPU, description="the extended resource that marks spot pods")
+    resource: str | None = Field(
+        None,
+        description="deprecated: the spot resource is serve's --spot-resource; if given, it must name the same one "
+        "(a policy naming another is refused at start and on reload)",
+    )
     priority_weight: float = Field(1.0, ge=0)
     count_weight: float = Field(1.0, ge=0)
     resource_weight: float = Field(1.0, ge=0)
@@ -238,7 +242,7 @@ class Plugin:
         ) / total_w + shared_penalty
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        res = self.args.resource
+        res = ssn.spot_resource  # one source of truth: what marks a spot pod is what its pool lends
         gpus = ssn.gpu_resources
 
         def predicate_tn(task: TaskInfo, node: NodeInfo) -> Status:

@@ -182,3 +182,28 @@ def test_tier_names_and_spans() -> None:
     assert topology.spanned_tier([("", "s1"), ("", "s2")]) is None  # no spine known: the cluster
     assert topology.spanned_tier([("", "s1"), ()]) is None
     assert topology.spanned_tier([]) is None
+
+
+def test_a_deleted_unreadable_pod_takes_its_error_with_it() -> None:
+    """The cache keeps why a pod of ours could not be read (the filter and /diagnose say it) only
+    while the pod exists: deleted, nothing is said of it any more (it was kept for ever)."""
+    bad = b.pod("solo", annotations={W.ANNO_HIGHEST_TIER_ALLOWED: "rack"})
+    cache = _cache([bad])
+    assert cache.pod_problem("default", "solo") is not None
+    cache.on_pod_delete(bad)
+    assert cache.pod_problem("default", "solo") is None and cache.conversion_errors == {}
+
+
+@pytest.mark.parametrize("scheduler", ["default-scheduler", wellknown.SCHEDULER_NAME])
+def test_a_running_pod_with_a_foreign_topology_annotation_still_uses_its_node(scheduler: str) -> None:
+    """A pod Kueue placed with the stock scheduler (``podset-required-topology`` naming a label
+    this scheduler is not configured with) runs on n0 with all its 8 GPUs: its annotation says
+    nothing to us about where it goes — it is there — so it is counted in n0's ledger like any
+    pod. Before, its conversion failed on the annotation and the pod was left out: n0 looked
+    idle and the extender placed pods onto GPUs in use."""
+    kueue = {W.ANNO_KUEUE_REQUIRED_TOPOLOGY: "cloud.google.com/gce-topology-block"}
+    running = b.pod("theirs", gpu=8, hca=None, node="n0", phase="Running", annotations=kueue, scheduler=scheduler)
+    cache = _cache([b.node("n0"), running])
+    assert cache.conversion_errors == {}
+    node = cache.snapshot().nodes["n0"]
+    assert node.idle.get(W.RESOURCE_GPU) == 0

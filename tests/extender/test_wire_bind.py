@@ -258,6 +258,18 @@ async def test_preempt_answers_the_full_pods_form_with_uids(cache: ClusterCache)
     }
 
 
+async def test_preempt_counts_the_pdb_violations_its_own_victims_may_make(cache: ClusterCache) -> None:
+    """kube-scheduler proposed one spot pod and counted 1 PDB violation; the preemptor needs the
+    whole node, so reclaim evicts both: the other, which kube-scheduler did not judge, may violate
+    a budget too (the answer is the most the victims can violate, not kube-scheduler's count)."""
+    uids = _spot_on(cache, "gpu-n01", 2)
+    doc = json.loads(_sample("extender-preempt-request.json"))
+    doc["NodeNameToMetaVictims"] = {"gpu-n01": {"Pods": [{"UID": uids[0]}], "NumPDBViolations": 1}}
+    async with served(state_of(cache)) as c:
+        body = (await c.post("/preempt", json=doc)).json()
+    assert body == {"NodeNameToMetaVictims": {"gpu-n01": {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": 2}}}
+
+
 async def test_preempt_keeps_only_spot_victims_of_lower_priority_and_only_as_many_as_needed(
     cache: ClusterCache,
 ) -> None:

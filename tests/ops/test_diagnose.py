@@ -211,6 +211,22 @@ async def test_not_found(stuck: Harness) -> None:
     assert r.status_code == 200 and r.json()["podGroup"] is False
 
 
+async def test_a_pod_the_scheduler_cannot_read_says_why(stuck: Harness) -> None:
+    """A pod of ours whose annotations cannot be read (an unknown tier) is not in the model: its
+    filter answer and /diagnose say what is wrong with it — not "not in the cache yet" (it never
+    will be) or "not one of sky-scheduler's pods" (it is)."""
+    bad = b.pod("bad", gpu=1, hca=None, annotations={wellknown.ANNO_HIGHEST_TIER_ALLOWED: "rack"})
+    stuck.apply([bad])
+    await stuck.cl.settle()
+    r = await stuck.ops("/diagnose/pod/default/bad")
+    assert r.status_code == 422
+    assert r.json()["error"].startswith("InvalidPod(") and "tier 'rack'" in r.json()["error"]
+    attempt = await stuck.scheduler.schedule_one(stuck.pod("bad"))
+    assert not attempt.node
+    assert "InvalidPod(" in attempt.message and "tier 'rack'" in attempt.message
+    assert "not in the scheduler's cache" not in attempt.message
+
+
 def test_every_reason_says_what_would_unblock_it() -> None:
     assert {r for r in Reason if not UNBLOCK.get(r)} == set()
 
