@@ -77,14 +77,17 @@ def fits_empty(nodes: int, workers: int, gpu: int) -> bool:
 
 
 def check_order(cache: ClusterCache, sched: Scheduler, result: CycleResult, gangs: dict[str, Gang], nodes: int) -> None:
+    holds = sorted(sched.memory.holds)
+    # a gang kept off the held nodes waits for a holder of its priority or higher, by rule (with no
+    # hold left at the end of the cycle, for the one that kept it off in the cycle)
+    holder = gangs[holds[0].removeprefix("default/")][3] if holds else max(spec[3] for spec in gangs.values())
     waiting = {
         g: spec
         for g, spec in gangs.items()
         if not placed(cache, g, spec[1])
         and fits_empty(nodes, spec[1], spec[2])
-        and result.verdicts[f"default/{g}"].status.reason is not Reason.NODE_HELD_FOR_GANG
+        and not (result.verdicts[f"default/{g}"].status.reason is Reason.NODE_HELD_FOR_GANG and spec[3] <= holder)
     }
-    holds = sorted(sched.memory.holds)
     if not waiting:
         return
     top = max(spec[3] for spec in waiting.values())
