@@ -195,3 +195,22 @@ def test_a_gang_kept_off_by_the_hold_of_its_equal_waits_for_it() -> None:
         assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
         assert all(c.node_of(f"q-urgent-{i}") == "" for i in range(3))
         result = c.cycle()
+
+
+def test_a_gang_of_higher_priority_takes_the_place_it_needs_while_a_hold_is_still_free() -> None:
+    """``max_holds: 2``, one hold in force: ``big``'s (priority 0) on s1, the only leaf that could
+    ever hold 4 whole nodes. ``urgent`` (priority 10, 4 whole nodes) finds no free place to hold —
+    s2 has two nodes — and comes first in hold order: it takes ``big``'s place, as it would were
+    the book full, rather than wait behind a lower gang's hold with a place left unused."""
+    c = Cluster(reserve_after_cycles=2, max_holds=2)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    _submit_gang(c, "urgent", priority=10)
+    for _ in range(2):
+        c.cycle()
+    assert set(c.holds()) == {"default/big"}  # urgent has failed 2 cycles: not yet
+    result = c.cycle()
+    assert c.holds() == {"default/urgent": ("n0", "n1", "n2", "n3")}
+    assert "HoldingNodes n0–n3 (4 nodes) for default/urgent" in result.verdicts["default/urgent"].status.message()
+    assert c.scheduler.memory.gang_waits["default/big"] == 1  # displaced: this cycle's failure, counted anew

@@ -7,8 +7,9 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   priority — so the first in that order get them).
 * **Hold order** (:func:`rank`): queue priority (the priority of the JobQueue that governs the
   gang), then the gang's own priority, then its age (older first). When ``max_holds`` holds exist,
-  a gang that qualifies and comes strictly before the last holder in that order takes its place
-  (:func:`displaced_by`): that hold ends as an expired one does (its gang's count of failed
+  or no free place could ever hold it (the zones that could are held), a gang that qualifies takes
+  the place of a holder strictly after it in that order — the last such whose nodes let it hold
+  (:meth:`HoldBook.after`): that hold ends as an expired one does (its gang's count of failed
   cycles starts over), and the newcomer holds, its choice made as if those nodes were free. A
   gang never displaces one of the same place in the order (same priorities, same age): between
   equals, the first to hold keeps it, so no two gangs take a hold from each other in turn.
@@ -173,13 +174,11 @@ class HoldBook:
         for n in nodes:
             self._holder.setdefault(n, job)
 
-    def displaced_by(self, job: str) -> str | None:
-        """The hold ``job`` takes the place of (the book being full): the last in hold order (ties:
-        the younger hold), if ``job`` comes strictly before it; None: ``job`` waits its turn."""
-        if not self._holds:
-            return None
-        last = max(self._holds, key=self._order)
-        return last if self._rank(job) < self._rank(last) else None
+    def after(self, job: str) -> list[str]:
+        """The holders ``job`` may take the place of: those strictly after it in hold order, the
+        last first (ties: the younger hold first)."""
+        mine = self._rank(job)
+        return sorted((h for h in self._holds if mine < self._rank(h)), key=self._order, reverse=True)
 
     def _order(self, job: str) -> tuple[Rank, float, str]:
         """Where a held job stands among the holders: hold order, then the older hold first."""

@@ -133,22 +133,24 @@ class HoldKeeper:
     def _take(
         self, job: JobInfo, failure: Status, choose: Callable[[tuple[str, ...]], tuple[str, ...]]
     ) -> tuple[str, ...]:
-        """The nodes a gang without a hold starts holding (empty: none): once it may hold, in a
-        free place or in that of a hold after it in hold order (``choose(ignoring)``: the nodes to
-        hold, those held for the gangs ``ignoring`` counting as free)."""
-        book = self.book
+        """The nodes a gang without a hold starts holding (empty: none), once it may hold: a free
+        place, while fewer than ``max_holds`` holds exist and one could ever hold it; else the place
+        of a hold after it in hold order, the last such whose nodes let it hold
+        (``choose(ignoring)``: the nodes to hold, those held for the gangs ``ignoring`` counting as
+        free)."""
         # a gang kept off nodes held for another waits for that one (unless :meth:`overrule` let
         # it take that one's place): it holds nothing itself
         if failure.reason is Reason.NODE_HELD_FOR_GANG or not self._may_hold(job):
             return ()
-        victim = book.displaced_by(job.key) if book.count() >= self.max_holds else ""
-        if victim is None:
-            return ()
-        held = choose((victim,) if victim else ())
-        if held:
-            if victim:
+        book = self.book
+        held = choose(()) if book.count() < self.max_holds else ()
+        for victim in () if held else book.after(job.key):
+            held = choose((victim,))
+            if held:
                 book.end(victim, displaced=True)
                 self._unheld(victim)
+                break
+        if held:
             book.add(job.key, held)
             self.ssn.notes[holds.NOTE] = book.current()
         return held
