@@ -77,14 +77,17 @@ def fits_empty(nodes: int, workers: int, gpu: int) -> bool:
 
 
 def check_order(cache: ClusterCache, sched: Scheduler, result: CycleResult, gangs: dict[str, Gang], nodes: int) -> None:
+    holds = sorted(sched.memory.holds)
+    # a gang kept off the held nodes waits for a holder of its priority or higher, by rule (with no
+    # hold left at the end of the cycle, for the one that kept it off in the cycle)
+    holder = gangs[holds[0].removeprefix("default/")][3] if holds else max(spec[3] for spec in gangs.values())
     waiting = {
         g: spec
         for g, spec in gangs.items()
         if not placed(cache, g, spec[1])
         and fits_empty(nodes, spec[1], spec[2])
-        and result.verdicts[f"default/{g}"].status.reason is not Reason.NODE_HELD_FOR_GANG
+        and not (result.verdicts[f"default/{g}"].status.reason is Reason.NODE_HELD_FOR_GANG and spec[3] <= holder)
     }
-    holds = sorted(sched.memory.holds)
     if not waiting:
         return
     top = max(spec[3] for spec in waiting.values())
@@ -109,3 +112,47 @@ def test_the_one_hold_goes_to_a_waiting_gang_of_the_highest_priority(world: Worl
                 submit(cache, name, workers, gpu, priority)
         result = cycle(cache, sched)
     check_order(cache, sched, result, gangs, nodes)
+
+
+def check_places(
+    cache: ClusterCache, sched: Scheduler, result: CycleResult, gangs: dict[str, Gang], limit: int
+) -> None:
+    """No waiting gang holds nothing while it could hold in a free place (fewer than ``limit``
+    holds) or in the place of a holder of lower priority (its nodes, and every node no other gang
+    holds, once empty, take the gang) — unless kept off by a holder of its priority or higher."""
+    held = {job.removeprefix("default/"): h.nodes for job, h in sched.memory.holds.items()}
+    names = list(cache.nodes)
+    for g, (_, workers, gpu, priority) in gangs.items():
+        if g in held or placed(cache, g, workers):
+            continue
+        status = result.verdicts[f"default/{g}"].status
+        if status.reason is Reason.NODE_HELD_FOR_GANG and any(gangs[h][3] >= priority for h in held):
+            continue
+        places = [held] if len(held) < limit else []
+        places += [{h: n for h, n in held.items() if h != lower} for lower in held if gangs[lower][3] < priority]
+        for others in places:
+            taken = {n for nodes in others.values() for n in nodes}
+            room = sum(8 // gpu for n in names if n not in taken)
+            assert room < workers, f"{g} (priority {priority}) holds nothing; it could hold beside {sorted(others)}"
+
+
+@PROPERTY
+@given(worlds(), st.sampled_from([1, 2]), st.data())
+def test_a_waiting_gang_holds_where_it_could_unless_a_gang_before_it_holds_there(
+    world: World, limit: int, data: st.DataObject
+) -> None:
+    """Several holds (``max_holds`` 1 or 2): a gang that has waited long enough holds in a free
+    place while one is left, else in the place of a gang after it in hold order."""
+    leaves, arrivals, reserve = world
+    nodes = sum(leaves)
+    fill = data.draw(st.lists(st.sampled_from([0, 1, 4, 8]), min_size=nodes, max_size=nodes), label="fill")
+    cache = build(leaves, fill)
+    sched = Scheduler(policy_with_topology({"reserve_after_cycles": reserve, "max_holds": limit, "hold_seconds": 1e9}))
+    gangs = {f"g{k}": spec for k, spec in enumerate(arrivals)}
+    last = max(spec[0] for spec in arrivals)
+    for step in range(last + reserve + SETTLE_CYCLES):
+        for name, (at, workers, gpu, priority) in gangs.items():
+            if at == step:
+                submit(cache, name, workers, gpu, priority)
+        result = cycle(cache, sched)
+    check_places(cache, sched, result, gangs, limit)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from bench.cache_writes import bumped
+from extender.framework.status import Reason
 from extender.plugins.topology.holds import Hold
+from extender.scheduler import CycleResult
 from tests import builders as b
 from tests.core.scenarios import policy_with_topology
 from tests.core.test_holds import Cluster, two_waiting_gangs
@@ -151,3 +153,64 @@ def test_a_hold_given_back_after_failed_writes_does_not_cost_the_next_holder_its
     assert sorted(c.node_of(f"q-big-{i}") for i in range(4)) == ["n0", "n1", "n2", "n3"]
     assert c.holds() == {"default/other": ("n4", "n5", "n6", "n7")}
     assert c.scheduler.memory.gang_waits["default/other"] == waited + 1
+
+
+def _kept_off_by_big(priority: int) -> tuple[Cluster, CycleResult]:
+    """``big`` (4 whole nodes, priority 0) holds s1 = n0–n3, where n1–n3 are free; ``urgent`` (3
+    whole nodes, ``priority``) would fit there now, but is kept off (``NodeHeldForGang``) for as
+    many cycles as a gang waits before it holds (2); the cluster and the next cycle's result."""
+    c = Cluster(reserve_after_cycles=2)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    objs = b.training_job("urgent", 3, gpu=8, hca=1)
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["spec"]["priority"] = priority
+    b.feed(c.cache, objs)
+    for _ in range(2):
+        result = c.cycle()
+        assert result.verdicts["default/urgent"].status.reason is Reason.NODE_HELD_FOR_GANG
+    assert set(c.holds()) == {"default/big"}
+    return c, c.cycle()
+
+
+def test_a_gang_of_higher_priority_kept_off_only_by_a_lower_ones_hold_takes_its_place() -> None:
+    """``urgent`` (priority 10) comes first in hold order: once it has waited as long as any gang
+    waits for a hold, it takes ``big``'s place — ``big`` waits anew — and runs on n1–n3 in that
+    cycle, instead of waiting behind a lower gang's hold for ``hold_seconds``."""
+    c, result = _kept_off_by_big(10)
+    assert sorted(c.node_of(f"q-urgent-{i}") for i in range(3)) == ["n1", "n2", "n3"]
+    assert c.holds() == {}  # urgent's hold ended as it was placed, in that cycle
+    assert c.scheduler.memory.gang_waits["default/big"] == 1  # displaced: this cycle's failure, counted anew
+    assert "HoldingNodes" not in result.verdicts["default/big"].status.message()
+
+
+def test_a_gang_kept_off_by_the_hold_of_its_equal_waits_for_it() -> None:
+    """``urgent`` of ``big``'s priority and age: between equals the first to hold keeps it, and
+    the other waits for it (a hold delays others, never scatters them)."""
+    c, result = _kept_off_by_big(0)
+    for _ in range(5):
+        assert result.verdicts["default/urgent"].status.reason is Reason.NODE_HELD_FOR_GANG
+        assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+        assert all(c.node_of(f"q-urgent-{i}") == "" for i in range(3))
+        result = c.cycle()
+
+
+def test_a_gang_of_higher_priority_takes_the_place_it_needs_while_a_hold_is_still_free() -> None:
+    """``max_holds: 2``, one hold in force: ``big``'s (priority 0) on s1, the only leaf that could
+    ever hold 4 whole nodes. ``urgent`` (priority 10, 4 whole nodes) finds no free place to hold —
+    s2 has two nodes — and comes first in hold order: it takes ``big``'s place, as it would were
+    the book full, rather than wait behind a lower gang's hold with a place left unused."""
+    c = Cluster(reserve_after_cycles=2, max_holds=2)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    _submit_gang(c, "urgent", priority=10)
+    for _ in range(2):
+        c.cycle()
+    assert set(c.holds()) == {"default/big"}  # urgent has failed 2 cycles: not yet
+    result = c.cycle()
+    assert c.holds() == {"default/urgent": ("n0", "n1", "n2", "n3")}
+    assert "HoldingNodes n0–n3 (4 nodes) for default/urgent" in result.verdicts["default/urgent"].status.message()
+    assert c.scheduler.memory.gang_waits["default/big"] == 1  # displaced: this cycle's failure, counted anew

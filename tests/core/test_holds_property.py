@@ -120,7 +120,8 @@ def check_holds(
 
 
 def check_hold_order(cache: ClusterCache, result: CycleResult, end: Holds, topology: dict[str, Any]) -> None:
-    """No gang that qualified for a hold in the cycle and holds nothing ranks before a holder."""
+    """No gang that qualified for a hold in the cycle and holds nothing ranks before a holder; one
+    kept off held nodes (``NodeHeldForGang``) ranks before none of the holders that keep it off."""
     waited = result.session.snap.gang_waits
     ended = result.notes.get(EXPIRED_NOTE, ())
     for key in result.notes.get(FAILED_NOTE, ()):
@@ -130,12 +131,15 @@ def check_hold_order(cache: ClusterCache, result: CycleResult, end: Holds, topol
             or key in ended
             or waited.get(key, 0) < topology["reserve_after_cycles"]
             or verdict is None
-            or verdict.status.reason is Reason.NODE_HELD_FOR_GANG
             or not fits_empty_cluster(cache, key)
         ):
             continue
         mine = cache.jobs[key].priority
-        lower = [h for h in end if cache.jobs[h].priority < mine]
+        if verdict.status.reason is Reason.NODE_HELD_FOR_GANG:
+            holders = re.findall(r"default/[\w-]+", verdict.status.message().split("held for ", 1)[1])
+            lower = holders if all(cache.jobs[h].priority < mine for h in holders) else []
+        else:
+            lower = [h for h in end if cache.jobs[h].priority < mine]
         assert not lower, f"{key} (priority {mine}) qualified and holds nothing; lower-priority {lower} hold"
 
 

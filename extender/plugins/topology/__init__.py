@@ -157,12 +157,16 @@ class _Topology:
         if not any(not q.node_name for q in quotas):
             return GangPlan({}, [])
         plan = self.planner.plan(job, quotas)
-        if isinstance(plan, Status) and waiting(self.ssn, job):
+        if not isinstance(plan, Status) or not waiting(self.ssn, job):
             # a gang short of minMember waits (and may earn a hold); one that runs only lacks room
             # for more members, which no hold is for
-            self.ssn.notes.setdefault(holds.FAILED_NOTE, set()).add(job.key)
-            plan = self.keeper.refuse(job, quotas, plan, self.memo, self.planner)
-        return plan
+            return plan
+        if self.keeper.overrule(job, quotas, plan, self.memo, self.planner):
+            plan = self.planner.plan(job, quotas)  # the holds after it in hold order that kept it off ended
+            if not isinstance(plan, Status):
+                return plan
+        self.ssn.notes.setdefault(holds.FAILED_NOTE, set()).add(job.key)
+        return self.keeper.refuse(job, quotas, plan, self.memo, self.planner)
 
     def quota_allocate(self, job: JobInfo) -> Status:
         if not job.topology:

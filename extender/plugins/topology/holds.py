@@ -7,11 +7,21 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   priority — so the first in that order get them).
 * **Hold order** (:func:`rank`): queue priority (the priority of the JobQueue that governs the
   gang), then the gang's own priority, then its age (older first). When ``max_holds`` holds exist,
-  a gang that qualifies and comes strictly before the last holder in that order takes its place
-  (:func:`displaced_by`): that hold ends as an expired one does (its gang's count of failed
+  or no free place could ever hold it (the zones that could are held), a gang that qualifies takes
+  the place of a holder strictly after it in that order — the last such whose nodes let it hold
+  (:meth:`HoldBook.after`): that hold ends as an expired one does (its gang's count of failed
   cycles starts over), and the newcomer holds, its choice made as if those nodes were free. A
   gang never displaces one of the same place in the order (same priorities, same age): between
   equals, the first to hold keeps it, so no two gangs take a hold from each other in turn.
+* **Kept off by a hold after it** (:meth:`keeper.HoldKeeper.overrule`): a gang that qualifies (or
+  holds already) and is kept off only by holds of gangs strictly after it in hold order
+  (``NodeHeldForGang``: the holders of nodes in the zones it would take were nothing held) takes
+  their place whether or not the book is full: those holds end as displaced ones do, it holds (its
+  choice made as if their nodes were free) unless it does already, and it is planned again at
+  once — it runs in that cycle where it would were those nodes not held. A gang kept off by a hold
+  of a gang before it or of its equal waits for that one (a hold may delay others, never scatter
+  them). No thrash: a hold only ever passes to a gang strictly before its holder, and a displaced
+  gang waits anew before it holds again.
 * **What it holds** (:func:`choose_hold`): the zone that would fit it *soonest* — among the zones
   whose nodes could hold the whole gang once empty, the one with the most room for it now; within
   it, the nodes with the most room now, as many as the gang needs when they are empty. When no
@@ -25,8 +35,8 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   bounds the whole wait on holds). Which running jobs end first is not known in advance: a big job
   ending elsewhere can leave another set closer to holding the gang than the one being drained.
 * While a hold lasts, no other job's quota is bound to a held node (jobs that fit elsewhere still
-  run, as long as they need no more zones there than they would without the hold: else they wait);
-  the holder may use them like any node.
+  run, as long as they need no more zones there than they would without the hold: else they wait,
+  or take the hold's place as the rule above says); the holder may use them like any node.
 * A hold ends when the gang is placed (no unbound quota left, or ``minMember`` of them bound) —
   at once, in the cycle that places it: the next gang planned in that cycle may take its place —,
   when its job is deleted, or ``hold_seconds`` after it began; and at once when the policy turns
@@ -52,7 +62,7 @@ recorded in the ``status.hold`` of the quota its pod claims (``extender/binder/r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -164,13 +174,11 @@ class HoldBook:
         for n in nodes:
             self._holder.setdefault(n, job)
 
-    def displaced_by(self, job: str) -> str | None:
-        """The hold ``job`` takes the place of (the book being full): the last in hold order (ties:
-        the younger hold), if ``job`` comes strictly before it; None: ``job`` waits its turn."""
-        if not self._holds:
-            return None
-        last = max(self._holds, key=self._order)
-        return last if self._rank(job) < self._rank(last) else None
+    def after(self, job: str) -> list[str]:
+        """The holders ``job`` may take the place of: those strictly after it in hold order, the
+        last first (ties: the younger hold first)."""
+        mine = self._rank(job)
+        return sorted((h for h in self._holds if mine < self._rank(h)), key=self._order, reverse=True)
 
     def _order(self, job: str) -> tuple[Rank, float, str]:
         """Where a held job stands among the holders: hold order, then the older hold first."""
@@ -234,10 +242,10 @@ Key = tuple[int, int, int]  # what ranks held sets (lowest first): zones, less r
 
 
 def choose_hold(
-    memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Sequence[QuotaInfo], *, ignoring: str = ""
+    memo: FitMemo, planner: GangPlanner, job: JobInfo, quotas: Sequence[QuotaInfo], *, ignoring: Collection[str] = ()
 ) -> tuple[str, ...]:
     """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them);
-    the nodes held for ``ignoring`` (a hold the job would displace) count as free."""
+    the nodes held for the jobs ``ignoring`` (holds the job would displace) count as free."""
     head, need = _head(quotas)
     if head is None:
         return ()
@@ -247,7 +255,7 @@ def choose_hold(
     book = planner.holds
 
     def held(n: str) -> bool:
-        return book.held_for_other(n, job.key) and (not ignoring or book.holder(n) != ignoring)
+        return book.held_for_other(n, job.key) and book.holder(n) not in ignoring
 
     best: tuple[Key, tuple[str, ...]] | None = None
     for spec in specs:

@@ -1,5 +1,6 @@
 """The topology plugin's holds in one session (rules: ``holds.py``): which gang takes a hold when
-its plan fails, which hold it displaces, and which holds end because their gang was placed.
+its plan fails, which hold it displaces (when the book is full, or when only holds after it in
+hold order keep it off), and which holds end because their gang was placed.
 
 The :class:`~extender.plugins.topology.holds.HoldBook` is the state; :class:`HoldKeeper` applies
 the rules to it as the session goes, and keeps what the session reports in step: the holds it
@@ -75,7 +76,7 @@ class HoldKeeper:
         held = book.of(job.key)
         if held is None:
             held = self._take(
-                job, quotas, failure, lambda ignoring: holds.choose_hold(memo, planner, job, quotas, ignoring=ignoring)
+                job, failure, lambda ignoring: holds.choose_hold(memo, planner, job, quotas, ignoring=ignoring)
             )
         else:
             moved = holds.better_hold(memo, planner, job, quotas, held)
@@ -93,29 +94,63 @@ class HoldKeeper:
         self._refusals[job.key] = (refusal, failure)
         return refusal
 
-    def _take(
-        self, job: JobInfo, quotas: list[QuotaInfo], failure: Status, choose: Callable[[str], tuple[str, ...]]
-    ) -> tuple[str, ...]:
-        """The nodes a gang without a hold starts holding (empty: none): once it has waited
-        ``reserve_after_cycles``, in a free place or in that of a hold after it in hold order
-        (``choose(ignoring)``: the nodes to hold, those held for ``ignoring`` counting as free)."""
+    def overrule(
+        self, job: JobInfo, quotas: list[QuotaInfo], failure: Status, memo: FitMemo, planner: GangPlanner
+    ) -> bool:
+        """A waiting gang kept off nodes (``failure`` is ``NodeHeldForGang``) only by the holds of
+        gangs after it in hold order, once it holds or may hold (:meth:`_may_hold`), takes their
+        place: they end as displaced holds do, and it holds — its choice made as if they were
+        free — unless it holds already. True: its way is clear, plan it again."""
+        holders = planner.holders_keeping_off(failure)
+        mine = self.rank(job.key)
+        if not holders or any(self.rank(h) <= mine for h in holders):
+            return False  # kept off by a gang before it in hold order, or its equal: it waits
         book = self.book
-        # a gang kept off nodes held for another waits for that one: it holds nothing itself
-        if (
-            self.reserve_after_cycles <= 0
-            or failure.reason is Reason.NODE_HELD_FOR_GANG
-            or job.key in book.expired
-            or self.ssn.snap.gang_waits.get(job.key, 0) < self.reserve_after_cycles
-        ):
+        held = book.of(job.key)
+        if held is None:
+            if not self._may_hold(job):
+                return False
+            held = holds.choose_hold(memo, planner, job, quotas, ignoring=holders)
+            if not held:
+                return False
+        for holder in holders:
+            book.end(holder, displaced=True)
+            self._unheld(holder)
+        if book.of(job.key) is None:
+            book.add(job.key, held)
+        self.ssn.notes[holds.NOTE] = book.current()
+        return True
+
+    def _may_hold(self, job: JobInfo) -> bool:
+        """The gang has waited long enough to hold: ``reserve_after_cycles`` failed cycles in a
+        row, and no hold of it expired or was displaced since."""
+        return (
+            self.reserve_after_cycles > 0
+            and job.key not in self.book.expired
+            and self.ssn.snap.gang_waits.get(job.key, 0) >= self.reserve_after_cycles
+        )
+
+    def _take(
+        self, job: JobInfo, failure: Status, choose: Callable[[tuple[str, ...]], tuple[str, ...]]
+    ) -> tuple[str, ...]:
+        """The nodes a gang without a hold starts holding (empty: none), once it may hold: a free
+        place, while fewer than ``max_holds`` holds exist and one could ever hold it; else the place
+        of a hold after it in hold order, the last such whose nodes let it hold
+        (``choose(ignoring)``: the nodes to hold, those held for the gangs ``ignoring`` counting as
+        free)."""
+        # a gang kept off nodes held for another waits for that one (unless :meth:`overrule` let
+        # it take that one's place): it holds nothing itself
+        if failure.reason is Reason.NODE_HELD_FOR_GANG or not self._may_hold(job):
             return ()
-        victim = book.displaced_by(job.key) if book.count() >= self.max_holds else ""
-        if victim is None:
-            return ()
-        held = choose(victim)
-        if held:
-            if victim:
+        book = self.book
+        held = choose(()) if book.count() < self.max_holds else ()
+        for victim in () if held else book.after(job.key):
+            held = choose((victim,))
+            if held:
                 book.end(victim, displaced=True)
                 self._unheld(victim)
+                break
+        if held:
             book.add(job.key, held)
             self.ssn.notes[holds.NOTE] = book.current()
         return held

@@ -19,8 +19,9 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
 * **minMember below the gang's size** (``gangparts.py``): a gang that does not fit whole places
   the most of its unbound quotas that fit, the lowest ranks first, when they reach ``minMember``.
 * **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
-  span more zones because of a hold than without it waits instead (``NodeHeldForGang``): a hold
-  may delay others, never scatter them.
+  span more zones because of a hold than without it waits instead (``NodeHeldForGang``, naming
+  the holders: :meth:`GangPlanner.holders_keeping_off`): a hold may delay others, never scatter
+  them (the keeper may end the holds of gangs after it in hold order: ``keeper.py``).
 * **Refusals.** A gang without a plan is told why in operators' words (``refusals.py``).
 """
 
@@ -93,6 +94,7 @@ class GangPlanner:
         self.pack, self.continuity = pack, continuity
         self.affinity, self.holds = affinity, holds
         self._unheld: GangPlanner | None = None
+        self._kept_off_by: dict[Status, tuple[str, ...]] = {}  # a NodeHeldForGang refusal → the holders it names
 
     def without_holds(self) -> GangPlanner:
         """A planner of the same session that sees no holds: what a gang would get were nothing
@@ -148,7 +150,7 @@ class GangPlanner:
         best = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
         if self.holds.any():
             free = self.without_holds()._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
-            kept_off = self._kept_off(best, free, unbound)
+            kept_off = self._kept_off(job, best, free, unbound)
             if kept_off is not None:
                 return kept_off
         if best is None:
@@ -196,13 +198,22 @@ class GangPlanner:
             cands, zones, ranges, home=home, further=further, away=None if further else away, pack=self.pack
         )
 
-    def _kept_off(self, best: _SpecPlan | None, free: _SpecPlan | None, unbound: Sequence[QuotaInfo]) -> Status | None:
+    def _kept_off(
+        self, job: JobInfo, best: _SpecPlan | None, free: _SpecPlan | None, unbound: Sequence[QuotaInfo]
+    ) -> Status | None:
         """``NodeHeldForGang`` when the plan were nothing held (``free``) spans fewer zones than
         ``best``: a hold may make a gang wait, never make it span more zones than it would without."""
         if free is None or (best is not None and free.key[:2] >= best.key[:2]):
             return None
-        holders = sorted({self.holds.holder(n) for z in free.zones for n in self.memo.zone_nodes[z.id]} - {""})
-        return held_for_others(free.key[1], describe_gang(unbound, self.ssn.gpu_resources), holders)
+        holders = sorted({self.holds.holder(n) for z in free.zones for n in self.memo.zone_nodes[z.id]} - {"", job.key})
+        refusal = held_for_others(free.key[1], describe_gang(unbound, self.ssn.gpu_resources), holders)
+        self._kept_off_by[refusal] = tuple(holders)
+        return refusal
+
+    def holders_keeping_off(self, refusal: Status) -> tuple[str, ...]:
+        """The gangs whose holds a ``NodeHeldForGang`` refusal of this planner names: those holding
+        nodes of the zones the gang would take were nothing held (empty: not such a refusal)."""
+        return self._kept_off_by.get(refusal, ())
 
     def specs(self, quotas: Sequence[QuotaInfo], head: QuotaInfo) -> tuple[Collection[str], list[ZoneId]]:
         """The GPU specs a gang may plan in (its bound siblings', else the one ``head`` asks for,
@@ -228,7 +239,7 @@ class GangPlanner:
         best = self._best_mixed(job, mix, gang, specs, bound_zones)
         if self.holds.any():
             free = self.without_holds()._best_mixed(job, mix, gang, specs, bound_zones)
-            kept_off = self._kept_off(best, free, unbound)
+            kept_off = self._kept_off(job, best, free, unbound)
             if kept_off is not None:
                 return kept_off
         if best is None or best.nodes is None:
