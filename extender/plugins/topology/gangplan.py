@@ -20,8 +20,10 @@ The rules, in the order the planner applies them:
    capacity, so the largest part of the gang shares one switch.
 3. **Nodes in a zone** (:func:`choose_nodes`): by default distinct nodes while the zone has enough
    of them, best QN score first (ties: lower index), and consecutive ranks share a node only when
-   needed (then spread round-robin, so no node takes more ranks than it must). With
-   ``pack=True`` as few nodes as possible, and among those the least capacity taken (best fit;
+   needed (then spread round-robin, so no node takes more ranks than it must). A node holding a
+   bound sibling of the gang is no distinct node: nodes free of the gang come first, and the
+   round-robin counts the siblings. With ``pack=True`` as few nodes as possible — the siblings'
+   nodes first, which cost no node more — and among those the least capacity taken (best fit;
    ties: fewer of the roomiest nodes) — of all the chosen zones at once beyond the bound
    siblings' (the planner pools them: the fewest nodes of the zones, not of each zone's share).
 4. **Ranks** (``rankorder``): slots sorted by node index go to quotas in task-index order,
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -224,13 +226,14 @@ def slots_in(
     *,
     home: Collection[ZoneId] = (),
     pack: bool = False,
+    held: Mapping[str, int] | None = None,
 ) -> list[Slot]:
     """The gang's ``need`` slots in its ``chosen`` zones (rules 2 and 3; ``home``: its bound
-    siblings' zones; ``candidates``: a zone's candidates, best first). With ``pack`` the zones
-    beyond ``home`` are one pool: the fewest nodes of those zones hold the gang, not the fewest of
-    each zone's share (4 workers over a leaf with three half free nodes and a leaf with one empty
-    node take the empty node and two others, not all four). Every pooled zone still takes some:
-    they are the fewest zones that hold the gang."""
+    siblings' zones; ``held``: node → its bound siblings there; ``candidates``: a zone's
+    candidates, best first). With ``pack`` the zones beyond ``home`` are one pool: the fewest nodes
+    of those zones hold the gang, not the fewest of each zone's share (4 workers over a leaf with
+    three half free nodes and a leaf with one empty node take the empty node and two others, not
+    all four). Every pooled zone still takes some: they are the fewest zones that hold the gang."""
     shares = split_slots(chosen, need, home)
     if pack:
         mine = [(z, m) for z, m in shares if z.id in home]
@@ -240,7 +243,7 @@ def slots_in(
         parts = [(candidates(z.id), m) for z, m in shares]
     slots: list[Slot] = []
     for ranked, m in parts:
-        for cand, count in choose_ranked(ranked, m, pack=pack):
+        for cand, count in choose_ranked(ranked, m, pack=pack, held=held):
             slots += [Slot(cand.name, cand.index)] * count
     return slots
 
@@ -259,37 +262,52 @@ def choose_nodes(candidates: Sequence[Candidate], need: int, *, pack: bool = Fal
     return choose_ranked(sorted(candidates, key=rank_key), need, pack=pack)
 
 
-def choose_ranked(ranked: Sequence[Candidate], need: int, *, pack: bool = False) -> list[tuple[Candidate, int]]:
+def choose_ranked(
+    ranked: Sequence[Candidate], need: int, *, pack: bool = False, held: Mapping[str, int] | None = None
+) -> list[tuple[Candidate, int]]:
     """:func:`choose_nodes` of candidates already in :func:`rank_key` order (the planner's memo
-    keeps each zone's candidates so: a bind re-ranks only the nodes it changed)."""
+    keeps each zone's candidates so: a bind re-ranks only the nodes it changed). ``held``: node →
+    the gang's bound siblings there. A node that holds a sibling is no distinct node: by default
+    the nodes free of the gang come first, and nodes share ranks (siblings counted) only when
+    those run out; with ``pack`` the siblings' nodes come first, as they cost no node more."""
     if need <= 0:
         return []
+    mine = [c for c in ranked if c.name in held] if held else []
     if pack:
-        counts = _fewest_best_fit(ranked, need)
+        room = sum(c.capacity for c in mine)
+        if not mine:
+            counts = _fewest_best_fit(ranked, need)
+        elif room >= need:
+            counts = _fewest_best_fit(mine, need)
+        else:
+            counts = {c.name: c.capacity for c in mine}
+            counts.update(_fewest_best_fit([c for c in ranked if c.name not in counts], need - room))
         chosen = [(c, counts[c.name]) for c in ranked if counts.get(c.name)]
-    elif len(ranked) >= need:
-        chosen = [(c, 1) for c in ranked[:need]]
     else:
-        chosen = list(zip(ranked, _round_robin(ranked, need), strict=True))
+        order = [*(c for c in ranked if c.name not in held), *mine] if mine and held else ranked
+        if len(order) - len(mine) >= need:
+            chosen = [(c, 1) for c in order[:need]]
+        else:
+            chosen = [(c, n) for c, n in zip(order, _round_robin(order, need, held), strict=True) if n]
     return sorted(chosen, key=lambda cn: (cn[0].index, cn[0].name))
 
 
-def _round_robin(ranked: Sequence[Candidate], need: int) -> list[int]:
-    """Slots per node when there are fewer nodes than ``need``: one each, then one more each in
-    rank order while room lasts, so no node takes more ranks than it must."""
-    counts = [1] * len(ranked)
-    left = need - len(ranked)
-    while left > 0:
-        progressed = False
+def _round_robin(ranked: Sequence[Candidate], need: int, held: Mapping[str, int] | None = None) -> list[int]:
+    """Slots per node when there are fewer free nodes than ``need``: level by level, each node in
+    rank order takes one more while it holds fewer of the gang's quotas than the level (its bound
+    siblings, ``held``, counted) and has room, so no node takes more ranks than it must."""
+    base = [held.get(c.name, 0) if held else 0 for c in ranked]
+    counts = [0] * len(ranked)
+    left = need
+    for level in range(1, max(base, default=0) + need + 1):
         for i, c in enumerate(ranked):
             if left == 0:
-                break
-            if counts[i] < c.capacity:
+                return counts
+            if base[i] + counts[i] < level and counts[i] < c.capacity:
                 counts[i] += 1
                 left -= 1
-                progressed = True
-        if not progressed:
-            raise ValueError(f"candidates hold fewer than {need} slots")
+    if left > 0:
+        raise ValueError(f"candidates hold fewer than {need} slots")
     return counts
 
 

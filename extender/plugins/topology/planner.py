@@ -169,16 +169,17 @@ class GangPlanner:
         if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
             return self._above_limit(job, head, sid, best, unbound)
         slots = best.slots
+        held = Counter(q.node_name for q in quotas if q.node_name) if bound_zones else None
         if slots is None:
             cands = partial(self._candidates, job, head, sid)
-            slots = slots_in(cands, best.zones, len(unbound), home=bound_zones, pack=self.pack)
+            slots = slots_in(cands, best.zones, len(unbound), home=bound_zones, pack=self.pack, held=held)
         ranges = rank_ranges(quotas, unbound, self.ssn.node)
         placed, zones = assign_ranks(slots, ranges), [z.id for z in best.zones]
         # only bound siblings can break the order assign_ranks gives (it sorts the slots)
         broken = order_break(placed, ranges) if bound_zones or job.strict_order else None
         if broken is not None:
             away = sum(1 for s in placed if self.memo.zone_of.get(s.node) not in bound_zones)
-            ordered = self._in_order(job, head, sid, zones, ranges, home=bound_zones, away=away)
+            ordered = self._in_order(job, head, sid, zones, ranges, home=bound_zones, away=away, held=held or {})
             if ordered is not None:
                 placed, zones = ordered
             elif job.strict_order:
@@ -196,17 +197,19 @@ class GangPlanner:
         *,
         home: list[ZoneId],
         away: int,
+        held: Collection[str],
     ) -> tuple[list[Slot], list[ZoneId]] | None:
         """:func:`rankorder.ordered_in_zones` for the gang: a strict-order one may take further zones
         of its spec beside its siblings' (``home``); any other keeps to its chosen ``zones``, and to
-        ``away`` quotas outside ``home`` (what its plan by room put there)."""
+        ``away`` quotas outside ``home`` (what its plan by room put there). ``held``: the nodes of
+        its bound siblings (distinct nodes come first)."""
         spec = (home or zones)[0][0] if home or zones else ""
         further = None
         if job.strict_order:
             further = [self._offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, []) if z not in home]
         cands = partial(self._candidates, job, head, sid)
         return ordered_in_zones(
-            cands, zones, ranges, home=home, further=further, away=None if further else away, pack=self.pack
+            cands, zones, ranges, home=home, further=further, away=None if further else away, pack=self.pack, held=held
         )
 
     def _kept_off(self, best: _SpecPlan | None, free: _SpecPlan | None, unbound: Sequence[QuotaInfo]) -> Status | None:
