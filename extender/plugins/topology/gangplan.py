@@ -26,6 +26,9 @@ The rules, in the order the planner applies them:
    nodes first, which cost no node more — and among those the least capacity taken (best fit;
    ties: fewer of the roomiest nodes) — of all the chosen zones at once beyond the bound
    siblings' (the planner pools them: the fewest nodes of the zones, not of each zone's share).
+   Where nodes name NVLink domains, the nodes come from the fewest domains first, best fit among
+   them (:func:`domain_parts`: rules 1 and 2 one tier down; a domain's room is its nodes by
+   default, its slots with ``pack``: NVLink first).
 4. **Ranks** (``rankorder``): slots sorted by node index go to quotas in task-index order,
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
@@ -56,6 +59,7 @@ __all__ = [
     "choose_ranked",
     "choose_zones",
     "continuity_block",
+    "domain_parts",
     "fewest_to_reach",
     "fewest_zones_that",
     "rank_key",
@@ -227,13 +231,16 @@ def slots_in(
     home: Collection[ZoneId] = (),
     pack: bool = False,
     held: Mapping[str, int] | None = None,
+    domains: Mapping[str, str] | None = None,
 ) -> list[Slot]:
     """The gang's ``need`` slots in its ``chosen`` zones (rules 2 and 3; ``home``: its bound
     siblings' zones; ``held``: node → its bound siblings there; ``candidates``: a zone's
     candidates, best first). With ``pack`` the zones beyond ``home`` are one pool: the fewest nodes
     of those zones hold the gang, not the fewest of each zone's share (4 workers over a leaf with
     three half free nodes and a leaf with one empty node take the empty node and two others, not
-    all four). Every pooled zone still takes some: they are the fewest zones that hold the gang."""
+    all four). Every pooled zone still takes some: they are the fewest zones that hold the gang.
+    ``domains``: node → its NVLink domain; a gang without bound siblings takes each part in the
+    fewest domains (:func:`domain_parts`)."""
     shares = split_slots(chosen, need, home)
     if pack:
         mine = [(z, m) for z, m in shares if z.id in home]
@@ -241,11 +248,46 @@ def slots_in(
         parts = [(candidates(z.id), m) for z, m in mine] + [(pool, need - sum(m for _, m in mine))]
     else:
         parts = [(candidates(z.id), m) for z, m in shares]
+    if domains and not held:
+        parts = [p for ranked, m in parts for p in domain_parts(ranked, m, domains, pack=pack)]
     slots: list[Slot] = []
     for ranked, m in parts:
         for cand, count in choose_ranked(ranked, m, pack=pack, held=held):
             slots += [Slot(cand.name, cand.index)] * count
     return slots
+
+
+def domain_parts(
+    ranked: Sequence[Candidate], need: int, domains: Mapping[str, str], *, pack: bool = False
+) -> list[tuple[Sequence[Candidate], int]]:
+    """Rule 3's NVLink tier: ``need`` slots of one share (``ranked``: its candidates, best first)
+    in the fewest NVLink domains (``domains``: node → domain; a node without one is a domain of
+    its own) that hold them, and among sets of that many the best fit — rule 1 one tier down: the
+    least room, then fewer nodes, lower first index. A domain's room is its slots with ``pack``
+    (ranks packed NVLink first), its nodes by default (distinct nodes first: a domain never makes
+    ranks share a node). By default the chosen domains take their shares largest first (rule 2
+    one tier down: the largest part of the gang in one domain); with ``pack`` they are one pool
+    (rule 3 takes its fewest nodes; each chosen domain still takes some). The one part
+    ``(ranked, need)`` when domains do not choose: every node its own domain, or by default fewer
+    nodes than ``need`` (then every node takes ranks anyway)."""
+    if need <= 0 or (not pack and len(ranked) < need):
+        return [(ranked, need)]
+    units: dict[str, list[Candidate]] = {}  # domain → its candidates, best first
+    for c in ranked:
+        units.setdefault(domains.get(c.name) or f"node#{c.name}", []).append(c)
+    if len(units) == len(ranked):
+        return [(ranked, need)]
+    offers = [
+        ZoneOffer(("", key), len(cs), sum(c.capacity for c in cs) if pack else len(cs), False, min(c.index for c in cs))
+        for key, cs in units.items()
+    ]
+    chosen = choose_zones(offers, need)
+    if chosen is None:
+        return [(ranked, need)]
+    if pack:
+        keep = {z.id[1] for z in chosen}
+        return [([c for c in ranked if (domains.get(c.name) or f"node#{c.name}") in keep], need)]
+    return [(units[z.id[1]], m) for z, m in split_slots(chosen, need)]
 
 
 def rank_key(c: Candidate) -> tuple[float, int, str]:
