@@ -209,18 +209,38 @@ def _best_subset(zones: Sequence[ZoneOffer], need: int, k: int) -> list[ZoneOffe
     return [zones[p] for p in chosen]
 
 
-def split_slots(zones: Sequence[ZoneOffer], need: int, home: Collection[ZoneId] = ()) -> list[tuple[ZoneOffer, int]]:
+def split_slots(
+    zones: Sequence[ZoneOffer],
+    need: int,
+    home: Collection[ZoneId] = (),
+    nodes: Mapping[ZoneId, int] | None = None,
+) -> list[tuple[ZoneOffer, int]]:
     """How many of ``need`` slots each chosen zone takes (rule 2): the zones of the gang's bound
-    siblings (``home``) first, then the largest zone first."""
+    siblings (``home``) first, then the largest zone first. Given ``nodes`` (the default's
+    distinct nodes: each zone's nodes with room that hold none of the gang), the zones beyond
+    ``home`` first take one slot per such node, largest first, and only then the rest of their
+    room: ranks share a node only when the chosen zones run out of free ones (three workers over
+    a leaf of one node with room for two and a leaf of two nodes with room for one each take all
+    three nodes)."""
+    order = sorted(zones, key=lambda z: (z.id not in home, -z.capacity, z.first_index, z.id))
     out: list[tuple[ZoneOffer, int]] = []
+    if nodes is None or len(order) == 1:  # one pass, by room (kept plain: it runs for every gang)
+        for z in order:
+            if need <= 0:
+                break
+            out.append((z, min(z.capacity, need)))
+            need -= out[-1][1]
+        return out
+    taken = dict.fromkeys((z.id for z in order), 0)
     left = need
-    for z in sorted(zones, key=lambda z: (z.id not in home, -z.capacity, z.first_index, z.id)):
-        if left <= 0:
-            break
-        take = min(z.capacity, left)
-        out.append((z, take))
-        left -= take
-    return out
+    for distinct in (True, False):  # one slot per free node first, then the rest of the room
+        for z in order:
+            cap = min(z.capacity, nodes.get(z.id, 0)) if distinct and z.id not in home else z.capacity
+            take = min(cap - taken[z.id], left)
+            if take > 0:
+                taken[z.id] += take
+                left -= take
+    return [(z, taken[z.id]) for z in order if taken[z.id]]
 
 
 def slots_in(
@@ -241,13 +261,17 @@ def slots_in(
     all four). Every pooled zone still takes some: they are the fewest zones that hold the gang.
     ``domains``: node → its NVLink domain; a gang without bound siblings takes each part in the
     fewest domains (:func:`domain_parts`)."""
-    shares = split_slots(chosen, need, home)
+    lists = {z.id: candidates(z.id) for z in chosen}
+    free = None
+    if not pack and len(chosen) > 1:  # distinct nodes across the chosen zones (rule 2)
+        free = {z: sum(1 for c in cs if c.name not in held) if held else len(cs) for z, cs in lists.items()}
+    shares = split_slots(chosen, need, home, free)
     if pack:
         mine = [(z, m) for z, m in shares if z.id in home]
-        pool = sorted((c for z in chosen if z.id not in home for c in candidates(z.id)), key=rank_key)
-        parts = [(candidates(z.id), m) for z, m in mine] + [(pool, need - sum(m for _, m in mine))]
+        pool = sorted((c for z in chosen if z.id not in home for c in lists[z.id]), key=rank_key)
+        parts = [(lists[z.id], m) for z, m in mine] + [(pool, need - sum(m for _, m in mine))]
     else:
-        parts = [(candidates(z.id), m) for z, m in shares]
+        parts = [(lists[z.id], m) for z, m in shares]
     if domains and not held:
         parts = [p for ranked, m in parts for p in domain_parts(ranked, m, domains, pack=pack)]
     slots: list[Slot] = []

@@ -1,6 +1,9 @@
 """The default's "distinct nodes while the chosen zone has enough of them" (issue 16 item 2) held
-around a gang's bound siblings, against an exhaustive oracle; and ``pack_workers`` counting the
-siblings' nodes as already taken.
+across a gang's chosen zones and around its bound siblings, against an exhaustive oracle; and
+``pack_workers`` counting the siblings' nodes as already taken.
+
+Across zones, ``test_topology_property`` checks it for every gang without siblings: while its
+chosen zones together have a free node per quota, no two share one (the example below).
 
 A gang some of whose quotas are bound (a worker re-created after a node failure, a released
 quota) is placed around them: locality first (its siblings' zones before any other), then rank
@@ -130,3 +133,23 @@ def test_with_pack_workers_the_siblings_nodes_come_first() -> None:
     c = Cluster([node(0), node(1, busy=4)], [Gang("g0", 3, 2, False, bound={0: "n0"})])
     result = run(c, liveness=True, policy=PACKED, pack=True)
     assert [result.session.quota(q).node_name for q in c.gangs[0].quotas] == ["n0", "n0", "n0"]  # type: ignore[union-attr]
+
+
+def test_a_gang_over_two_leaves_takes_distinct_nodes_while_they_have_enough() -> None:
+    """Three 4-GPU workers; leaf 1: n0 empty (room for two), leaf 2: n1, n2 with 4 GPUs free each.
+    No leaf holds three, both do, on three nodes: n0, n1, n2 — not n0 twice (leaf 1's room
+    first) while n2 stays free."""
+    c = _two_leaves_three_nodes()
+    result = run(c, liveness=True)
+    assert [result.session.quota(q).node_name for q in c.gangs[0].quotas] == ["n0", "n1", "n2"]  # type: ignore[union-attr]
+
+
+def _two_leaves_three_nodes() -> Cluster:
+    return Cluster([node(0, 1), node(1, 2, busy=4), node(2, 2, busy=4)], [Gang("g0", 3, 4, False)])
+
+
+@PROPERTY
+@given(clusters())
+@example(c=_two_leaves_three_nodes())
+def test_gangs_share_nodes_only_when_their_zones_run_out(c: Cluster) -> None:
+    run(c, liveness=True)
