@@ -26,7 +26,7 @@ from extender.framework.pipeline import Prejudged, adaptive_stop_after
 from extender.framework.plugin import ArgsModel
 from extender.framework.session import FitStage, Session
 from extender.framework.statement import Statement
-from extender.framework.status import Reason, Status
+from extender.framework.status import Reason, Refused, Status
 from extender.model.job import JobInfo
 from extender.model.node import LedgerError, NodeInfo
 from extender.model.quota import QuotaInfo
@@ -84,7 +84,11 @@ def bind_job_quotas(
             continue
         names = candidates(current) if candidates is not None else None
         if isinstance(names, Status):
-            failed = (FitStage.ZONE_SELECTION, larger_than_any_node(ssn, current) or names, {"quota": quota.name})
+            big = larger_than_any_node(ssn, current)
+            where: dict[str, Any] = {"quota": quota.name}
+            if big is None and isinstance(names, Refused):  # the nodes refusing it on their own, each its reason
+                where.update(per_node=names.per_node, elsewhere=names.elsewhere)
+            failed = (FitStage.ZONE_SELECTION, big or names, where)
             break
         if isinstance(names, Prejudged) and _bind_judged(stmt, quota.name, names.first):
             continue

@@ -20,7 +20,7 @@ Pure decisions over a session; the extender's HTTP verbs call them and perform t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from extender.actions import backfill
@@ -51,10 +51,16 @@ def waiting_reason(ssn: Session, task: TaskInfo, quota: QuotaInfo | None, verdic
             return Status.unresolvable(verdict.status.reason or Reason.NO_QUOTA, _verdict_text(verdict))
         return Status.unresolvable(Reason.NO_QUOTA, "waiting for the binder to assign a quota")
     if verdict is not None:
+        if verdict.elsewhere is not None:  # the nodes that refuse on their own tell it themselves
+            prefix = verdict.status.prefix if isinstance(verdict.status, Prefixed) else ""
+            verdict = replace(verdict, status=Prefixed.of(verdict.elsewhere, prefix))
         return Status.unresolvable(
             verdict.status.reason or Reason.QUOTA_NOT_BOUND, f"quota {quota.name} not bound: {_verdict_text(verdict)}"
         )
     return Status.unresolvable(Reason.QUOTA_NOT_BOUND, f"quota {quota.name} not bound yet: waiting for the binder")
+
+
+_NAMES_NODES = frozenset({FitStage.NODE_PREDICATES, FitStage.ZONE_SELECTION})
 
 
 def node_waiting_reasons(quota: QuotaInfo, verdict: JobVerdict, candidates: Sequence[str]) -> dict[str, str]:
@@ -62,10 +68,11 @@ def node_waiting_reasons(quota: QuotaInfo, verdict: JobVerdict, candidates: Sequ
     whose ``quota`` is not bound: ``NodeNotReady(quota q-train-1 not bound)`` on the node
     that is not Ready, ``InsufficientQuotaIdle(…)`` on the full one — kube-scheduler counts the
     nodes per message, so each node must tell its own reason, not the job summary's first one
-    (the rest keep :func:`waiting_reason`). Only a verdict of the node-predicates stage names
-    nodes; its ``quota`` may be another quota of the pod's job (a gang is bound all at once)."""
+    (the rest keep :func:`waiting_reason`). A verdict of the node-predicates stage names nodes, and
+    one of zone selection names those refusing the gang on their own; its ``quota`` may be
+    another quota of the pod's job (a gang is bound all at once)."""
     per_node = verdict.per_node
-    if verdict.stage is not FitStage.NODE_PREDICATES or not per_node:
+    if verdict.stage not in _NAMES_NODES or not per_node:
         return {}
     if verdict.quota and verdict.quota != quota.name:
         prefix = f"quota {quota.name} not bound: its job's quota {verdict.quota}"

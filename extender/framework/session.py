@@ -98,6 +98,7 @@ class JobVerdict:
     status: Status
     per_node: Mapping[str, Status] | None = None
     quota: str = ""
+    elsewhere: Status | None = None  # what the nodes not in per_node wait for (None: the status)
 
 
 class Session:

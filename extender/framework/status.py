@@ -172,6 +172,21 @@ class Prefixed(Status):
         return f"{self.prefix}: {Status.message(self)}"
 
 
+@dataclass(frozen=True, slots=True)
+class Refused(Status):
+    """A gang's failure that names the nodes refusing its quotas on their own: ``per_node`` (node
+    → its refusal) and ``elsewhere``, what the other nodes wait for (the gang's own reason). The
+    failures tell the whole story, as ``/diagnose`` reads it; the extender tells each node its
+    part (kube-scheduler counts nodes per message)."""
+
+    per_node: Mapping[str, Status] = field(default_factory=dict, compare=False)
+    elsewhere: Status | None = field(default=None, compare=False)
+
+    @staticmethod
+    def of(status: Status, per_node: Mapping[str, Status], elsewhere: Status) -> Status:
+        return Refused(status.code, status.failures, per_node, elsewhere) if per_node and not status.ok else status
+
+
 SUCCESS = Status(Code.SUCCESS)
 SKIP = Status(Code.SKIP)
 

@@ -73,7 +73,9 @@ def test_a_gang_that_fits_counted_as_its_largest_is_planned_as_before() -> None:
 
 def test_the_rest_of_a_partly_bound_mixed_gang_joins_its_bound_sibling_s_leaf() -> None:
     # the launcher is already bound to n0 (leaf s1 = n0–n3); the smaller leaf s2 (n4, n5) would be
-    # the best fit for the two workers, but they go where their sibling is: n0 beside it, then n1
+    # the best fit for the two workers, but they go where their sibling is: leaf s1, on distinct
+    # nodes beside it (n1, n2), as the whole gang planned at once takes n0, n1, n2 — a node holding
+    # a bound sibling is no distinct node while the leaf has free ones
     cache = ClusterCache(clock=lambda: 1_800_000_000.0)
     objs: list[Obj] = [b.queue("research")]
     for i in range(6):
@@ -85,7 +87,7 @@ def test_the_rest_of_a_partly_bound_mixed_gang_joins_its_bound_sibling_s_leaf() 
     b.feed(cache, objs)
     result = Scheduler(default_policy()).run_once(cache.snapshot())
     apply_plan(cache, plan_writes(cache, result, extra_quotas=cache.take_dirty_quotas()))
-    assert nodes_of(cache, "mpi", 3) == ["n0", "n0", "n1"]
+    assert nodes_of(cache, "mpi", 3) == ["n0", "n1", "n2"]
 
 
 def test_a_mixed_gang_takes_the_best_scored_nodes_binpack_keeps_an_empty_node_whole() -> None:

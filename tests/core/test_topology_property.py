@@ -410,6 +410,8 @@ def check_placed(
         open_nodes = [n for n in c.nodes if n.zone == z and slots.get(n.name, 0) > 0]
         if len(open_nodes) >= len(here):
             assert len(set(here)) == len(here), f"{g.name} shares a node in {z} while others are free: {nodes}"
+    if sum(1 for n in c.nodes if n.zone in zones and slots.get(n.name, 0) > 0) >= need:  # and while they have
+        assert len({n.name for n in chosen}) == need, f"{g.name} shares a node while its zones have free ones: {nodes}"
 
 
 def fewest_zones_in_order(c: Cluster, g: Gang, used: dict[str, int], count: int) -> int | None:

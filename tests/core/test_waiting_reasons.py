@@ -46,3 +46,18 @@ def test_each_node_tells_its_own_reason_when_the_binder_judged_it() -> None:
         assert got["n2"].startswith("NodeUnschedulable(") and got["n2"] == got["n3"], got
         assert got["n0"].startswith("InsufficientQuotaIdle("), got
         assert all("not bound" in m for m in got.values()), got
+
+
+def test_a_topology_gang_refused_at_zone_selection_tells_each_node_its_own_reason() -> None:
+    """The same for an RDMA gang the planner refuses as a whole: three whole-node workers on one
+    leaf of n0, n1 (not Ready) and n2. The gang waits for n1 (with it the leaf would hold it), and
+    /diagnose says so first; but per node, n1 is the one not Ready, while n0 and n2 take a worker
+    each and wait for the zone — not ``NodeNotReady(… n1)`` on all three."""
+    objs: list[dict[str, Any]] = [b.queue("research"), b.node("n0"), b.node("n1", ready=False), b.node("n2")]
+    objs += [b.topology(n, ["s1"]) for n in ("n0", "n1", "n2")]
+    objs += b.training_job("train", 3, gpu=8, hca=1)
+    got = filter_reasons(objs, "train-worker-0")
+    assert got["n1"].startswith("NodeNotReady("), got
+    assert got["n0"].startswith("NoZoneFits(") and got["n0"] == got["n2"], got
+    assert "no zone holds 3×8 GPU" in got["n0"], got
+    assert all("not bound" in m for m in got.values()), got

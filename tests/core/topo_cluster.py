@@ -37,6 +37,7 @@ class NodeSpec:
     tainted: bool
     busy: int  # GPUs already held by a bound quota with a running pod
     busy_cpu: int = 0  # CPUs that quota holds
+    domain: str = ""  # its NVLink domain (label ``nvidia.com/gpu.clique``; "": none)
 
     @property
     def usable(self) -> bool:
@@ -57,7 +58,8 @@ def node_objects(nodes: Sequence[NodeSpec], repel: Mapping[str, list[str]] | Non
     objs: list[dict[str, Any]] = [b.queue("research")]
     for n in nodes:
         taints = [{"key": "maintenance", "value": "true", "effect": "NoSchedule"}] if n.tainted else None
-        objs.append(b.node(n.name, gpu_model=n.model, ready=n.ready, taints=taints))
+        labels = {"nvidia.com/gpu.clique": n.domain} if n.domain else None
+        objs.append(b.node(n.name, gpu_model=n.model, ready=n.ready, taints=taints, labels=labels))
         objs.append(b.topology(n.name, [f"s{n.leaf}"]))
         if n.busy or n.busy_cpu:
             q = f"busy-{n.name}"

@@ -20,10 +20,15 @@ The rules, in the order the planner applies them:
    capacity, so the largest part of the gang shares one switch.
 3. **Nodes in a zone** (:func:`choose_nodes`): by default distinct nodes while the zone has enough
    of them, best QN score first (ties: lower index), and consecutive ranks share a node only when
-   needed (then spread round-robin, so no node takes more ranks than it must). With
-   ``pack=True`` as few nodes as possible, and among those the least capacity taken (best fit;
+   needed (then spread round-robin, so no node takes more ranks than it must). A node holding a
+   bound sibling of the gang is no distinct node: nodes free of the gang come first, and the
+   round-robin counts the siblings. With ``pack=True`` as few nodes as possible — the siblings'
+   nodes first, which cost no node more — and among those the least capacity taken (best fit;
    ties: fewer of the roomiest nodes) — of all the chosen zones at once beyond the bound
    siblings' (the planner pools them: the fewest nodes of the zones, not of each zone's share).
+   Where nodes name NVLink domains, the nodes come from the fewest domains first, best fit among
+   them (:func:`domain_parts`: rules 1 and 2 one tier down; a domain's room is its nodes by
+   default, its slots with ``pack``: NVLink first).
 4. **Ranks** (``rankorder``): slots sorted by node index go to quotas in task-index order,
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
@@ -40,7 +45,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -54,6 +59,7 @@ __all__ = [
     "choose_ranked",
     "choose_zones",
     "continuity_block",
+    "domain_parts",
     "fewest_to_reach",
     "fewest_zones_that",
     "rank_key",
@@ -203,18 +209,38 @@ def _best_subset(zones: Sequence[ZoneOffer], need: int, k: int) -> list[ZoneOffe
     return [zones[p] for p in chosen]
 
 
-def split_slots(zones: Sequence[ZoneOffer], need: int, home: Collection[ZoneId] = ()) -> list[tuple[ZoneOffer, int]]:
+def split_slots(
+    zones: Sequence[ZoneOffer],
+    need: int,
+    home: Collection[ZoneId] = (),
+    nodes: Mapping[ZoneId, int] | None = None,
+) -> list[tuple[ZoneOffer, int]]:
     """How many of ``need`` slots each chosen zone takes (rule 2): the zones of the gang's bound
-    siblings (``home``) first, then the largest zone first."""
+    siblings (``home``) first, then the largest zone first. Given ``nodes`` (the default's
+    distinct nodes: each zone's nodes with room that hold none of the gang), the zones beyond
+    ``home`` first take one slot per such node, largest first, and only then the rest of their
+    room: ranks share a node only when the chosen zones run out of free ones (three workers over
+    a leaf of one node with room for two and a leaf of two nodes with room for one each take all
+    three nodes)."""
+    order = sorted(zones, key=lambda z: (z.id not in home, -z.capacity, z.first_index, z.id))
     out: list[tuple[ZoneOffer, int]] = []
+    if nodes is None or len(order) == 1:  # one pass, by room (kept plain: it runs for every gang)
+        for z in order:
+            if need <= 0:
+                break
+            out.append((z, min(z.capacity, need)))
+            need -= out[-1][1]
+        return out
+    taken = dict.fromkeys((z.id for z in order), 0)
     left = need
-    for z in sorted(zones, key=lambda z: (z.id not in home, -z.capacity, z.first_index, z.id)):
-        if left <= 0:
-            break
-        take = min(z.capacity, left)
-        out.append((z, take))
-        left -= take
-    return out
+    for distinct in (True, False):  # one slot per free node first, then the rest of the room
+        for z in order:
+            cap = min(z.capacity, nodes.get(z.id, 0)) if distinct and z.id not in home else z.capacity
+            take = min(cap - taken[z.id], left)
+            if take > 0:
+                taken[z.id] += take
+                left -= take
+    return [(z, taken[z.id]) for z in order if taken[z.id]]
 
 
 def slots_in(
@@ -224,25 +250,68 @@ def slots_in(
     *,
     home: Collection[ZoneId] = (),
     pack: bool = False,
+    held: Mapping[str, int] | None = None,
+    domains: Mapping[str, str] | None = None,
 ) -> list[Slot]:
     """The gang's ``need`` slots in its ``chosen`` zones (rules 2 and 3; ``home``: its bound
-    siblings' zones; ``candidates``: a zone's candidates, best first). With ``pack`` the zones
-    beyond ``home`` are one pool: the fewest nodes of those zones hold the gang, not the fewest of
-    each zone's share (4 workers over a leaf with three half free nodes and a leaf with one empty
-    node take the empty node and two others, not all four). Every pooled zone still takes some:
-    they are the fewest zones that hold the gang."""
-    shares = split_slots(chosen, need, home)
+    siblings' zones; ``held``: node → its bound siblings there; ``candidates``: a zone's
+    candidates, best first). With ``pack`` the zones beyond ``home`` are one pool: the fewest nodes
+    of those zones hold the gang, not the fewest of each zone's share (4 workers over a leaf with
+    three half free nodes and a leaf with one empty node take the empty node and two others, not
+    all four). Every pooled zone still takes some: they are the fewest zones that hold the gang.
+    ``domains``: node → its NVLink domain; a gang without bound siblings takes each part in the
+    fewest domains (:func:`domain_parts`)."""
+    lists = {z.id: candidates(z.id) for z in chosen}
+    free = None
+    if not pack and len(chosen) > 1:  # distinct nodes across the chosen zones (rule 2)
+        free = {z: sum(1 for c in cs if c.name not in held) if held else len(cs) for z, cs in lists.items()}
+    shares = split_slots(chosen, need, home, free)
     if pack:
         mine = [(z, m) for z, m in shares if z.id in home]
-        pool = sorted((c for z in chosen if z.id not in home for c in candidates(z.id)), key=rank_key)
-        parts = [(candidates(z.id), m) for z, m in mine] + [(pool, need - sum(m for _, m in mine))]
+        pool = sorted((c for z in chosen if z.id not in home for c in lists[z.id]), key=rank_key)
+        parts = [(lists[z.id], m) for z, m in mine] + [(pool, need - sum(m for _, m in mine))]
     else:
-        parts = [(candidates(z.id), m) for z, m in shares]
+        parts = [(lists[z.id], m) for z, m in shares]
+    if domains and not held:
+        parts = [p for ranked, m in parts for p in domain_parts(ranked, m, domains, pack=pack)]
     slots: list[Slot] = []
     for ranked, m in parts:
-        for cand, count in choose_ranked(ranked, m, pack=pack):
+        for cand, count in choose_ranked(ranked, m, pack=pack, held=held):
             slots += [Slot(cand.name, cand.index)] * count
     return slots
+
+
+def domain_parts(
+    ranked: Sequence[Candidate], need: int, domains: Mapping[str, str], *, pack: bool = False
+) -> list[tuple[Sequence[Candidate], int]]:
+    """Rule 3's NVLink tier: ``need`` slots of one share (``ranked``: its candidates, best first)
+    in the fewest NVLink domains (``domains``: node → domain; a node without one is a domain of
+    its own) that hold them, and among sets of that many the best fit — rule 1 one tier down: the
+    least room, then fewer nodes, lower first index. A domain's room is its slots with ``pack``
+    (ranks packed NVLink first), its nodes by default (distinct nodes first: a domain never makes
+    ranks share a node). By default the chosen domains take their shares largest first (rule 2
+    one tier down: the largest part of the gang in one domain); with ``pack`` they are one pool
+    (rule 3 takes its fewest nodes; each chosen domain still takes some). The one part
+    ``(ranked, need)`` when domains do not choose: every node its own domain, or by default fewer
+    nodes than ``need`` (then every node takes ranks anyway)."""
+    if need <= 0 or (not pack and len(ranked) < need):
+        return [(ranked, need)]
+    units: dict[str, list[Candidate]] = {}  # domain → its candidates, best first
+    for c in ranked:
+        units.setdefault(domains.get(c.name) or f"node#{c.name}", []).append(c)
+    if len(units) == len(ranked):
+        return [(ranked, need)]
+    offers = [
+        ZoneOffer(("", key), len(cs), sum(c.capacity for c in cs) if pack else len(cs), False, min(c.index for c in cs))
+        for key, cs in units.items()
+    ]
+    chosen = choose_zones(offers, need)
+    if chosen is None:
+        return [(ranked, need)]
+    if pack:
+        keep = {z.id[1] for z in chosen}
+        return [([c for c in ranked if (domains.get(c.name) or f"node#{c.name}") in keep], need)]
+    return [(units[z.id[1]], m) for z, m in split_slots(chosen, need)]
 
 
 def rank_key(c: Candidate) -> tuple[float, int, str]:
@@ -259,37 +328,52 @@ def choose_nodes(candidates: Sequence[Candidate], need: int, *, pack: bool = Fal
     return choose_ranked(sorted(candidates, key=rank_key), need, pack=pack)
 
 
-def choose_ranked(ranked: Sequence[Candidate], need: int, *, pack: bool = False) -> list[tuple[Candidate, int]]:
+def choose_ranked(
+    ranked: Sequence[Candidate], need: int, *, pack: bool = False, held: Mapping[str, int] | None = None
+) -> list[tuple[Candidate, int]]:
     """:func:`choose_nodes` of candidates already in :func:`rank_key` order (the planner's memo
-    keeps each zone's candidates so: a bind re-ranks only the nodes it changed)."""
+    keeps each zone's candidates so: a bind re-ranks only the nodes it changed). ``held``: node →
+    the gang's bound siblings there. A node that holds a sibling is no distinct node: by default
+    the nodes free of the gang come first, and nodes share ranks (siblings counted) only when
+    those run out; with ``pack`` the siblings' nodes come first, as they cost no node more."""
     if need <= 0:
         return []
+    mine = [c for c in ranked if c.name in held] if held else []
     if pack:
-        counts = _fewest_best_fit(ranked, need)
+        room = sum(c.capacity for c in mine)
+        if not mine:
+            counts = _fewest_best_fit(ranked, need)
+        elif room >= need:
+            counts = _fewest_best_fit(mine, need)
+        else:
+            counts = {c.name: c.capacity for c in mine}
+            counts.update(_fewest_best_fit([c for c in ranked if c.name not in counts], need - room))
         chosen = [(c, counts[c.name]) for c in ranked if counts.get(c.name)]
-    elif len(ranked) >= need:
-        chosen = [(c, 1) for c in ranked[:need]]
     else:
-        chosen = list(zip(ranked, _round_robin(ranked, need), strict=True))
+        order = [*(c for c in ranked if c.name not in held), *mine] if mine and held else ranked
+        if len(order) - len(mine) >= need:
+            chosen = [(c, 1) for c in order[:need]]
+        else:
+            chosen = [(c, n) for c, n in zip(order, _round_robin(order, need, held), strict=True) if n]
     return sorted(chosen, key=lambda cn: (cn[0].index, cn[0].name))
 
 
-def _round_robin(ranked: Sequence[Candidate], need: int) -> list[int]:
-    """Slots per node when there are fewer nodes than ``need``: one each, then one more each in
-    rank order while room lasts, so no node takes more ranks than it must."""
-    counts = [1] * len(ranked)
-    left = need - len(ranked)
-    while left > 0:
-        progressed = False
+def _round_robin(ranked: Sequence[Candidate], need: int, held: Mapping[str, int] | None = None) -> list[int]:
+    """Slots per node when there are fewer free nodes than ``need``: level by level, each node in
+    rank order takes one more while it holds fewer of the gang's quotas than the level (its bound
+    siblings, ``held``, counted) and has room, so no node takes more ranks than it must."""
+    base = [held.get(c.name, 0) if held else 0 for c in ranked]
+    counts = [0] * len(ranked)
+    left = need
+    for level in range(1, max(base, default=0) + need + 1):
         for i, c in enumerate(ranked):
             if left == 0:
-                break
-            if counts[i] < c.capacity:
+                return counts
+            if base[i] + counts[i] < level and counts[i] < c.capacity:
                 counts[i] += 1
                 left -= 1
-                progressed = True
-        if not progressed:
-            raise ValueError(f"candidates hold fewer than {need} slots")
+    if left > 0:
+        raise ValueError(f"candidates hold fewer than {need} slots")
     return counts
 
 

@@ -158,16 +158,25 @@ class GangPlanner:
         if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
             return self._above_limit(job, head, sid, best, unbound)
         slots = best.slots
+        held = Counter(q.node_name for q in quotas if q.node_name) if bound_zones else None
         if slots is None:
             cands = partial(self._candidates, job, head, sid)
-            slots = slots_in(cands, best.zones, len(unbound), home=bound_zones, pack=self.pack)
+            slots = slots_in(
+                cands,
+                best.zones,
+                len(unbound),
+                home=bound_zones,
+                pack=self.pack,
+                held=held,
+                domains=self.memo.domain_of,
+            )
         ranges = rank_ranges(quotas, unbound, self.ssn.node)
         placed, zones = assign_ranks(slots, ranges), [z.id for z in best.zones]
         # only bound siblings can break the order assign_ranks gives (it sorts the slots)
         broken = order_break(placed, ranges) if bound_zones or job.strict_order else None
         if broken is not None:
             away = sum(1 for s in placed if self.memo.zone_of.get(s.node) not in bound_zones)
-            ordered = self._in_order(job, head, sid, zones, ranges, home=bound_zones, away=away)
+            ordered = self._in_order(job, head, sid, zones, ranges, home=bound_zones, away=away, held=held or {})
             if ordered is not None:
                 placed, zones = ordered
             elif job.strict_order:
@@ -185,17 +194,19 @@ class GangPlanner:
         *,
         home: list[ZoneId],
         away: int,
+        held: Collection[str],
     ) -> tuple[list[Slot], list[ZoneId]] | None:
         """:func:`rankorder.ordered_in_zones` for the gang: a strict-order one may take further zones
         of its spec beside its siblings' (``home``); any other keeps to its chosen ``zones``, and to
-        ``away`` quotas outside ``home`` (what its plan by room put there)."""
+        ``away`` quotas outside ``home`` (what its plan by room put there). ``held``: the nodes of
+        its bound siblings (distinct nodes come first)."""
         spec = (home or zones)[0][0] if home or zones else ""
         further = None
         if job.strict_order:
             further = [self._offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, []) if z not in home]
         cands = partial(self._candidates, job, head, sid)
         return ordered_in_zones(
-            cands, zones, ranges, home=home, further=further, away=None if further else away, pack=self.pack
+            cands, zones, ranges, home=home, further=further, away=None if further else away, pack=self.pack, held=held
         )
 
     def _kept_off(
@@ -423,7 +434,10 @@ class GangPlanner:
         return _SpecPlan(plan_key(chosen, spec, self.memo.span([z.id for z in chosen])), chosen, None)
 
     def _plan_domain(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, *, need: int) -> _SpecPlan | None:
-        """Tier 0: the NVLink domain with the least room that holds the whole gang (no RDMA hop at all)."""
+        """Tier 0: the NVLink domain with the least room that holds the whole gang (no RDMA hop at
+        all). A domain's room is its slots with ``pack_workers``, its nodes by default: distinct
+        nodes come before one NVLink domain, which never makes ranks share a node (4 workers of 4
+        GPUs beside a domain of two empty nodes take four nodes of the leaf, not two)."""
         memo = self.memo
         units: dict[str, list[Candidate]] = {}
         for z in memo.spec_zones.get(spec, []):
@@ -432,13 +446,14 @@ class GangPlanner:
                 domain = memo.domain_of.get(c.name)
                 if domain:
                     units.setdefault(domain, []).append(c)
-        holding = [(d, cs) for d, cs in units.items() if sum(c.capacity for c in cs) >= need]
+        room = (lambda cs: sum(c.capacity for c in cs)) if self.pack else len
+        holding = [(d, cs) for d, cs in units.items() if room(cs) >= need]
         if not holding:
             return None
-        domain, cands = min(holding, key=lambda u: (sum(c.capacity for c in u[1]), len(u[1]), u[1][0].index, u[0]))
+        domain, cands = min(holding, key=lambda u: (room(u[1]), len(u[1]), u[1][0].index, u[0]))
         slots = [Slot(c.name, c.index) for c, n in choose_nodes(cands, need, pack=self.pack) for _ in range(n)]
         offers = [self._offer(job, head, sid, z) for z in sorted({memo.zone_of[c.name] for c in cands})]
-        key = (0, 1, 0, 0, sum(c.capacity for c in cands), len(cands), cands[0].index, spec)
+        key = (0, 1, 0, 0, room(cands), len(cands), cands[0].index, spec)
         return _SpecPlan(key, offers, slots)
 
     def _plan_continuity(

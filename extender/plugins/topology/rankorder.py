@@ -6,7 +6,7 @@ Pure functions: no session, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from extender.plugins.topology.gangplan import (
     Candidate,
@@ -57,19 +57,26 @@ def order_break(placed: Sequence[Slot], ranges: Sequence[Range]) -> tuple[int, s
 
 
 def assign_in_order(
-    candidates: Sequence[Candidate], ranges: Sequence[Range], *, pack: bool = False
+    candidates: Sequence[Candidate],
+    ranges: Sequence[Range],
+    *,
+    pack: bool = False,
+    held: Collection[str] = (),
 ) -> list[Slot] | None:
     """Rule 4 for a strict-order gang whose bound siblings fence its ranks (``ranges``, task
     order): each quota on the lowest-index node after the previous quota's, inside its range, from
-    which the rest can still follow in order; else beside the previous quota (distinct nodes
-    while the candidates allow). With ``pack`` (rule 3's ``pack_workers``) beside the previous
-    quota first, then the lowest-index node after it. None when no placement in rank order exists."""
+    which the rest can still follow in order — one holding none of its bound siblings (``held``)
+    first — else beside the previous quota (distinct nodes while the candidates allow). With
+    ``pack`` (rule 3's ``pack_workers``) beside the previous quota first, then the lowest-index
+    node after it. None when no placement in rank order exists."""
     nodes = sorted(candidates, key=lambda c: (c.index, c.name))
     left = [c.capacity for c in nodes]
     out: list[Slot] = []
     at = -1  # position of the previous quota's node
     for i, (lo, hi) in enumerate(ranges):
-        after, beside = range(at + 1, len(nodes)), [at] if at >= 0 else []
+        after, beside = list(range(at + 1, len(nodes))), [at] if at >= 0 else []
+        if held and not pack:  # the lowest-index free node is still the one that leaves the most room
+            after.sort(key=lambda pos: nodes[pos].name in held)
         for pos in [*beside, *after] if pack else [*after, *beside]:
             index = nodes[pos].index
             if left[pos] == 0 or (lo is not None and index < lo) or (hi is not None and index > hi):
@@ -94,6 +101,7 @@ def ordered_in_zones(
     further: Sequence[ZoneOffer] | None = None,
     away: int | None = None,
     pack: bool = False,
+    held: Collection[str] = (),
 ) -> tuple[list[Slot], list[ZoneId]] | None:
     """Rule 4 when a gang's slots break rank order around its bound siblings (``ranges``, task
     order): its slots by :func:`assign_in_order` on the ``candidates`` of its ``chosen`` zones if
@@ -102,17 +110,26 @@ def ordered_in_zones(
     at most that many quotas outside ``home``, its siblings' zones, which come first (rule 2);
     else, given ``further`` zones (a strict-order gang: its spec's zones but ``home``), beside
     ``home`` the fewest of them that allow it, the cheapest such set by rule 1
-    (:func:`fewest_zones_that`); None when none do. ``pack``: as :func:`assign_in_order`."""
+    (:func:`fewest_zones_that`); None when none do. ``pack`` and ``held``: as
+    :func:`assign_in_order` (nodes free of the siblings first, unless that costs a quota more
+    outside ``home``: locality, then order, then distinct nodes)."""
 
-    def place(zones: Sequence[ZoneId]) -> tuple[list[Slot], list[ZoneId]] | None:
+    def place(zones: Sequence[ZoneId], free_first: bool = True) -> tuple[list[Slot], list[ZoneId]] | None:
         zone_of = {c.name: z for z in zones for c in candidates(z)}
-        placed = assign_in_order([c for z in zones for c in candidates(z)], ranges, pack=pack)
+        mine = held if free_first else ()
+        placed = assign_in_order([c for z in zones for c in candidates(z)], ranges, pack=pack, held=mine)
         return None if placed is None else (placed, sorted({zone_of[s.node] for s in placed}))
 
     got = place(chosen)
     if got is not None and away is not None:
         outside = {c.name for z in chosen if z not in home for c in candidates(z)}
-        return got if sum(1 for s in got[0] if s.node in outside) <= away else None
+
+        def near(p: tuple[list[Slot], list[ZoneId]] | None) -> bool:
+            return p is not None and sum(1 for s in p[0] if s.node in outside) <= away
+
+        if not near(got) and held:  # free nodes first took a quota outside home: order on any
+            got = place(chosen, free_first=False)
+        return got if near(got) else None
     if got is not None or further is None:
         return got
 

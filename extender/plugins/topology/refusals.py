@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from extender import wellknown
-from extender.framework.status import Reason, Status, aggregate
+from extender.framework.status import Reason, Refused, Status, aggregate
 from extender.model.quota import QuotaInfo
 from extender.model.resources import format_quantity
 from extender.model.topology import describe_tier
@@ -73,11 +73,12 @@ def no_zone_fits(
     its quotas (node → status) and ``refused_room`` what those nodes of each zone would take were
     they to accept. The nodes' reasons lead when they are what the gang waits for: no node takes any
     of it, or the zones of one GPU model would hold it with the refusing nodes (a gang waiting for a
-    mount point on one node is told ``StorageNotReady``, then what the zones hold without it)."""
+    mount point on one node is told ``StorageNotReady``, then what the zones hold without it).
+    Each refusing node keeps its own reason, the others the zones' (:class:`Refused`): the
+    extender must not tell a Ready node ``NodeNotReady`` because another one is not."""
     if not any(room.values()):
-        if refusals:
-            return aggregate(refusals)
-        return Status.unschedulable(Reason.NO_ZONE_FITS, f"no zone has room for any of {what}")
+        full = Status.unschedulable(Reason.NO_ZONE_FITS, f"no zone has room for any of {what}")
+        return Refused.of(aggregate(refusals), refusals, full) if refusals else full
     zid, most = max(room.items(), key=lambda kv: (kv[1], kv[0]))
     short = Status.unschedulable(
         Reason.NO_ZONE_FITS, f"no zone holds {what}: the roomiest, {zid[1]}, takes {most} of {need}"
@@ -86,5 +87,5 @@ def no_zone_fits(
     for z, n in [*room.items(), *(refused_room or {}).items()]:
         with_refused[z[0]] = with_refused.get(z[0], 0) + n
     if refusals and max(with_refused.values()) >= need:
-        return Status.merge([aggregate(refusals), short])
-    return short
+        return Refused.of(Status.merge([aggregate(refusals), short]), refusals, short)
+    return Refused.of(short, refusals, short)

@@ -1,0 +1,142 @@
+"""NVLink domains (tier 0) inside the chosen leaves, against an exhaustive oracle (issue 16 item 2:
+distinct nodes by default; ``pack_workers`` packs NVLink first).
+
+Small clusters of 1–2 leaves whose nodes name NVLink domains (``nvidia.com/gpu.clique``; a node
+without one is a domain of its own), one RDMA gang, one cycle of the default policy with and
+without ``pack_workers``. Every check of ``test_topology_property`` holds (by default, unless one
+domain holds the gang — tier 0 comes before the leaves — its zone rules too: the fewest leaves,
+rule 1's best fit, distinct nodes while a leaf has enough), and the gang takes the fewest NVLink domains that
+hold it, the best fit among sets of that many (the least room) — one named domain if one holds
+it (tier 0, over all leaves), else:
+
+* by default in each chosen leaf, a domain's room being its nodes with room (when the leaf has
+  fewer such nodes than the quotas it takes, every node takes some: nothing to choose);
+* with ``pack_workers`` over its chosen leaves together, a domain's room being its slots.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from tests.core.props import PROPERTY
+from tests.core.scenarios import policy_with_topology
+from tests.core.test_topology_property import POLICY, Cluster, Gang, room, run
+from tests.core.topo_cluster import NodeSpec
+
+PACKED = policy_with_topology({"pack_workers": True})
+
+
+@st.composite
+def domain_clusters(draw: st.DrawFn) -> Cluster:
+    nodes: list[NodeSpec] = []
+    for leaf in range(1, draw(st.integers(1, 2)) + 1):
+        for _ in range(draw(st.integers(2, 6))):
+            k = len(nodes)
+            domain = draw(st.sampled_from(["", "a", "b", "b", "c"]))
+            ready = draw(st.integers(0, 9)) > 0
+            busy = draw(st.sampled_from([0, 0, 4, 6, 8]))
+            nodes.append(
+                NodeSpec(f"n{k}", k, leaf, "A100", ready, False, busy, domain=f"{leaf}{domain}" * bool(domain))
+            )
+    gang = Gang("g0", draw(st.integers(2, 8)), draw(st.sampled_from([1, 2, 4, 8])), False)
+    return Cluster(nodes, [gang])
+
+
+def unit(n: NodeSpec) -> str:
+    return n.domain or f"node#{n.name}"
+
+
+def fewest_and_best(rooms: dict[str, int], need: int) -> tuple[int, int] | None:
+    """(the fewest domains whose ``rooms`` reach ``need``, the least room of such a set)."""
+    for k in range(1, len(rooms) + 1):
+        sums = [sum(c) for c in itertools.combinations(rooms.values(), k) if sum(c) >= need]
+        if sums:
+            return k, min(sums)
+    return None
+
+
+def check_domains(c: Cluster, where: Sequence[str], *, pack: bool) -> None:
+    g = c.gangs[0]
+    spec = {n.name: n for n in c.nodes}
+    slots = room(c, c.start(), g.gpu)
+    placed = [spec[n] for n in where if n]
+    if not placed:
+        return
+    least = tier_0(c, pack=pack)
+    if least is not None:
+        (domain,) = {n.domain for n in placed}
+        mine = sum(slots.get(n.name, 0) if pack else 1 for n in c.nodes if n.domain == domain and slots.get(n.name))
+        assert domain and mine == least, (
+            f"{g.name} in domain {domain!r} of room {mine}, {least} holds it: {list(where)}"
+        )
+        return
+    groups = [{n.zone for n in placed}] if pack else [{z} for z in {n.zone for n in placed}]
+    for zones in groups:
+        mine = [n for n in placed if n.zone in zones]
+        open_nodes = [n for n in c.nodes if n.zone in zones and slots.get(n.name, 0) > 0]
+        if not pack and len(open_nodes) < len(mine):
+            continue
+        rooms: dict[str, int] = {}
+        for n in open_nodes:
+            rooms[unit(n)] = rooms.get(unit(n), 0) + (slots[n.name] if pack else 1)
+        used = {unit(n) for n in mine}
+        got = (len(used), sum(rooms[u] for u in used))
+        best = fewest_and_best(rooms, len(mine))
+        assert got == best, f"{g.name} takes (domains, room) {got} in {sorted(zones)}, {best} would do: {list(where)}"
+
+
+def _interleaved() -> Cluster:
+    """One leaf, domains a, b, c, a, b by node index; three whole-node workers. No domain holds
+    them; a and c (three nodes) do, leaving b whole — not n0, n1, n2 over three domains."""
+    doms = ["1a", "1b", "1c", "1a", "1b"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 3, 8, False)])
+
+
+def _half_nodes_in_a_domain() -> Cluster:
+    """One leaf of four empty nodes, domains a (n0, n1) and b (n2, n3); four 4-GPU workers.
+    Domain a holds them by slots (two per node) but the leaf has four nodes: by default distinct
+    nodes; with ``pack_workers`` two nodes of one domain."""
+    doms = ["1a", "1a", "1b", "1b"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 4, 4, False)])
+
+
+def tier_0(c: Cluster, *, pack: bool) -> int | None:
+    """The least room of a named domain that holds the whole gang (tier 0: it goes there, whatever
+    the leaves' best fit), room counted as :func:`check_domains` does; None: none holds it."""
+    g = c.gangs[0]
+    slots = room(c, c.start(), g.gpu)
+    rooms: dict[str, int] = {}
+    for n in c.nodes:
+        if n.domain and slots.get(n.name, 0) > 0:
+            rooms[n.domain] = rooms.get(n.domain, 0) + (slots[n.name] if pack else 1)
+    return min((r for r in rooms.values() if r >= g.workers), default=None)
+
+
+def placed(c: Cluster, *, pack: bool) -> list[str]:
+    zone_rules = not pack and tier_0(c, pack=pack) is None
+    result = run(c, liveness=True, policy=PACKED if pack else POLICY, zone_rules=zone_rules)
+    return [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+
+
+@PROPERTY
+@given(domain_clusters(), st.booleans())
+@example(c=_interleaved(), pack=False)
+@example(c=_interleaved(), pack=True)
+@example(c=_half_nodes_in_a_domain(), pack=False)
+def test_a_gang_takes_the_fewest_nvlink_domains_of_its_leaves(c: Cluster, pack: bool) -> None:
+    check_domains(c, placed(c, pack=pack), pack=pack)
+
+
+def test_three_whole_node_workers_fill_one_domain_before_another() -> None:
+    assert placed(_interleaved(), pack=False) == ["n0", "n2", "n3"]
+
+
+def test_by_default_a_domain_never_makes_ranks_share_a_node() -> None:
+    assert placed(_half_nodes_in_a_domain(), pack=False) == ["n0", "n1", "n2", "n3"]
+    assert placed(_half_nodes_in_a_domain(), pack=True) == ["n0", "n0", "n1", "n1"]
