@@ -27,13 +27,14 @@ from typing import TypeVar
 
 from extender.framework.status import Status
 from extender.model.quota import QuotaInfo
-from extender.plugins.topology.gangplan import Range, ZoneId, ZoneOffer
+from extender.plugins.topology.gangplan import Range, Slot, ZoneId, ZoneOffer
 from extender.plugins.topology.mixedplan import STATE_LIMIT, Kind, states
 
 __all__ = [
     "GangPlan",
     "Mix",
     "PlanKey",
+    "SpecPlan",
     "coarsen",
     "for_planning",
     "glue",
@@ -62,6 +63,18 @@ class GangPlan:
         if self._by_name is None:
             self._by_name = sorted(set(self.nodes.values()))
         return [n for n in self._by_name if n != first]
+
+
+@dataclass(slots=True)
+class SpecPlan:
+    """One GPU spec's answer for a gang, ranked among the specs by ``key`` (rule 1): the zones it
+    takes; for a gang of one kind its slots (None: made for the winning spec only), for a gang of
+    several kinds each unbound quota's node."""
+
+    key: PlanKey
+    zones: list[ZoneOffer]
+    slots: list[Slot] | None
+    nodes: dict[str, str] | None = None
 
 
 @dataclass(slots=True)

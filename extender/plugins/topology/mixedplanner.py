@@ -1,0 +1,137 @@
+"""The session side of planning a gang whose quotas differ in size (a launcher or master beside
+workers): reads the cluster through the :class:`~extender.plugins.topology.planner.GangPlanner`
+it belongs to and applies the exact rules of ``mixedplan.py`` over the gang's kinds.
+
+Every rule of a gang of one kind holds, but the NVLink-domain tier: GPU specs (``GangPlanner.specs``),
+bound siblings' zones first, holds (a hold may delay the gang, never scatter it), a hard tier
+limit. Under ``continuity``, the shortest run of consecutive nodes that holds the gang comes first
+(``mixedplan.continuity_run``), else the zone rules. A gang of more count vectors than
+``mixedplan.STATE_LIMIT`` is planned over merged kinds (``gangparts.for_planning``); quotas that
+must share a node (``gangparts.glue``) are planned as one and share its node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from extender.framework.status import Status
+from extender.model.job import JobInfo
+from extender.model.quota import QuotaInfo
+from extender.plugins.topology.gangparts import GangPlan, Mix, SpecPlan, for_planning, plan_key
+from extender.plugins.topology.gangplan import Slot, ZoneId
+from extender.plugins.topology.mixedplan import MixedGang, MixedNode, plan_mixed, plan_run, room_for
+from extender.plugins.topology.rankorder import order_break
+from extender.plugins.topology.refusals import out_of_rank_order
+from extender.plugins.topology.siblings import rank_ranges
+
+if TYPE_CHECKING:
+    from extender.plugins.topology.planner import GangPlanner
+
+__all__ = ["MixedPlanner"]
+
+
+class MixedPlanner:
+    """Plans the gangs of several kinds for one :class:`GangPlanner` (its session, memo, holds)."""
+
+    def __init__(self, planner: GangPlanner) -> None:
+        self.p = planner
+
+    def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo], mix: Mix) -> GangPlan | Status:
+        """A gang of several kinds, planned exactly (``mixedplan.py``) under every rule of
+        ``GangPlanner._plan_group`` but the NVLink-domain tier: specs, bound siblings, holds, tier limit."""
+        head, unbound = mix.head, mix.unbound
+        sid = self.p.memo.shape_of(head)
+        specs, bound_zones = self.p.specs(quotas, head)
+        fences = rank_ranges(quotas, unbound, self.p.ssn.node)  # strict order keeps to them (mixedplan rule 2)
+        mix, fences = for_planning(mix, fences, self.p.ssn.quotas, strict=job.strict_order)
+        gang = MixedGang(mix.kinds, mix.order, job.strict_order, self.p.pack, mix.head_kind, fences)
+        best = self.best(job, mix, gang, specs, bound_zones)
+        if self.p.holds.any():
+            free = self.p.without_holds().mixed.best(job, mix, gang, specs, bound_zones)
+            kept_off = self.p.kept_off(job, best, free, unbound)
+            if kept_off is not None:
+                return kept_off
+        if best is None or best.nodes is None:
+            return self._out_of_order(job, mix, gang, specs, bound_zones) or self.p.failure(
+                job, head, sid, specs, unbound
+            )
+        if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
+            return self.p.above_limit(job, head, sid, best, unbound)
+        nodes = dict(best.nodes)
+        for first, rest in mix.glued.items():
+            nodes.update(dict.fromkeys(rest, nodes[first]))
+        return GangPlan(nodes, [z.id for z in best.zones])
+
+    def _out_of_order(
+        self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]
+    ) -> Status | None:
+        """``TopologyOrder`` for a strict-order gang that fits, but not in rank order (around its
+        bound quotas, if any; as ``GangPlanner._plan_group`` says); None: it does not fit in any order."""
+        if not gang.strict:
+            return None
+        loose = self.best(job, mix, replace(gang, strict=False), specs, bound_zones)
+        nodes = [self.p.ssn.node(loose.nodes[q.name]) for q in mix.unbound] if loose and loose.nodes else []
+        broken = order_break([Slot(n.name, n.index) for n in nodes if n], gang.fences) if nodes and all(nodes) else None
+        if broken is None:
+            return None
+        return out_of_rank_order(mix.unbound, broken)
+
+    def best(
+        self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]
+    ) -> SpecPlan | None:
+        """The best spec's plan; under continuity, as ``GangPlanner._best_spec``: the shortest run of
+        consecutive nodes of any spec that holds the gang, else the zone rules."""
+        for continuity in (True, False) if self.p.continuity and not bound_zones else (False,):
+            best: SpecPlan | None = None
+            for spec in specs:
+                plan = (self._run if continuity else self._spec)(job, mix, gang, spec, bound_zones)
+                if plan is not None and (best is None or plan.key < best.key):
+                    best = plan
+            if best is not None:
+                return best
+        return None
+
+    def _run(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str, bound_zones: list[ZoneId]) -> SpecPlan | None:
+        """``GangPlanner._plan_continuity`` for a gang of several kinds (``mixedplan.continuity_run``)."""
+        memo, t = self.p.memo, mix.head_kind
+        nodes = [n for z in memo.spec_zones.get(spec, []) for n in self._members(job, mix, z)]
+        made = plan_run(gang, sorted(nodes, key=lambda n: n.index), memo.all_indices.get(spec, []))
+        if made is None:
+            return None
+        run, zids = made[0], sorted({n.zone for n in made[0]})
+        room = sum(room_for(mix.kinds[t].request, n.room) for n in run if n.eligible[t])
+        key = (memo.span(zids), len(run), 0, 0, room, len(run), run[0].index, spec)
+        offers = [self.p.offer(job, mix.head, memo.shape_of(mix.head), z) for z in zids]
+        return SpecPlan(key, offers, None, dict(zip((q.name for q in mix.unbound), made[1], strict=True)))
+
+    def _members(self, job: JobInfo, mix: Mix, zid: ZoneId) -> list[MixedNode]:
+        """The zone's nodes not held for another gang, with their room, which kinds they take and
+        their QN score for the gang's largest kind."""
+        memo, out = self.p.memo, []
+        shaped = [[(rep, memo.shape_of(rep)) for rep in reps] for reps in mix.reps]
+        head_sid = memo.shape_of(mix.head)
+        for name in memo.zone_nodes[zid]:
+            node = self.p.ssn.node(name)
+            if node is None or (self.p.holds.any() and self.p.holds.held_for_other(name, job.key)):
+                continue
+            eligible = tuple(all(memo.eligible(rep, sid, node) for rep, sid in kind) for kind in shaped)
+            if any(eligible):
+                score = memo.score(mix.head, head_sid, node)
+                out.append(MixedNode(name, node.index, zid, node.quota_room().q, eligible, score))
+        return out
+
+    def _spec(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str, bound_zones: list[ZoneId]) -> SpecPlan | None:
+        """Rules 1–4 of ``mixedplan.py`` in one spec: the zones (after the bound siblings' zones,
+        else in the lowest tier that holds the gang), then each quota's node."""
+        sid = self.p.memo.shape_of(mix.head)
+        members = {z: self._members(job, mix, z) for z in self.p.memo.spec_zones.get(spec, [])}
+        home = [n for z in bound_zones for n in members.get(z, [])]
+        offers = [self.p.offer(job, mix.head, sid, z) for z, ns in members.items() if ns and z not in bound_zones]
+        made = plan_mixed(gang, offers, members, home, None if bound_zones else self.p.by_tier)
+        if made is None:
+            return None
+        chosen = [self.p.offer(job, mix.head, sid, z) for z in bound_zones if z in members] + made[0]
+        nodes = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
+        return SpecPlan(plan_key(chosen, spec, self.p.memo.span([z.id for z in chosen])), chosen, None, nodes)
