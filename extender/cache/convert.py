@@ -218,7 +218,8 @@ def pod_request(obj: Mapping[str, Any]) -> Resource:
     what runs for good — Σ containers + Σ sidecars (init containers with ``restartPolicy:
     Always``) — and what any init container needs while it runs: a sidecar, itself and the
     sidecars before it; a regular init container, itself and the sidecars started before it.
-    Plus ``spec.overhead``."""
+    Where the pod sets pod-level requests (:func:`pod_level_requests`), each resource they name
+    replaces the containers' figure. Plus ``spec.overhead``."""
     spec = obj.get("spec") or {}
     total = Resource.empty()
     for c in spec.get("containers") or ():
@@ -234,10 +235,34 @@ def pod_request(obj: Mapping[str, Any]) -> Resource:
         else:
             peak = peak.maximum(init + sidecars)
     total = total.maximum(peak)
+    pod_level = pod_level_requests(obj)
+    if pod_level is not None:
+        total.q.update(pod_level.q)
     overhead = spec.get("overhead")
     if overhead:
         total.iadd(read_resources(obj, overhead, "spec.overhead"))
     return total
+
+
+def pod_level_resource(name: str) -> bool:
+    """Whether ``spec.resources`` may set ``name`` (KEP 2837 PodLevelResources: cpu, memory and
+    every ``hugepages-*``); other resources (GPUs, extended ones) are per container only."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def pod_level_requests(obj: Mapping[str, Any]) -> Resource | None:
+    """The pod-level requests kube-scheduler fits a pod on (component-helpers ``PodRequests``
+    with PodLevelResources, beta and on by default from Kubernetes 1.34): those of
+    ``spec.resources.requests`` that pod level supports, when it names at least one (else None:
+    the containers decide). Each replaces the containers' aggregate of that resource, the rest
+    stay the containers'. Limits alone replace nothing (the API server defaults pod-level
+    requests from them before a scheduler sees the pod)."""
+    resources = (obj.get("spec") or {}).get("resources")
+    if not isinstance(resources, Mapping):
+        return None
+    requests = read_resources(obj, resources.get("requests"), "spec.resources.requests")
+    chosen = {n: v for n, v in requests.q.items() if pod_level_resource(n)}
+    return Resource(chosen) if chosen else None
 
 
 def pod_job_key(obj: Mapping[str, Any]) -> tuple[str, str, bool]:

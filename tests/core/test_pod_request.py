@@ -70,3 +70,59 @@ def test_an_init_container_after_a_sidecar_runs_beside_it() -> None:
 def test_an_init_container_before_a_sidecar_runs_alone() -> None:
     cs = [("init", 4000, 0), ("sidecar", 1000, 0), ("main", 1000, 0)]
     assert pod_request(_pod(cs)).get("cpu") == 4000
+
+
+# --- pod-level resources (KEP 2837, beta and on by default from Kubernetes 1.34) ---------------
+POD_LEVEL_NAMES = ("cpu", "memory", "hugepages-2Mi")
+"""What ``spec.resources`` may set (component-helpers ``IsSupportedPodLevelResource``: cpu,
+memory and every ``hugepages-*``); extended resources such as GPUs stay per container."""
+
+
+def _pod_level_oracle(
+    containers: dict[str, int], pod_level: dict[str, int], overhead: dict[str, int]
+) -> dict[str, int]:
+    """``PodRequests``: the containers' aggregate; when ``spec.resources.requests`` names a
+    supported resource, each supported one it names replaces the aggregate's; then overhead."""
+    out = dict(containers)
+    if any(n in POD_LEVEL_NAMES for n in pod_level):
+        out.update({n: v for n, v in pod_level.items() if n in POD_LEVEL_NAMES})
+    for n, v in overhead.items():
+        out[n] = out.get(n, 0) + v
+    return out
+
+
+amounts = st.dictionaries(st.sampled_from([*POD_LEVEL_NAMES, "nvidia.com/gpu"]), st.integers(0, 8), max_size=4)
+
+
+@PROPERTY
+@given(amounts, amounts, amounts)
+def test_pod_level_requests_replace_the_containers_for_cpu_memory_hugepages(
+    per_container: dict[str, int], pod_level: dict[str, int], overhead: dict[str, int]
+) -> None:
+    """A pod with ``spec.resources.requests`` is fit by kube-scheduler on those (cpu, memory,
+    hugepages); a GPU request stays the containers'. Before, ``spec.resources`` was ignored: a
+    pod asking 8 CPUs at pod level and none per container was placed as if it asked nothing."""
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "resources": {"requests": {n: str(v) for n, v in per_container.items()}}}],
+        "resources": {"requests": {n: str(v) for n, v in pod_level.items()}},
+    }
+    if overhead:
+        spec["overhead"] = {n: str(v) for n, v in overhead.items()}
+    req = pod_request({"metadata": {"name": "p"}, "spec": spec})
+    want = _pod_level_oracle(per_container, pod_level, overhead)
+    for name in {*want, *per_container, *pod_level}:
+        scale = 1000 if name in {"cpu", "nvidia.com/gpu"} else 1
+        assert req.get(name) == want.get(name, 0) * scale, name
+
+
+def test_pod_level_limits_alone_leave_the_containers_requests() -> None:
+    """Only ``spec.resources.requests`` replaces (``IsPodLevelRequestsSet``); the API server
+    defaults pod-level requests from pod-level limits before the scheduler sees the pod."""
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            "resources": {"limits": {"cpu": "4"}},
+        },
+    }
+    assert pod_request(pod).get("cpu") == 1000
