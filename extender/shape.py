@@ -117,6 +117,7 @@ POD: Final = Obj(
                 "schedulerName": STR,
                 "priorityClassName": STR,
                 "priority": INT,
+                "preemptionPolicy": STR,
                 "containers": ListOf(_CONTAINER),
                 "initContainers": ListOf(_CONTAINER),
                 "overhead": _RESOURCE_LIST,

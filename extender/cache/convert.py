@@ -378,6 +378,7 @@ def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
         spot=spot,
         spot_pool=pool,
         preemptible=spot,
+        preempts=spec.get("preemptionPolicy") != "Never",
         preempted=st is TaskStatus.RELEASING and preempted_by_scheduler(status),
         rdma=any(k.startswith(opts.rdma_prefix) and v > 0 for k, v in request.q.items()),
         mount_points=tuple(m.strip() for m in mounts.split(",") if m.strip()),

@@ -31,14 +31,18 @@ def eligible(ssn: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo
     """The pods of ``node`` that may be evicted for ``preemptor`` at all, before the policy
     narrows them: spot (``preemptible``) pods on the node in kube-scheduler's eyes too (bound,
     binding, running or terminating: it looks the answered UIDs up among the pods of that node),
-    of strictly lower priority than the preemptor. A policy may keep more pods (``job.victims``),
-    never add any: kube-scheduler deletes whatever UIDs of the node the extender answers.
+    of strictly lower priority than the preemptor; none for a preemptor that never preempts
+    (``preemptionPolicy: Never``: kube-scheduler runs no preemption for it). A policy may keep
+    more pods (``job.victims``), never add any: kube-scheduler deletes whatever UIDs of the node
+    the extender answers.
 
     Not a pod a preemption is already deleting (``preempted``): its room is promised to the pod
     that preempted it (nominated there), and answering it again would nominate a second pod onto
     the same room — which then needs another preemption round once the first has taken it.
     kube-scheduler's own dry run counts that nominated pod, so it would evict another. A pod
     terminating for another reason frees room for anyone: it stays a candidate."""
+    if not preemptor.preempts:
+        return []
     return [
         t
         for t in map(ssn.task, node.tasks)

@@ -20,11 +20,14 @@ from hypothesis import strategies as st
 
 from extender import wellknown
 from extender.actions import reclaim
+from extender.cache.cache import ClusterCache
+from extender.conf import default_policy
+from extender.framework.session import Session
 from extender.framework.status import Reason
 from extender.plugins.quotapredicates import tn_quota_task
 from tests import builders as b
 from tests.core.props import PROPERTY
-from tests.core.test_reclaim_victims import POLICIES, _session, neighbours
+from tests.core.test_reclaim_victims import NOW, POLICIES, _session, neighbours
 
 PREEMPTED = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
 
@@ -75,3 +78,41 @@ def test_kube_system_spot_pods_do_not_make_a_node_resolvable() -> None:
     assert node is not None
     assert not reclaim.reclaim(ssn, preemptor, {"n0": []}).victims
     assert tn_quota_task(ssn, preemptor, node).reason == Reason.INSUFFICIENT_IDLE
+
+
+def test_a_pod_that_never_preempts_is_not_told_preemption_will_free_its_node() -> None:
+    """``preemptionPolicy: Never`` (set on the pod from its PriorityClass): kube-scheduler runs no
+    preemption for it (``PodEligibleToPreemptOthers``), so no spot pod may go for it. Before, the
+    filter still answered ``LowerPriorityPodsUseNode`` and ``/diagnose`` said kube-scheduler's
+    preemption would evict the spot pods — the pod waited for an eviction that never comes."""
+    objs: list[dict[str, Any]] = [
+        b.queue("research"),
+        b.node("n0", extra_allocatable={wellknown.RESOURCE_SPOT_GPU: "8"}),
+        b.quota("q0", gpu=4, hca=1, status={"phase": "QuotaBound", "nodeName": "n0"}),
+        b.pod("train-0", quota="q0", gpu=4, hca=1, priority=100),
+    ]
+    objs[-1]["spec"]["preemptionPolicy"] = "Never"
+    for i in range(3):
+        objs.append(
+            b.pod(
+                f"s{i}",
+                namespace="batch",
+                group=f"g{i}",
+                gpu=2,
+                hca=None,
+                extra={wellknown.RESOURCE_SPOT_GPU: "2"},
+                node="n0",
+                phase="Running",
+                priority=0,
+            )
+        )
+        objs.append(b.podgroup(f"g{i}", namespace="batch", min_member=1))
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    assert not cache.conversion_errors
+    ssn = Session(cache.snapshot(NOW), default_policy())
+    preemptor = next(t for j in ssn.jobs() for t in j.tasks.values() if t.name == "train-0")
+    node = ssn.node("n0")
+    assert node is not None
+    assert tn_quota_task(ssn, preemptor, node).reason == Reason.INSUFFICIENT_IDLE
+    assert not reclaim.reclaim(ssn, preemptor, {"n0": []}).victims
