@@ -126,3 +126,70 @@ def test_pod_level_limits_alone_leave_the_containers_requests() -> None:
         },
     }
     assert pod_request(pod).get("cpu") == 1000
+
+
+# --- in-place resize (InPlacePodVerticalScaling, on by default from Kubernetes 1.33) ------------
+Resized = tuple[str, int, int | None, int | None]
+"""(kind "main" | "init" | "sidecar", spec cpu, status.resources cpu or None (no
+``resources`` in the container's status), allocatedResources cpu or None)."""
+
+
+def _resize_oracle(cs: list[Resized], infeasible: bool) -> int:
+    """kube-scheduler counts a pod on a node with ``UseStatusResources``: a container (or sidecar)
+    whose status reports ``resources`` asks max(spec, actual, allocated) — max(actual, allocated)
+    while the pod's resize is ``Infeasible`` —; a regular init container asks its spec."""
+
+    def ask(spec: int, actual: int | None, allocated: int | None) -> int:
+        if actual is None:
+            return spec
+        base = max(actual, allocated or 0)
+        return base if infeasible else max(spec, base)
+
+    steady = sum(ask(s, a, al) for k, s, a, al in cs if k in ("main", "sidecar"))
+    peak, sidecars = 0, 0
+    for k, s, a, al in (c for c in cs if c[0] != "main"):
+        if k == "sidecar":
+            sidecars += ask(s, a, al)
+            peak = max(peak, sidecars)
+        else:
+            peak = max(peak, sidecars + s)
+    return max(steady, peak)
+
+
+resized = st.lists(
+    st.tuples(
+        st.sampled_from(["main", "init", "sidecar"]),
+        st.integers(0, 4000),
+        st.none() | st.integers(0, 4000),
+        st.none() | st.integers(0, 4000),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@PROPERTY
+@given(resized, st.booleans())
+def test_a_resized_pod_counts_what_kube_scheduler_counts(cs: list[Resized], infeasible: bool) -> None:
+    """A running pod shrunk in place keeps its old CPUs until kubelet actuates the resize; kube-
+    scheduler counts max(spec, actual, allocated) per container meanwhile (component-helpers
+    ``determineContainerReqs``). Before, only the spec counted: the node looked freer than kube-
+    scheduler and kubelet see it, and a pod the extender let through was refused there."""
+    specs: dict[str, list[dict[str, Any]]] = {"containers": [], "initContainers": []}
+    statuses: dict[str, list[dict[str, Any]]] = {"containerStatuses": [], "initContainerStatuses": []}
+    for i, (kind, spec, actual, allocated) in enumerate(cs):
+        c: dict[str, Any] = {"name": f"c{i}", "resources": {"requests": {"cpu": f"{spec}m"}}}
+        st_: dict[str, Any] = {"name": f"c{i}"}
+        if actual is not None:
+            st_["resources"] = {"requests": {"cpu": f"{actual}m"}}
+        if allocated is not None:
+            st_["allocatedResources"] = {"cpu": f"{allocated}m"}
+        if kind == "sidecar":
+            c["restartPolicy"] = "Always"
+        specs["containers" if kind == "main" else "initContainers"].append(c)
+        statuses["containerStatuses" if kind == "main" else "initContainerStatuses"].append(st_)
+    status: dict[str, Any] = dict(statuses)
+    if infeasible:
+        status["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+    pod = {"metadata": {"name": "p"}, "spec": specs, "status": status}
+    assert pod_request(pod).get("cpu") == _resize_oracle(cs, infeasible)
