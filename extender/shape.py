@@ -117,9 +117,11 @@ POD: Final = Obj(
                 "schedulerName": STR,
                 "priorityClassName": STR,
                 "priority": INT,
+                "preemptionPolicy": STR,
                 "containers": ListOf(_CONTAINER),
                 "initContainers": ListOf(_CONTAINER),
                 "overhead": _RESOURCE_LIST,
+                "resources": Obj({"requests": _RESOURCE_LIST, "limits": _RESOURCE_LIST}),
                 "nodeSelector": STR_MAP,
                 "tolerations": ListOf(
                     Obj({"key": STR, "operator": STR, "value": STR, "effect": STR, "tolerationSeconds": INT})

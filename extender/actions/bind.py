@@ -4,9 +4,9 @@ Pure decisions over a session; the extender's HTTP verbs call them and perform t
 
 * A pod whose quota is bound: only the quota's node can pass, after the TN re-check (node
   Ready, taints, ``idle ≥ request``, storage…); every other candidate is unresolvable with a
-  reason naming the quota and its node. When the quota's node is short only because
-  lower-priority preemptible pods use it, the node is *resolvable* (``FailedNodes``) so that
-  kube-scheduler's preemption runs.
+  reason naming the quota and its node. When evicting the pods ``/preempt`` may answer
+  there (:func:`extender.framework.victims.may_go`) would free the quota's node, the node is
+  *resolvable* (``FailedNodes``) so that kube-scheduler's preemption runs.
 * A pod whose quota is not bound yet: nothing passes, and the reason says what it waits for
   (the binder's verdict for its job when there is one: ``waiting for gang: 3/4 quotas bound``,
   ``quota q-train-1 not bound: no zone holds 4×1 GPU``).

@@ -9,9 +9,10 @@ that node, proposed or not (research note §2.6):
 * who *may* go: spot pods running on the node, of lower priority than the preemptor — the
   seed's rule ("victim 只在抢占者自己的绑定节点上找 spot task") and Kubernetes' (a pod preempts
   only pods of lower priority; kube-scheduler marks each victim "preempting to accommodate a
-  higher priority pod"), whatever the policy says (:func:`eligible`) — narrowed by the
-  ``job.victims`` stage (not critical: ``intersect(sylas, priority, conformance)`` by default;
-  a stage no enabled plugin implements narrows nothing);
+  higher priority pod"), whatever the policy says — narrowed by the ``job.victims`` stage (not
+  critical: ``intersect(sylas, priority, conformance)`` by default; a stage no enabled plugin
+  implements narrows nothing). One rule, :func:`extender.framework.victims.may_go`, which the
+  filter uses too when it tells kube-scheduler that preemption can free a node;
 * who *does* go is the ``job.evict`` stage: sylas evicts the spot pods its score predicted when
   the quota was bound there (seed 六 6.1: the cheapest groups by the four strategies; "抢占由
   reclaim 执行"), not the latest-started ones kube-scheduler's dry run would. Without a plugin
@@ -29,14 +30,11 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from extender.framework.session import Session
+from extender.framework.victims import may_go
 from extender.model.node import NodeInfo
-from extender.model.task import TaskInfo, TaskStatus
+from extender.model.task import TaskInfo
 
 NAME: Final = "reclaim"
-
-_ON_NODE_FOR_KUBE: Final = frozenset({TaskStatus.BINDING, TaskStatus.BOUND, TaskStatus.RUNNING, TaskStatus.RELEASING})
-"""Statuses of a pod kube-scheduler has on its node: bound, assumed for a bind, or terminating
-(not ``ALLOCATED`` or ``PIPELINED``: placed only in a session)."""
 
 
 @dataclass(slots=True)
@@ -103,38 +101,11 @@ def pdb_violations(chosen: Sequence[str], proposed: Sequence[str], reported: int
     return min(reported, len(theirs)) + len(mine) - len(theirs)
 
 
-def eligible(ssn: Session, preemptor: TaskInfo, node: NodeInfo) -> list[TaskInfo]:
-    """The pods of ``node`` reclaim may evict for ``preemptor`` at all, before the policy narrows
-    them: spot (``preemptible``) pods on the node in kube-scheduler's eyes too (bound, binding,
-    running or terminating: it looks the answered UIDs up among the pods of that node), of
-    strictly lower priority than the preemptor. A policy may keep more pods (``job.victims``),
-    never add any: kube-scheduler deletes whatever UIDs of the node the extender answers.
-
-    Not a pod a preemption is already deleting (``preempted``): its room is promised to the pod
-    that preempted it (nominated there), and answering it again would nominate a second pod onto
-    the same room — which then needs another preemption round once the first has taken it.
-    kube-scheduler's own dry run counts that nominated pod, so it would evict another. A pod
-    terminating for another reason frees room for anyone: it stays a candidate."""
-    return [
-        t
-        for t in map(ssn.task, node.tasks)
-        if t is not None
-        and t.node == node.name
-        and t.status in _ON_NODE_FOR_KUBE
-        and t.preemptible
-        and not t.preempted
-        and t.priority < preemptor.priority
-    ]
-
-
 def victims_on(ssn: Session, preemptor: TaskInfo, node: NodeInfo) -> list[str] | str:
     """The pods (uids) to evict on ``node`` so that ``preemptor`` fits its ``idle``, or why none."""
     if not preemptor.request.shortfalls(node.idle):
         return "the preemptor fits without evicting anything"
-    candidates = eligible(ssn, preemptor, node)
-    allowed = ssn.stages.victims(preemptor, candidates) if candidates else None
-    narrowed = None if allowed is None else set(allowed)
-    keep = [t for t in candidates if narrowed is None or t.uid in narrowed]
+    keep = may_go(ssn, preemptor, node)
     if not keep:
         return "no spot pod of lower priority on the node"
     freed = node.idle.clone()

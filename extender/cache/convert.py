@@ -218,26 +218,99 @@ def pod_request(obj: Mapping[str, Any]) -> Resource:
     what runs for good — Σ containers + Σ sidecars (init containers with ``restartPolicy:
     Always``) — and what any init container needs while it runs: a sidecar, itself and the
     sidecars before it; a regular init container, itself and the sidecars started before it.
-    Plus ``spec.overhead``."""
+    A container or sidecar resized in place asks what :func:`container_request` says.
+    Where the pod sets pod-level requests (:func:`pod_level_requests`), each resource they name
+    replaces the containers' figure. Plus ``spec.overhead``."""
     spec = obj.get("spec") or {}
+    statuses = _container_statuses(obj)
+    infeasible = _resize_infeasible(obj)
     total = Resource.empty()
     for c in spec.get("containers") or ():
-        total.iadd(read_resources(obj, (c.get("resources") or {}).get("requests"), f"container {c.get('name')}"))
+        total.iadd(container_request(obj, c, statuses, infeasible, "container"))
     sidecars = Resource.empty()  # those started so far
     peak = Resource.empty()  # the most any init container needs while it runs
     for c in spec.get("initContainers") or ():
-        init = read_resources(obj, (c.get("resources") or {}).get("requests"), f"initContainer {c.get('name')}")
         if (c.get("restartPolicy") or "") == "Always":  # sidecar: runs beside the containers
+            init = container_request(obj, c, statuses, infeasible, "initContainer")
             total.iadd(init)
             sidecars.iadd(init)
             peak = peak.maximum(sidecars)
-        else:
+        else:  # a regular init container: its spec (kube-scheduler reads no status for it)
+            init = container_request(obj, c, {}, infeasible, "initContainer")
             peak = peak.maximum(init + sidecars)
     total = total.maximum(peak)
+    pod_level = pod_level_requests(obj)
+    if pod_level is not None:
+        total.q.update(pod_level.q)
     overhead = spec.get("overhead")
     if overhead:
         total.iadd(read_resources(obj, overhead, "spec.overhead"))
     return total
+
+
+def container_request(
+    obj: Mapping[str, Any],
+    container: Mapping[str, Any],
+    statuses: Mapping[str, Mapping[str, Any]],
+    infeasible: bool,
+    kind: str,
+) -> Resource:
+    """What one container asks, as kube-scheduler counts a pod with ``UseStatusResources``
+    (InPlacePodVerticalScaling, on by default from Kubernetes 1.33; component-helpers
+    ``determineContainerReqs``): its spec, unless its status (in ``statuses``, by name) reports
+    ``resources`` — then the larger of the spec, those actual requests and
+    ``allocatedResources`` (a pod shrunk in place keeps its room until kubelet actuates it), or,
+    while the pod's resize is ``Infeasible``, of the actual and allocated ones only."""
+    name = container.get("name")
+    spec_req = read_resources(obj, (container.get("resources") or {}).get("requests"), f"{kind} {name}")
+    cs = statuses.get(str(name))
+    actual_raw = None if cs is None else cs.get("resources")
+    if not isinstance(actual_raw, Mapping) or cs is None:
+        return spec_req
+    actual = read_resources(obj, actual_raw.get("requests"), f"status of {kind} {name}: resources.requests")
+    allocated = read_resources(obj, cs.get("allocatedResources"), f"status of {kind} {name}: allocatedResources")
+    base = actual.maximum(allocated)
+    return base if infeasible else spec_req.maximum(base)
+
+
+def _container_statuses(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The pod's container and init container statuses by container name."""
+    status = obj.get("status") or {}
+    out: dict[str, Mapping[str, Any]] = {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in status.get(key) or ():
+            if isinstance(cs, Mapping) and cs.get("name"):
+                out[str(cs["name"])] = cs
+    return out
+
+
+def _resize_infeasible(obj: Mapping[str, Any]) -> bool:
+    """Whether the pod's first ``PodResizePending`` condition says ``Infeasible``."""
+    for c in (obj.get("status") or {}).get("conditions") or ():
+        if isinstance(c, Mapping) and c.get("type") == "PodResizePending":
+            return c.get("reason") == "Infeasible"
+    return False
+
+
+def pod_level_resource(name: str) -> bool:
+    """Whether ``spec.resources`` may set ``name`` (KEP 2837 PodLevelResources: cpu, memory and
+    every ``hugepages-*``); other resources (GPUs, extended ones) are per container only."""
+    return name in ("cpu", "memory") or name.startswith("hugepages-")
+
+
+def pod_level_requests(obj: Mapping[str, Any]) -> Resource | None:
+    """The pod-level requests kube-scheduler fits a pod on (component-helpers ``PodRequests``
+    with PodLevelResources, beta and on by default from Kubernetes 1.34): those of
+    ``spec.resources.requests`` that pod level supports, when it names at least one (else None:
+    the containers decide). Each replaces the containers' aggregate of that resource, the rest
+    stay the containers'. Limits alone replace nothing (the API server defaults pod-level
+    requests from them before a scheduler sees the pod)."""
+    resources = (obj.get("spec") or {}).get("resources")
+    if not isinstance(resources, Mapping):
+        return None
+    requests = read_resources(obj, resources.get("requests"), "spec.resources.requests")
+    chosen = {n: v for n, v in requests.q.items() if pod_level_resource(n)}
+    return Resource(chosen) if chosen else None
 
 
 def pod_job_key(obj: Mapping[str, Any]) -> tuple[str, str, bool]:
@@ -353,6 +426,7 @@ def task_from_api(obj: Mapping[str, Any], opts: ConvertOptions) -> TaskInfo:
         spot=spot,
         spot_pool=pool,
         preemptible=spot,
+        preempts=spec.get("preemptionPolicy") != "Never",
         preempted=st is TaskStatus.RELEASING and preempted_by_scheduler(status),
         rdma=any(k.startswith(opts.rdma_prefix) and v > 0 for k, v in request.q.items()),
         mount_points=tuple(m.strip() for m in mounts.split(",") if m.strip()),

@@ -23,7 +23,6 @@ __all__ = [
     "copy_json",
     "delete_if_unchanged",
     "event",
-    "eviction",
     "involved_object",
     "kube_time",
     "lease",
@@ -71,14 +70,6 @@ def binding(namespace: str, name: str, uid: str, node: str, annotations: Mapping
         "metadata": {"name": name, "namespace": namespace, "uid": uid, "annotations": dict(annotations or {})},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }
-
-
-def eviction(namespace: str, name: str, uid: str | None) -> Obj:
-    """The ``pods/eviction`` body (policy/v1), with a ``uid`` precondition when given."""
-    body: Obj = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-    if uid:
-        body["deleteOptions"] = {"preconditions": {"uid": uid}}
-    return body
 
 
 def delete_if_unchanged(uid: str, resource_version: str) -> Obj:

@@ -46,7 +46,6 @@ API_CALLS: Final[frozenset[ApiCall]] = frozenset(
         ApiCall("get", "", "pods"),
         ApiCall("create", "", "pods", "binding"),
         ApiCall("patch", "", "pods"),
-        ApiCall("create", "", "pods", "eviction"),
         # events (created with a client-chosen name, then aggregated by patching count)
         ApiCall("create", "", "events"),
         ApiCall("patch", "", "events"),

@@ -15,7 +15,6 @@ __all__ = [
     "BadRequest",
     "BindConflict",
     "Conflict",
-    "EvictionBlocked",
     "Forbidden",
     "GiveUp",
     "Gone",
@@ -113,7 +112,7 @@ class Invalid(ApiFailure):
 
 
 class TooManyRequests(ApiFailure):
-    """429: throttled (``retry_after`` seconds), or an eviction a PodDisruptionBudget forbids."""
+    """429: throttled (``retry_after`` seconds)."""
 
 
 class ServerError(ApiFailure):
@@ -145,14 +144,6 @@ class BindConflict(WriteConflict):
     def __init__(self, message: str, *, node: str | None = None) -> None:
         super().__init__(message)
         self.node = node
-
-
-class EvictionBlocked(KubeError):
-    """An eviction refused with 429 (a PodDisruptionBudget would be violated)."""
-
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class GiveUp(KubeError):

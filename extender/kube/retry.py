@@ -1,10 +1,9 @@
 """How the writer reads the API's answers and paces its retries: pure policy, no I/O.
 
 This module does NOT write to the Kubernetes API (only :mod:`extender.kube.writer` does). It says
-which HTTP answers are transient (worth another attempt), which 429 of an eviction is a
-PodDisruptionBudget's refusal (not transient), which node a Binding's 409 names as the pod's, and
-how long to wait before the next attempt: jittered exponential back-off, at least the server's
-``Retry-After`` up to the cap.
+which HTTP answers are transient (worth another attempt), which node a Binding's 409 names as the
+pod's, and how long to wait before the next attempt: jittered exponential back-off, at least the
+server's ``Retry-After`` up to the cap.
 """
 
 from __future__ import annotations
@@ -13,21 +12,12 @@ import random
 import re
 from typing import Final
 
-from extender.kube.errors import ApiFailure
-
-__all__ = ["TRANSIENT", "already_assigned_to", "is_budget_refusal", "pause"]
+__all__ = ["TRANSIENT", "already_assigned_to", "pause"]
 
 TRANSIENT: Final = frozenset({429, 500, 502, 503, 504})
 """HTTP codes retried (besides timeouts and broken connections)."""
 
 _ALREADY_ASSIGNED: Final = re.compile(r'is already assigned to node "([^"]*)"')
-
-
-def is_budget_refusal(failure: ApiFailure) -> bool:
-    """An eviction's 429 because a PodDisruptionBudget forbids it (not a rate limit)."""
-    body = failure.body if isinstance(failure.body, dict) else {}
-    causes = (body.get("details") or {}).get("causes") or []
-    return any(c.get("reason") == "DisruptionBudget" for c in causes) or "disruption budget" in failure.message
 
 
 def already_assigned_to(message: str) -> str | None:

@@ -39,7 +39,6 @@ from extender.kube.errors import (
     ApiFailure,
     BindConflict,
     Conflict,
-    EvictionBlocked,
     GiveUp,
     KubeTimeout,
     NotFound,
@@ -140,13 +139,6 @@ class KubeWriter:
                 if resp.status not in retry.TRANSIENT:
                     return resp
                 failure = ApiFailure.from_response(resp.status, resp.json(), what, resp.headers)
-                if (
-                    resp.status == 429
-                    and resource == "pods"
-                    and subresource == "eviction"
-                    and retry.is_budget_refusal(failure)
-                ):
-                    return resp  # a PodDisruptionBudget says no: not transient
                 last = failure
                 retry_after = failure.retry_after
             if attempt == self.retries:
@@ -342,30 +334,6 @@ class KubeWriter:
         if resp.status == 409 and uid:
             raise NotFound(404, "NotFound", f"pod {namespace}/{name} with uid {uid} no longer exists", body=resp.json())
         return self._ok(resp, f"patch pod {namespace}/{name}")
-
-    async def evict_pod(self, namespace: str, name: str, reason: str, *, uid: str | None = None) -> Obj:
-        """Evict through ``pods/{name}/eviction`` (policy/v1), honouring PodDisruptionBudgets, then
-        record ``reason`` in an Event on the pod. A pod already gone is success (404); a budget
-        that forbids it raises :class:`EvictionBlocked`. ``uid`` guards against evicting a
-        re-created pod of the same name."""
-        body = bodies.eviction(namespace, name, uid)
-        resp = await self._call(
-            "create", "", "v1", "pods", namespace=namespace, name=name, subresource="eviction", body=body
-        )
-        if resp.status == 404:
-            return bodies.success(404, reason="NotFound", message=f"pod {namespace}/{name} is already gone")
-        if resp.status == 429:
-            failure = ApiFailure.from_response(resp.status, resp.json(), f"evict {namespace}/{name}", resp.headers)
-            raise EvictionBlocked(failure.message, retry_after=failure.retry_after)
-        if resp.status == 409 and uid:
-            return bodies.success(409, reason="Conflict", message=f"pod {namespace}/{name} was re-created; not evicted")
-        result = self._ok(resp, f"evict {namespace}/{name}")
-        involved = {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": namespace, "uid": uid or ""}
-        try:
-            await self.post_event(involved, "Normal", "Evicted", reason)
-        except Exception as exc:
-            log.warning("writer: could not post the eviction event for %s/%s: %s", namespace, name, exc)
-        return result
 
     # ------------------------------------------------------------------------------------------
     # events

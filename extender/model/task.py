@@ -108,6 +108,9 @@ class TaskInfo:
     scheduler_name: str = ""
     resource_version: str = ""
     preemptible: bool = False  # a spot pod that reclaim may evict
+    preempts: bool = True
+    """kube-scheduler runs a preemption for it when it does not fit (``spec.preemptionPolicy`` is
+    not ``Never``, which the pod gets from its PriorityClass)."""
     preempted: bool = False
     """Terminating because kube-scheduler preempted it (condition DisruptionTarget, reason
     PreemptionByScheduler): its room is promised to its preemptor, it is no victim for another."""
@@ -154,6 +157,7 @@ class TaskInfo:
             scheduler_name=self.scheduler_name,
             resource_version=self.resource_version,
             preemptible=self.preemptible,
+            preempts=self.preempts,
             preempted=self.preempted,
             _placement_key=self._placement_key,
         )

@@ -9,8 +9,8 @@
   ``quota.request ≤ node.quota_idle`` per resource name (a name the node does not advertise
   fails) — the place where the logical quota meets the device plugin's numbers.
 * TN (task → node), for a task holding a quota: only the quota's node, and the task fits its
-  ``idle``; when it does not fit only because lower-priority pods use the node, the failure is
-  resolvable by preemption.
+  ``idle``; when evicting the pods reclaim may evict (:func:`extender.framework.victims.may_go`,
+  the one rule for who may go) would make room, the failure is resolvable by preemption.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, Final
 from extender.framework.plugin import NoArgs
 from extender.framework.session import Session
 from extender.framework.status import SKIP, SUCCESS, Reason, Status
+from extender.framework.victims import may_go
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
@@ -48,11 +49,10 @@ def tn_quota_task(ssn: Session, task: TaskInfo, node: NodeInfo) -> Status:
     short = task.request.shortfalls(node.idle)
     if not short:
         return SUCCESS
-    # Would evicting lower-priority preemptible pods make room? Then preemption can help.
+    # Would evicting the pods reclaim may evict make room? Then preemption can help.
     freeable = node.idle.clone()
-    for rec in node.tasks.values():
-        if rec.preemptible and rec.priority < task.priority:
-            freeable.iadd(rec.request)
+    for victim in may_go(ssn, task, node):
+        freeable.iadd(victim.request)
     if not task.request.shortfalls(freeable):
         return Status.unschedulable(Reason.LOWER_PRIORITY_PODS_USE_NODE, fits_detail(short))
     return Status.unresolvable(Reason.INSUFFICIENT_IDLE, fits_detail(short))

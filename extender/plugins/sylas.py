@@ -4,7 +4,8 @@ Spot pods are marked by requesting the spot resource (serve's ``--spot-resource`
 ``spot_resource``; default ``scheduling.infini-ai.com/spot-gpu``); they also request the real GPUs
 they use, so they live in the pod ledger (``idle``) and never in the quota ledger. Each node lends
 its spot resource in two pools: ``shared`` (low power; several pods share GPUs) sized by the node annotation
-``scheduling.infini-ai.com/spot-shared``, and ``exclusive`` (the rest). A spot pod picks its pool
+``scheduling.infini-ai.com/spot-shared``, and ``exclusive`` (the rest); an annotation that is no
+quantity refuses spot pods on the node with ``SpotPoolInvalid`` (:func:`pools`). A spot pod picks its pool
 with the annotation ``spot-pool`` (default exclusive).
 
 * ``tn.predicate`` — a spot pod fits its pool on the node and the node's ``idle``.
@@ -63,16 +64,23 @@ class SylasArgs(ArgsModel):
 Args = SylasArgs
 
 
-def pools(node: NodeInfo, resource: str) -> tuple[int, int]:
-    """(shared, exclusive) capacity of the node's spot resource, in milli-units."""
+def pools(node: NodeInfo, resource: str) -> tuple[int, int] | str:
+    """(shared, exclusive) capacity of the node's spot resource, in milli-units: the shared pool
+    is the ``spot-shared`` annotation (none: 0; more than the node has: all of it), the
+    exclusive pool the rest. An annotation that is no non-negative quantity (an operator's typo)
+    sizes no pool: the answer is why (a str), which the predicate gives spot pods as their
+    reason — never a guess of 0 that hands the exclusive pool the GPUs meant to be shared."""
     total = node.allocatable.get(resource)
     raw = node.annotations.get(wellknown.ANNO_SPOT_SHARED)
-    shared = 0
-    if raw:
-        try:
-            shared = min(total, max(0, to_units(resource, raw)))
-        except ValueError:
-            shared = 0
+    if not raw:
+        return 0, total
+    try:
+        shared = to_units(resource, raw)
+    except ValueError:
+        shared = -1
+    if shared < 0:
+        return f"node annotation {wellknown.ANNO_SPOT_SHARED}: {raw!r} is not a quantity of {resource}"
+    shared = min(total, shared)
     return shared, total - shared
 
 
@@ -89,10 +97,14 @@ def pool_used(node: NodeInfo, resource: str) -> tuple[int, int]:
     return shared, exclusive
 
 
-def pool_free(node: NodeInfo, resource: str, pool: str) -> int:
+def pool_free(node: NodeInfo, resource: str, pool: str) -> int | str:
     """What is left of ``pool`` (``"shared"``, else exclusive) of the node's spot ``resource``, in
-    milli-units: its capacity less what the spot pods here of that pool request."""
-    shared_cap, excl_cap = pools(node, resource)
+    milli-units: its capacity less what the spot pods here of that pool request; or why the
+    node's pools cannot be read (:func:`pools`)."""
+    sizes = pools(node, resource)
+    if isinstance(sizes, str):
+        return sizes
+    shared_cap, excl_cap = sizes
     shared_used, excl_used = pool_used(node, resource)
     return shared_cap - shared_used if pool == "shared" else excl_cap - excl_used
 
@@ -100,11 +112,13 @@ def pool_free(node: NodeInfo, resource: str, pool: str) -> int:
 def pool_capacity(node: NodeInfo, task: TaskInfo, resource: str) -> int | None:
     """How many spot pods like ``task`` the node's spot pool of theirs still takes (None: the pod
     requests none of ``resource``, no pool limits it). The pool is a limit beside ``idle``: a node
-    whose GPUs are idle lends at most its pool's room to the pods of that pool."""
+    whose GPUs are idle lends at most its pool's room to the pods of that pool; a node whose
+    pools cannot be read (:func:`pools`) lends none."""
     want = task.request.get(resource)
     if want <= 0:
         return None
-    return max(0, pool_free(node, resource, task.spot_pool)) // want
+    free = pool_free(node, resource, task.spot_pool)
+    return 0 if isinstance(free, str) else max(0, free) // want
 
 
 def unpromised_idle(node: NodeInfo, besides: str = "") -> Resource:
@@ -253,6 +267,8 @@ class Plugin:
             want = task.request.get(res)
             pool = "shared" if task.spot_pool == "shared" else "exclusive"
             free = pool_free(node, res, pool)
+            if isinstance(free, str):
+                return Status.unresolvable(Reason.SPOT_POOL_INVALID, free)
             if want > free:
                 return Status.unresolvable(
                     Reason.SPOT_POOL_EXHAUSTED, f"{pool} spot pool has {free / 1000:g} of {want / 1000:g} left"

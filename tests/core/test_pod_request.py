@@ -70,3 +70,126 @@ def test_an_init_container_after_a_sidecar_runs_beside_it() -> None:
 def test_an_init_container_before_a_sidecar_runs_alone() -> None:
     cs = [("init", 4000, 0), ("sidecar", 1000, 0), ("main", 1000, 0)]
     assert pod_request(_pod(cs)).get("cpu") == 4000
+
+
+# --- pod-level resources (KEP 2837, beta and on by default from Kubernetes 1.34) ---------------
+POD_LEVEL_NAMES = ("cpu", "memory", "hugepages-2Mi")
+"""What ``spec.resources`` may set (component-helpers ``IsSupportedPodLevelResource``: cpu,
+memory and every ``hugepages-*``); extended resources such as GPUs stay per container."""
+
+
+def _pod_level_oracle(
+    containers: dict[str, int], pod_level: dict[str, int], overhead: dict[str, int]
+) -> dict[str, int]:
+    """``PodRequests``: the containers' aggregate; when ``spec.resources.requests`` names a
+    supported resource, each supported one it names replaces the aggregate's; then overhead."""
+    out = dict(containers)
+    if any(n in POD_LEVEL_NAMES for n in pod_level):
+        out.update({n: v for n, v in pod_level.items() if n in POD_LEVEL_NAMES})
+    for n, v in overhead.items():
+        out[n] = out.get(n, 0) + v
+    return out
+
+
+amounts = st.dictionaries(st.sampled_from([*POD_LEVEL_NAMES, "nvidia.com/gpu"]), st.integers(0, 8), max_size=4)
+
+
+@PROPERTY
+@given(amounts, amounts, amounts)
+def test_pod_level_requests_replace_the_containers_for_cpu_memory_hugepages(
+    per_container: dict[str, int], pod_level: dict[str, int], overhead: dict[str, int]
+) -> None:
+    """A pod with ``spec.resources.requests`` is fit by kube-scheduler on those (cpu, memory,
+    hugepages); a GPU request stays the containers'. Before, ``spec.resources`` was ignored: a
+    pod asking 8 CPUs at pod level and none per container was placed as if it asked nothing."""
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "resources": {"requests": {n: str(v) for n, v in per_container.items()}}}],
+        "resources": {"requests": {n: str(v) for n, v in pod_level.items()}},
+    }
+    if overhead:
+        spec["overhead"] = {n: str(v) for n, v in overhead.items()}
+    req = pod_request({"metadata": {"name": "p"}, "spec": spec})
+    want = _pod_level_oracle(per_container, pod_level, overhead)
+    for name in {*want, *per_container, *pod_level}:
+        scale = 1000 if name in {"cpu", "nvidia.com/gpu"} else 1
+        assert req.get(name) == want.get(name, 0) * scale, name
+
+
+def test_pod_level_limits_alone_leave_the_containers_requests() -> None:
+    """Only ``spec.resources.requests`` replaces (``IsPodLevelRequestsSet``); the API server
+    defaults pod-level requests from pod-level limits before the scheduler sees the pod."""
+    pod = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+            "resources": {"limits": {"cpu": "4"}},
+        },
+    }
+    assert pod_request(pod).get("cpu") == 1000
+
+
+# --- in-place resize (InPlacePodVerticalScaling, on by default from Kubernetes 1.33) ------------
+Resized = tuple[str, int, int | None, int | None]
+"""(kind "main" | "init" | "sidecar", spec cpu, status.resources cpu or None (no
+``resources`` in the container's status), allocatedResources cpu or None)."""
+
+
+def _resize_oracle(cs: list[Resized], infeasible: bool) -> int:
+    """kube-scheduler counts a pod on a node with ``UseStatusResources``: a container (or sidecar)
+    whose status reports ``resources`` asks max(spec, actual, allocated) — max(actual, allocated)
+    while the pod's resize is ``Infeasible`` —; a regular init container asks its spec."""
+
+    def ask(spec: int, actual: int | None, allocated: int | None) -> int:
+        if actual is None:
+            return spec
+        base = max(actual, allocated or 0)
+        return base if infeasible else max(spec, base)
+
+    steady = sum(ask(s, a, al) for k, s, a, al in cs if k in ("main", "sidecar"))
+    peak, sidecars = 0, 0
+    for k, s, a, al in (c for c in cs if c[0] != "main"):
+        if k == "sidecar":
+            sidecars += ask(s, a, al)
+            peak = max(peak, sidecars)
+        else:
+            peak = max(peak, sidecars + s)
+    return max(steady, peak)
+
+
+resized = st.lists(
+    st.tuples(
+        st.sampled_from(["main", "init", "sidecar"]),
+        st.integers(0, 4000),
+        st.none() | st.integers(0, 4000),
+        st.none() | st.integers(0, 4000),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@PROPERTY
+@given(resized, st.booleans())
+def test_a_resized_pod_counts_what_kube_scheduler_counts(cs: list[Resized], infeasible: bool) -> None:
+    """A running pod shrunk in place keeps its old CPUs until kubelet actuates the resize; kube-
+    scheduler counts max(spec, actual, allocated) per container meanwhile (component-helpers
+    ``determineContainerReqs``). Before, only the spec counted: the node looked freer than kube-
+    scheduler and kubelet see it, and a pod the extender let through was refused there."""
+    specs: dict[str, list[dict[str, Any]]] = {"containers": [], "initContainers": []}
+    statuses: dict[str, list[dict[str, Any]]] = {"containerStatuses": [], "initContainerStatuses": []}
+    for i, (kind, spec, actual, allocated) in enumerate(cs):
+        c: dict[str, Any] = {"name": f"c{i}", "resources": {"requests": {"cpu": f"{spec}m"}}}
+        st_: dict[str, Any] = {"name": f"c{i}"}
+        if actual is not None:
+            st_["resources"] = {"requests": {"cpu": f"{actual}m"}}
+        if allocated is not None:
+            st_["allocatedResources"] = {"cpu": f"{allocated}m"}
+        if kind == "sidecar":
+            c["restartPolicy"] = "Always"
+        specs["containers" if kind == "main" else "initContainers"].append(c)
+        statuses["containerStatuses" if kind == "main" else "initContainerStatuses"].append(st_)
+    status: dict[str, Any] = dict(statuses)
+    if infeasible:
+        status["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+    pod = {"metadata": {"name": "p"}, "spec": specs, "status": status}
+    assert pod_request(pod).get("cpu") == _resize_oracle(cs, infeasible)

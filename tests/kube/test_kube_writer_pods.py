@@ -1,5 +1,5 @@
 """KubeWriter against the emulator: binding pods (idempotent, typed conflicts, no double binding),
-their annotations, eviction, and Events (aggregated, never duplicated by a retry)."""
+their annotations, and Events (aggregated, never duplicated by a retry)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from extender import wellknown
 from extender.emulator import Emulator
 from extender.kube.errors import (
     BindConflict,
-    EvictionBlocked,
     NotFound,
 )
 
@@ -76,25 +75,6 @@ async def test_patch_pod_annotations(emu: Emulator, api: Any, ns: str) -> None:
     pod(emu, ns)  # same name, new uid
     with pytest.raises(NotFound):
         await w.patch_pod_annotations(ns, "p", {"a": "b"}, uid=p["metadata"]["uid"])
-
-
-async def test_evict_pod(emu: Emulator, api: Any, ns: str) -> None:
-    p = pod(emu, ns)
-    w = writer(api)
-    out = await w.evict_pod(ns, "p", "Preempted by default/big on node n1", uid=p["metadata"]["uid"])
-    assert out["status"] == "Success"
-    assert emu.try_get("v1", "pods", "p", ns) is None
-    events = emu.list("v1", "events", namespace=ns)
-    assert [(e["reason"], e["message"]) for e in events] == [("Evicted", "Preempted by default/big on node n1")]
-    assert (await w.evict_pod(ns, "p", "again"))["status"] == "Success"  # already gone
-    pod(emu, ns, "guarded")
-    emu.faults.add(
-        "evict", code=429, message="Cannot evict pod as it would violate the pod's disruption budget.", retry_after=10
-    )
-    with pytest.raises(EvictionBlocked) as err:
-        await w.evict_pod(ns, "guarded", "x")
-    assert err.value.retry_after == 10
-    assert emu.try_get("v1", "pods", "guarded", ns) is not None
 
 
 async def test_events_are_aggregated(emu: Emulator, api: Any, ns: str) -> None:
