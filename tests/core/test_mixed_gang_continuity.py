@@ -16,7 +16,16 @@ from hypothesis import example, given
 from extender.framework.policy import Policy
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
-from tests.core.test_mixed_gang_property import Member, MixedCluster, MixedGang, _node, mixed_clusters, run, where
+from tests.core.test_mixed_gang_property import (
+    Member,
+    MixedCluster,
+    MixedGang,
+    NodeSpec,
+    _node,
+    mixed_clusters,
+    run,
+    where,
+)
 
 CONTINUITY: dict[bool, Policy] = {
     pack: policy_with_topology({"continuity_weight": 200, "pack_workers": pack}) for pack in (False, True)
@@ -30,9 +39,21 @@ def _cpu_heavy_launcher() -> MixedCluster:
     return MixedCluster([_node(0, 1), _node(1, 2), _node(2, 2)], [MixedGang("g0", [Member(4, 10), Member(1, 90)])])
 
 
+def _no_run_holds_it() -> MixedCluster:
+    """Two 4-GPU workers and a 1-GPU launcher; n0 has 2 GPUs free, n4 and n6 are empty, n1–n3 and
+    n5 unusable (NotReady, tainted). No run of consecutive usable nodes holds the gang, so the zone
+    rules place it: leaves 1 and 3 (n6, n6, n0), where rank order cannot be kept — no failure of
+    order, though n4 and n6 would keep it were n0–n6 one run (found by hypothesis)."""
+    down = [NodeSpec(f"n{i}", i, 2 if i < 5 else 3, "A100", False, True, 0, 0) for i in (1, 2, 3, 5)]
+    nodes = [_node(0, 1, busy=6), *down, _node(4, 2), _node(6, 3)]
+    gang = MixedGang("g0", [Member(4, 1), Member(4, 1), Member(1, 1)])
+    return MixedCluster(sorted(nodes, key=lambda n: n.index), [gang])
+
+
 @PROPERTY
 @given(mixed_clusters())
 @example(c=_cpu_heavy_launcher())
+@example(c=_no_run_holds_it())
 def test_mixed_gangs_under_continuity_are_placed_valid_whenever_they_fit(c: MixedCluster) -> None:
     run(c, alone=len(c.gangs) == 1, policy=CONTINUITY[c.pack])
 

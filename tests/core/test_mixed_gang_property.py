@@ -359,6 +359,8 @@ def check_rank_order(
         assert same == sorted(same), f"{name} breaks rank order among its {m} quotas: {indices}"
     zones = {n.zone for n in chosen}
     model, low, high = chosen[0].model, min(indices), max(indices)
+    if runs and not _a_run(members, model, low, high, nodes, room):
+        runs = False  # no run held the gang: continuity gave way to the zone rules
     theirs = [
         room[n.name]
         for n in nodes
@@ -368,6 +370,18 @@ def check_rank_order(
         assert not packs([m.need() for m in members], theirs, ordered=True), (
             f"{name} breaks rank order on {indices} while its zones allow it"
         )
+
+
+def _a_run(
+    members: Sequence[Member], model: str, low: int, high: int, nodes: Sequence[NodeSpec], room: Mapping[str, Need]
+) -> bool:
+    """Whether the nodes of ``model`` from index ``low`` to ``high`` form a run as continuity counts
+    one: every index there a usable node that takes some quota of the gang."""
+    span = [n for n in nodes if n.model == model and low <= n.index <= high]
+    takes = [
+        n.name in room and any(all(room[n.name][r] >= m.need()[r] for r in m.need()) for m in members) for n in span
+    ]
+    return len(span) == high - low + 1 and all(takes)
 
 
 # --- counterexamples once found ------------------------------------------------------------------
