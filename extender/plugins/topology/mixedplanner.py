@@ -2,12 +2,14 @@
 workers): reads the cluster through the :class:`~extender.plugins.topology.planner.GangPlanner`
 it belongs to and applies the exact rules of ``mixedplan.py`` over the gang's kinds.
 
-Every rule of a gang of one kind holds, but the NVLink-domain tier: GPU specs (``GangPlanner.specs``),
-bound siblings' zones first, holds (a hold may delay the gang, never scatter it), a hard tier
-limit. Under ``continuity``, the shortest run of consecutive nodes that holds the gang comes first
-(``mixedplan.continuity_run``), else the zone rules. A gang of more count vectors than
-``mixedplan.STATE_LIMIT`` is planned over merged kinds (``gangparts.for_planning``); quotas that
-must share a node (``gangparts.glue``) are planned as one and share its node.
+Every rule of a gang of one kind holds: GPU specs (``GangPlanner.specs``), one NVLink domain
+when one holds the gang (nothing bound yet; :meth:`MixedPlanner._domain`), bound siblings' zones
+first, holds (a hold may delay the gang, never scatter it), a hard tier limit. Inside the chosen
+leaves NVLink domains are not weighed. Under ``continuity``, the shortest run of consecutive
+nodes that holds the gang comes first (``mixedplan.continuity_run``), else the zone rules. A gang
+of more count vectors than ``mixedplan.STATE_LIMIT`` is planned over merged kinds
+(``gangparts.for_planning``); quotas that must share a node (``gangparts.glue``) are planned as
+one and share its node.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class MixedPlanner:
 
     def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo], mix: Mix) -> GangPlan | Status:
         """A gang of several kinds, planned exactly (``mixedplan.py``) under every rule of
-        ``GangPlanner._plan_group`` but the NVLink-domain tier: specs, bound siblings, holds, tier limit."""
+        ``GangPlanner._plan_group``: specs, one NVLink domain, bound siblings, holds, tier limit."""
         head, unbound = mix.head, mix.unbound
         sid = self.p.memo.shape_of(head)
         specs, bound_zones = self.p.specs(quotas, head)
@@ -86,7 +88,11 @@ class MixedPlanner:
         for continuity in (True, False) if self.p.continuity and not bound_zones else (False,):
             best: SpecPlan | None = None
             for spec in specs:
-                plan = (self._run if continuity else self._spec)(job, mix, gang, spec, bound_zones)
+                plan = None
+                if not continuity and not bound_zones and self.p.memo.domain_of:
+                    plan = self._domain(job, mix, gang, spec)
+                if plan is None:
+                    plan = (self._run if continuity else self._spec)(job, mix, gang, spec, bound_zones)
                 if plan is not None and (best is None or plan.key < best.key):
                     best = plan
             if best is not None:
@@ -105,6 +111,35 @@ class MixedPlanner:
         key = (memo.span(zids), len(run), 0, 0, room, len(run), run[0].index, spec)
         offers = [self.p.offer(job, mix.head, memo.shape_of(mix.head), z) for z in zids]
         return SpecPlan(key, offers, None, dict(zip((q.name for q in mix.unbound), made[1], strict=True)))
+
+    def _domain(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str) -> SpecPlan | None:
+        """Tier 0, as ``GangPlanner._plan_domain``: the NVLink domain with the least room that holds
+        the whole gang (no RDMA hop at all), planned inside it by the rules of ``mixedplan.py``. A
+        domain's room is its slots for the largest kind with ``pack_workers``, its nodes by default,
+        and by default a domain with fewer nodes than the gang has quotas is not taken: one NVLink
+        domain never makes ranks share a node. Ties: fewer nodes, the lower first node index."""
+        memo, t, sid = self.p.memo, mix.head_kind, self.p.memo.shape_of(mix.head)
+        units: dict[str, dict[ZoneId, list[MixedNode]]] = {}
+        for z in memo.spec_zones.get(spec, []):
+            for n in self._members(job, mix, z):
+                domain = memo.domain_of.get(n.name)
+                if domain:
+                    units.setdefault(domain, {}).setdefault(z, []).append(n)
+        ranked = []
+        for domain, members in units.items():
+            nodes = sorted((n for ns in members.values() for n in ns), key=lambda n: n.index)
+            if not self.p.pack and len(nodes) < sum(k.count for k in mix.kinds):
+                continue
+            slots = (room_for(mix.kinds[t].request, n.room) for n in nodes if n.eligible[t])
+            room = sum(slots) if self.p.pack else len(nodes)
+            ranked.append(((room, len(nodes), nodes[0].index, domain), members))
+        for (room, size, first, _), members in sorted(ranked, key=lambda u: u[0]):
+            offers = [self.p.offer(job, mix.head, sid, z) for z in members]
+            made = plan_mixed(gang, offers, members, [], None)
+            if made is not None:
+                placed = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
+                return SpecPlan((0, 1, 0, 0, room, size, first, spec), made[0], None, placed)
+        return None
 
     def _members(self, job: JobInfo, mix: Mix, zid: ZoneId) -> list[MixedNode]:
         """The zone's nodes not held for another gang, with their room, which kinds they take and

@@ -11,7 +11,7 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
   over their *kinds* (``mixedplan.py``; the session side in ``mixedplanner.py``): the fewest
   zones whose nodes hold every quota on every resource, then each quota's node, in rank order
   whenever those zones allow it (always, for a strict-order gang); under ``continuity``, the
-  shortest run of consecutive nodes that holds them so first. Without an NVLink-domain tier; a
+  shortest run of consecutive nodes that holds them so first; else one NVLink domain first; a
   gang of more than ``STATE_LIMIT`` count vectors is planned over merged kinds
   (``gangparts.coarsen``: never an over-promise, but such a gang may wait while it would fit).
   Every quota is re-checked as it is bound, like any other.
