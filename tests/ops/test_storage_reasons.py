@@ -45,5 +45,6 @@ async def test_a_topology_gang_without_its_mount_point_is_told_storage_not_ready
         pod = h.pod("train-worker-0")
         body = (await h.post("filter", {"Pod": pod, "Nodes": None, "NodeNames": ["n0", "n1"]})).json()
         assert body["NodeNames"] == []
-        why = "StorageNotReady(quota q-train-0 not bound: 2 nodes: mount point fs1 not ready)"
+        # each node its own refusal (the job's summary above counts the nodes)
+        why = "StorageNotReady(quota q-train-0 not bound: mount point fs1 not ready)"
         assert body["FailedAndUnresolvableNodes"] == {"n0": why, "n1": why}
