@@ -96,22 +96,34 @@ def check_order(cache: ClusterCache, sched: Scheduler, result: CycleResult, gang
     assert holder[3] == top, f"{holds[0]} (priority {holder[3]}) holds while a gang of priority {top} waits: {waiting}"
 
 
-@PROPERTY
-@given(worlds(), st.data())
-def test_the_one_hold_goes_to_a_waiting_gang_of_the_highest_priority(world: World, data: st.DataObject) -> None:
+def play(
+    world: World, data: st.DataObject, *, max_holds: int
+) -> tuple[ClusterCache, Scheduler, CycleResult, dict[str, Gang]]:
+    """Play ``world``: its leaves filled as drawn, its gangs submitted at their steps, cycles
+    until every hold had time to settle (holds never expire); the last cycle's result."""
     leaves, arrivals, reserve = world
     nodes = sum(leaves)
     fill = data.draw(st.lists(st.sampled_from([0, 1, 4, 8]), min_size=nodes, max_size=nodes), label="fill")
     cache = build(leaves, fill)
-    sched = Scheduler(policy_with_topology({"reserve_after_cycles": reserve, "max_holds": 1, "hold_seconds": 1e9}))
+    policy = policy_with_topology({"reserve_after_cycles": reserve, "max_holds": max_holds, "hold_seconds": 1e9})
+    sched = Scheduler(policy)
     gangs = {f"g{k}": spec for k, spec in enumerate(arrivals)}
     last = max(spec[0] for spec in arrivals)
+    result = None
     for step in range(last + reserve + SETTLE_CYCLES):
         for name, (at, workers, gpu, priority) in gangs.items():
             if at == step:
                 submit(cache, name, workers, gpu, priority)
         result = cycle(cache, sched)
-    check_order(cache, sched, result, gangs, nodes)
+    assert result is not None
+    return cache, sched, result, gangs
+
+
+@PROPERTY
+@given(worlds(), st.data())
+def test_the_one_hold_goes_to_a_waiting_gang_of_the_highest_priority(world: World, data: st.DataObject) -> None:
+    cache, sched, result, gangs = play(world, data, max_holds=1)
+    check_order(cache, sched, result, gangs, sum(world[0]))
 
 
 def check_places(
@@ -143,16 +155,5 @@ def test_a_waiting_gang_holds_where_it_could_unless_a_gang_before_it_holds_there
 ) -> None:
     """Several holds (``max_holds`` 1 or 2): a gang that has waited long enough holds in a free
     place while one is left, else in the place of a gang after it in hold order."""
-    leaves, arrivals, reserve = world
-    nodes = sum(leaves)
-    fill = data.draw(st.lists(st.sampled_from([0, 1, 4, 8]), min_size=nodes, max_size=nodes), label="fill")
-    cache = build(leaves, fill)
-    sched = Scheduler(policy_with_topology({"reserve_after_cycles": reserve, "max_holds": limit, "hold_seconds": 1e9}))
-    gangs = {f"g{k}": spec for k, spec in enumerate(arrivals)}
-    last = max(spec[0] for spec in arrivals)
-    for step in range(last + reserve + SETTLE_CYCLES):
-        for name, (at, workers, gpu, priority) in gangs.items():
-            if at == step:
-                submit(cache, name, workers, gpu, priority)
-        result = cycle(cache, sched)
+    cache, sched, result, gangs = play(world, data, max_holds=limit)
     check_places(cache, sched, result, gangs, limit)
