@@ -47,6 +47,7 @@ import itertools
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 __all__ = [
     "SEARCH_LIMIT",
@@ -63,11 +64,13 @@ __all__ = [
     "fewest_to_reach",
     "fewest_zones_that",
     "rank_key",
+    "shortest_run",
     "single_zone_key",
     "slots_in",
     "split_slots",
 ]
 
+N = TypeVar("N")  # a node as a caller models it (shortest_run)
 ZoneId = tuple[str, str]  # (GPU spec, zone key)
 Range = tuple[int | None, int | None]  # a quota's closed node-index range (None: open)
 
@@ -430,20 +433,28 @@ def continuity_block(candidates: Sequence[Candidate], indices: Sequence[int], ne
 
     ``indices`` are all node indices of the spec, ascending: a node missing from ``candidates``
     breaks a run."""
-    by_index = {c.index: c for c in candidates}
-    best: list[Candidate] | None = None
-    run: list[Candidate] = []
+    return shortest_run({c.index: c for c in candidates}, indices, lambda run: sum(c.capacity for c in run) >= need)
+
+
+def shortest_run(
+    by_index: Mapping[int, N], indices: Sequence[int], holds: Callable[[Sequence[N]], bool]
+) -> list[N] | None:
+    """The shortest run of consecutive ``indices`` whose every index names a node of ``by_index``
+    that ``holds`` the gang (ties: the lowest index); ``holds`` must stay true as a run grows.
+    ``indices``: every node index of the spec, ascending (an index missing from ``by_index``, or
+    a gap between two, breaks a run)."""
+    best: list[N] | None = None
+    run: list[N] = []
     prev: int | None = None
     for i in indices:
-        c = by_index.get(i)
-        if c is None or (prev is not None and i != prev + 1):
+        node = by_index.get(i)
+        if node is None or (prev is not None and i != prev + 1):
             run = []
-        if c is not None:
-            run.append(c)
-            # shrink from the left while the run still holds the gang: the shortest ending here
-            while len(run) > 1 and sum(x.capacity for x in run[1:]) >= need:
+        if node is not None:
+            run.append(node)
+            while len(run) > 1 and holds(run[1:]):  # shrink from the left: the shortest ending here
                 run.pop(0)
-            if sum(x.capacity for x in run) >= need and (best is None or len(run) < len(best)):
+            if (best is None or len(run) < len(best)) and holds(run):
                 best = list(run)
         prev = i
     return best

@@ -56,6 +56,7 @@ from extender.plugins.topology.gangplan import (
     ZoneOffer,
     fewest_to_reach,
     fewest_zones_that,
+    shortest_run,
     single_zone_key,
 )
 from extender.plugins.topology.mixedorder import (
@@ -433,18 +434,4 @@ def continuity_run(gang: MixedGang, nodes: Sequence[MixedNode], indices: Sequenc
             return next_fit(run, kinds, order, fences)
         return need in combined((fronts[n.name] for n in run), need)
 
-    best: list[MixedNode] | None = None
-    run: list[MixedNode] = []
-    prev: int | None = None
-    for i in indices:
-        node = by_index.get(i)
-        if node is None or (prev is not None and i != prev + 1):
-            run = []
-        if node is not None:
-            run.append(node)
-            while len(run) > 1 and holds(run[1:]):  # the shortest run ending here
-                run.pop(0)
-            if (best is None or len(run) < len(best)) and holds(run):
-                best = list(run)
-        prev = i
-    return best
+    return shortest_run(by_index, indices, holds)
