@@ -169,30 +169,6 @@ def test_the_writer_calls_are_all_assigned_to_a_component() -> None:
     )
 
 
-def test_every_writer_method_is_called_by_the_product() -> None:
-    """A privilege exists for a path that uses it: every public method of ``KubeWriter`` (each
-    makes calls of ``API_CALLS``, which the chart grants) is called somewhere in the shipped code
-    (``extender``, ``webhooks``, ``discovery``; the writer itself and tests do not count). Before,
-    ``evict_pod`` was called by nothing, yet serve held cluster-wide ``pods/eviction create``."""
-    import ast
-    from pathlib import Path
-
-    from extender.kube.writer import KubeWriter
-
-    methods = {n for n, v in vars(KubeWriter).items() if callable(v) and not n.startswith("_")}
-    root = Path(__file__).resolve().parents[2]
-    called: set[str] = set()
-    for package in ("extender", "webhooks", "discovery"):
-        for path in (root / package).rglob("*.py"):
-            if path.name == "writer.py" and path.parent.name == "kube":
-                continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                    called.add(node.func.attr)
-    assert methods, "KubeWriter has no public methods?"
-    assert not methods - called, f"KubeWriter methods nothing calls (drop them and their grants): {methods - called}"
-
-
 def _serve_expected() -> set[Grant]:
     import inspect
 
