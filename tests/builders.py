@@ -225,6 +225,24 @@ def pod(
     }
 
 
+def running_spot_pod(
+    name: str, *, group: str, gpu: int, priority: int = 0, namespace: str = "default", node: str = "n0"
+) -> dict[str, Any]:
+    """A spot pod of ``gpu`` GPUs (and as much of the spot resource), member of PodGroup
+    ``group``, running on ``node``."""
+    return pod(
+        name,
+        namespace=namespace,
+        group=group,
+        gpu=gpu,
+        hca=None,
+        extra={wellknown.RESOURCE_SPOT_GPU: str(gpu)},
+        node=node,
+        phase="Running",
+        priority=priority,
+    )
+
+
 def podgroup(
     name: str,
     *,

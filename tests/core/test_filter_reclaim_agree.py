@@ -27,7 +27,7 @@ from extender.framework.status import Reason
 from extender.plugins.quotapredicates import tn_quota_task
 from tests import builders as b
 from tests.core.props import PROPERTY
-from tests.core.test_reclaim_victims import NOW, POLICIES, _session, neighbours, running_spot_pod
+from tests.core.test_reclaim_victims import NOW, POLICIES, _session, neighbours
 
 PREEMPTED = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
 
@@ -58,7 +58,7 @@ def test_filter_says_preemption_helps_exactly_when_reclaim_answers_victims(
 def test_kube_system_spot_pods_do_not_make_a_node_resolvable() -> None:
     """Three 2-GPU spot pods of kube-system fill n0 beside a 4-GPU quota pod's room: conformance
     keeps them, reclaim answers nothing, so the filter must not send kube-scheduler to preempt."""
-    pods = [running_spot_pod(f"p{i}", namespace="kube-system", group=f"g{i}", gpu=2, priority=0) for i in range(3)]
+    pods = [b.running_spot_pod(f"p{i}", namespace="kube-system", group=f"g{i}", gpu=2, priority=0) for i in range(3)]
     ssn = _session(pods, 4, POLICIES["intersect(sylas, priority, conformance)"])
     preemptor = next(t for j in ssn.jobs() for t in j.tasks.values() if t.name == "train-0")
     node = ssn.node("n0")
@@ -80,7 +80,7 @@ def test_a_pod_that_never_preempts_is_not_told_preemption_will_free_its_node() -
     ]
     objs[-1]["spec"]["preemptionPolicy"] = "Never"
     for i in range(3):
-        objs.append(running_spot_pod(f"s{i}", group=f"g{i}", gpu=2, priority=0))
+        objs.append(b.running_spot_pod(f"s{i}", namespace="batch", group=f"g{i}", gpu=2, priority=0))
         objs.append(b.podgroup(f"g{i}", namespace="batch", min_member=1))
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)

@@ -35,16 +35,7 @@ def at(seconds: float) -> str:
 
 
 def spot_pod(name: str, job: str, gpu: int, started: float, priority: int = 0) -> dict[str, Any]:
-    pod = b.pod(
-        name,
-        group=job,
-        gpu=gpu,
-        hca=None,
-        node="n0",
-        phase="Running",
-        priority=priority,
-        extra={wellknown.RESOURCE_SPOT_GPU: str(gpu)},
-    )
+    pod = b.running_spot_pod(name, group=job, gpu=gpu, priority=priority)
     pod["status"]["startTime"] = at(started)
     return pod
 

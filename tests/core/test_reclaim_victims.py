@@ -135,27 +135,10 @@ def test_victims_are_lower_priority_spot_pods_of_the_node_whatever_the_policy(
         assert not preemptor.request.shortfalls(room)
 
 
-def running_spot_pod(
-    name: str, *, group: str, gpu: int, priority: int, namespace: str = "batch", node: str = "n0"
-) -> dict[str, Any]:
-    """A spot pod of ``gpu`` GPUs (and as much of the spot resource) running on ``node``."""
-    return b.pod(
-        name,
-        namespace=namespace,
-        group=group,
-        gpu=gpu,
-        hca=None,
-        extra={wellknown.RESOURCE_SPOT_GPU: str(gpu)},
-        node=node,
-        phase="Running",
-        priority=priority,
-    )
-
-
 def test_a_higher_priority_spot_pod_is_no_victim_even_if_the_policy_forgets_priority() -> None:
     """``job.victims: sylas``: a 500-priority spot pod holds the GPUs a 100-priority quota pod
     needs; kube-scheduler would never propose it, and reclaim does not answer it either."""
-    spot = running_spot_pod("spot-0", group="g0", gpu=6, priority=500)
+    spot = b.running_spot_pod("spot-0", namespace="batch", group="g0", gpu=6, priority=500)
     ssn = _session([spot], 4, POLICIES["sylas"])
     preemptor = next(t for j in ssn.jobs() for t in j.tasks.values() if t.name == "train-0")
     out = reclaim.reclaim(ssn, preemptor, {"n0": []})
