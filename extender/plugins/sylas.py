@@ -5,7 +5,8 @@ Spot pods are marked by requesting the spot resource (serve's ``--spot-resource`
 they use, so they live in the pod ledger (``idle``) and never in the quota ledger. Each node lends
 its spot resource in two pools: ``shared`` (low power; several pods share GPUs) sized by the node annotation
 ``scheduling.infini-ai.com/spot-shared``, and ``exclusive`` (the rest); an annotation that is no
-quantity refuses spot pods on the node with ``SpotPoolInvalid`` (:func:`pools`). A spot pod picks its pool
+quantity, or more than the node has, refuses spot pods on the node with ``SpotPoolInvalid``
+(:func:`pools`). A spot pod picks its pool
 with the annotation ``spot-pool`` (default exclusive).
 
 * ``tn.predicate`` — a spot pod fits its pool on the node and the node's ``idle``.
@@ -66,10 +67,11 @@ Args = SylasArgs
 
 def pools(node: NodeInfo, resource: str) -> tuple[int, int] | str:
     """(shared, exclusive) capacity of the node's spot resource, in milli-units: the shared pool
-    is the ``spot-shared`` annotation (none: 0; more than the node has: all of it), the
-    exclusive pool the rest. An annotation that is no non-negative quantity (an operator's typo)
-    sizes no pool: the answer is why (a str), which the predicate gives spot pods as their
-    reason — never a guess of 0 that hands the exclusive pool the GPUs meant to be shared."""
+    is the ``spot-shared`` annotation (none: 0), the exclusive pool the rest. An annotation that
+    is no quantity between 0 and what the node has of ``resource`` (an operator's typo: ``two``,
+    ``-2``, ``80`` on a node of 8) sizes no pool: the answer is why (a str), which the predicate
+    gives spot pods as their reason — as kube-apiserver refuses an out-of-range value rather than
+    clamp it, never a guess (0, or the whole node) that moves GPUs from one pool to the other."""
     total = node.allocatable.get(resource)
     raw = node.annotations.get(wellknown.ANNO_SPOT_SHARED)
     if not raw:
@@ -80,7 +82,10 @@ def pools(node: NodeInfo, resource: str) -> tuple[int, int] | str:
         shared = -1
     if shared < 0:
         return f"node annotation {wellknown.ANNO_SPOT_SHARED}: {raw!r} is not a quantity of {resource}"
-    shared = min(total, shared)
+    if shared > total:
+        return (
+            f"node annotation {wellknown.ANNO_SPOT_SHARED}: {raw!r} is more than the node's {total / 1000:g} {resource}"
+        )
     return shared, total - shared
 
 
