@@ -46,8 +46,13 @@ class Plugin:
         self.args = args
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        pre_predicate_qn, predicate_qn = _quota_affinity(ssn)
-        node_order_tq, on_event = _task_preference(ssn)
+        pre_predicate_qn, predicate_qn, on_binding = _quota_affinity(ssn)
+        node_order_tq, on_placement = _task_preference(ssn)
+
+        def on_event(ev: Event) -> None:
+            on_binding(ev)
+            on_placement(ev)
+
         return {
             "events": on_event,
             "tq.predicate": _predicate_tq,
@@ -57,9 +62,17 @@ class Plugin:
         }
 
 
-def _quota_affinity(ssn: Session) -> tuple[Callable[[QuotaInfo], Status], Callable[[QuotaInfo, NodeInfo], Status]]:
-    """``qn.pre_predicate`` and ``qn.predicate``: quota↔quota affinity (the nodes of the bound
-    quotas each term selects, computed once per quota and session) and anti-affinity, both ways."""
+def _quota_affinity(
+    ssn: Session,
+) -> tuple[Callable[[QuotaInfo], Status], Callable[[QuotaInfo, NodeInfo], Status], Callable[[Event], None]]:
+    """``qn.pre_predicate``, ``qn.predicate`` and their ``events`` hook: quota↔quota affinity (the
+    nodes of the bound quotas each term selects) and anti-affinity, both ways.
+
+    The nodes a quota's terms select are computed when first read and kept until a quota is
+    bound or released in the session (or such a change is undone): then every kept answer is
+    dropped, as any of them may have changed. A caller that judges nodes without the
+    ``pre_predicate`` stage (the topology planner judges each node through ``select`` and
+    ``predicate`` only) thus never reads where the partners were before a bind of this session."""
     affinity_nodes: dict[str, list[tuple[QuotaAffinityTerm, frozenset[str]]]] = {}
 
     def bound_nodes_of(term: QuotaAffinityTerm, me: str) -> frozenset[str]:
@@ -69,17 +82,22 @@ def _quota_affinity(ssn: Session) -> tuple[Callable[[QuotaInfo], Status], Callab
                 out.add(q.node_name)
         return frozenset(out)
 
+    def affinity_of(quota: QuotaInfo) -> list[tuple[QuotaAffinityTerm, frozenset[str]]]:
+        terms = affinity_nodes.get(quota.name)
+        if terms is None:
+            terms = affinity_nodes[quota.name] = [(t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity]
+        return terms
+
     def pre_predicate_qn(quota: QuotaInfo) -> Status:
-        if quota.quota_affinity:
-            affinity_nodes[quota.name] = [(t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity]
         return SUCCESS
+
+    def on_binding(ev: Event) -> None:
+        if affinity_nodes and ev.kind in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
+            affinity_nodes.clear()
 
     def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
         if quota.quota_affinity:
-            terms = affinity_nodes.get(quota.name)
-            if terms is None:
-                terms = affinity_nodes[quota.name] = [(t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity]
-            for term, nodes in terms:
+            for term, nodes in affinity_of(quota):
                 if nodes and node.name not in nodes:
                     return Status.unresolvable(
                         Reason.QUOTA_AFFINITY_NOT_MATCH, f"must share a node with {term.describe()}"
@@ -106,7 +124,7 @@ def _quota_affinity(ssn: Session) -> tuple[Callable[[QuotaInfo], Status], Callab
                     )
         return SUCCESS
 
-    return pre_predicate_qn, predicate_qn
+    return pre_predicate_qn, predicate_qn, on_binding
 
 
 def _predicate_tq(task: TaskInfo, quota: QuotaInfo) -> Status:
