@@ -68,25 +68,23 @@ def _quota_affinity(
     """``qn.pre_predicate``, ``qn.predicate`` and their ``events`` hook: quota↔quota affinity (the
     nodes of the bound quotas each term selects) and anti-affinity, both ways.
 
-    The nodes a quota's terms select are computed when first read and kept until a quota is
-    bound or released in the session (or such a change is undone): then every kept answer is
+    The nodes each term selects for a quota are computed when first read and kept until a quota
+    is bound or released in the session (or such a change is undone): then every kept answer is
     dropped, as any of them may have changed. A caller that judges nodes without the
     ``pre_predicate`` stage (the topology planner judges each node through ``select`` and
-    ``predicate`` only) thus never reads where the partners were before a bind of this session."""
-    affinity_nodes: dict[str, list[tuple[QuotaAffinityTerm, frozenset[str]]]] = {}
+    ``predicate`` only) thus never reads where the partners were before a bind of this session.
+    Kept per term, not per quota: a planner may judge a copy of a quota with fewer terms."""
+    affinity_nodes: dict[tuple[QuotaAffinityTerm, str], frozenset[str]] = {}
 
     def bound_nodes_of(term: QuotaAffinityTerm, me: str) -> frozenset[str]:
-        out = set()
-        for q in ssn.quotas():
-            if q.name != me and q.node_name and term.matches(q.name, q.labels):
-                out.add(q.node_name)
-        return frozenset(out)
-
-    def affinity_of(quota: QuotaInfo) -> list[tuple[QuotaAffinityTerm, frozenset[str]]]:
-        terms = affinity_nodes.get(quota.name)
-        if terms is None:
-            terms = affinity_nodes[quota.name] = [(t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity]
-        return terms
+        nodes = affinity_nodes.get((term, me))
+        if nodes is None:
+            found = set()
+            for q in ssn.quotas():
+                if q.name != me and q.node_name and term.matches(q.name, q.labels):
+                    found.add(q.node_name)
+            nodes = affinity_nodes[term, me] = frozenset(found)
+        return nodes
 
     def pre_predicate_qn(quota: QuotaInfo) -> Status:
         return SUCCESS
@@ -96,12 +94,10 @@ def _quota_affinity(
             affinity_nodes.clear()
 
     def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
-        if quota.quota_affinity:
-            for term, nodes in affinity_of(quota):
-                if nodes and node.name not in nodes:
-                    return Status.unresolvable(
-                        Reason.QUOTA_AFFINITY_NOT_MATCH, f"must share a node with {term.describe()}"
-                    )
+        for term in quota.quota_affinity:
+            nodes = bound_nodes_of(term, quota.name)
+            if nodes and node.name not in nodes:
+                return Status.unresolvable(Reason.QUOTA_AFFINITY_NOT_MATCH, f"must share a node with {term.describe()}")
         if quota.quota_anti_affinity:
             for other_name in node.quota_allocated:
                 if other_name == quota.name:
