@@ -46,13 +46,8 @@ class Plugin:
         self.args = args
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        pre_predicate_qn, predicate_qn, on_binding = _quota_affinity(ssn)
-        node_order_tq, on_placement = _task_preference(ssn)
-
-        def on_event(ev: Event) -> None:
-            on_binding(ev)
-            on_placement(ev)
-
+        pre_predicate_qn, predicate_qn, affinity_nodes = _quota_affinity(ssn)
+        node_order_tq, on_event = _task_preference(ssn, affinity_nodes)
         return {
             "events": on_event,
             "tq.predicate": _predicate_tq,
@@ -64,9 +59,10 @@ class Plugin:
 
 def _quota_affinity(
     ssn: Session,
-) -> tuple[Callable[[QuotaInfo], Status], Callable[[QuotaInfo, NodeInfo], Status], Callable[[Event], None]]:
-    """``qn.pre_predicate``, ``qn.predicate`` and their ``events`` hook: quota↔quota affinity (the
-    nodes of the bound quotas each term selects) and anti-affinity, both ways.
+) -> tuple[Callable[[QuotaInfo], Status], Callable[[QuotaInfo, NodeInfo], Status], dict[Any, frozenset[str]]]:
+    """``qn.pre_predicate``, ``qn.predicate`` and the answers they keep (which the ``events`` hook
+    of :func:`_task_preference` drops): quota↔quota affinity (the nodes of the bound quotas each
+    term selects) and anti-affinity, both ways.
 
     The nodes each term selects for a quota are computed when first read and kept until a quota
     is bound or released in the session (or such a change is undone): then every kept answer is
@@ -88,10 +84,6 @@ def _quota_affinity(
 
     def pre_predicate_qn(quota: QuotaInfo) -> Status:
         return SUCCESS
-
-    def on_binding(ev: Event) -> None:
-        if affinity_nodes and ev.kind in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
-            affinity_nodes.clear()
 
     def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
         for term in quota.quota_affinity:
@@ -120,7 +112,7 @@ def _quota_affinity(
                     )
         return SUCCESS
 
-    return pre_predicate_qn, predicate_qn, on_binding
+    return pre_predicate_qn, predicate_qn, affinity_nodes
 
 
 def _predicate_tq(task: TaskInfo, quota: QuotaInfo) -> Status:
@@ -132,9 +124,12 @@ def _predicate_tq(task: TaskInfo, quota: QuotaInfo) -> Status:
     return SUCCESS
 
 
-def _task_preference(ssn: Session) -> tuple[Callable[[TaskInfo, QuotaInfo], float], Callable[[Event], None]]:
+def _task_preference(
+    ssn: Session, affinity_nodes: dict[Any, frozenset[str]]
+) -> tuple[Callable[[TaskInfo, QuotaInfo], float], Callable[[Event], None]]:
     """``tq.node_order`` (the seed's tiers, the sibling bonus or malus, best fit) and the
-    ``events`` hook that forgets where a job's tasks sit when that changes."""
+    ``events`` hook that forgets where a job's tasks sit when that changes, and, on a quota bound
+    or released, the ``affinity_nodes`` :func:`_quota_affinity` keeps."""
     sibling_nodes: dict[str, frozenset[str]] = {}
 
     def siblings_on(task: TaskInfo) -> frozenset[str]:
@@ -186,6 +181,7 @@ def _task_preference(ssn: Session) -> tuple[Callable[[TaskInfo, QuotaInfo], floa
                 sibling_nodes.pop(t.job, None)
         elif ev.kind in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
             sibling_nodes.clear()
+            affinity_nodes.clear()
 
     return node_order_tq, on_event
 
