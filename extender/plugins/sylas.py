@@ -14,8 +14,10 @@ with the annotation ``spot-pool`` (default exclusive).
   evicted soon).
 * ``qn.node_order`` — binding a quota to a node whose ``idle`` spot pods occupy will mean
   evicting them (``idle`` less the room of quotas bound there whose pods have not started: those
-  displace spot pods too, later): predict the victims (exclusive pool first, whole PodGroups at
-  a time, cheapest first, none that the shortage does not need) and score ``1 − cost``, cost
+  displace spot pods too, later): predict the victims among the pods reclaim may evict for the
+  quota's pods (``victims.may_go``: of lower priority, not kept by the policy; if they cannot
+  make room, 0) — exclusive pool first, whole PodGroups at a time, cheapest first, none that
+  the shortage does not need — and score ``1 − cost``, cost
   weighing four strategies: priority class, number of pods evicted, resources evicted, and run
   time (shortest- or longest-running first).
 * ``job.victims`` — only spot pods may be preempted.
@@ -37,6 +39,7 @@ from extender import wellknown
 from extender.framework.plugin import ArgsModel
 from extender.framework.session import Session
 from extender.framework.status import SKIP, SUCCESS, Reason, Status
+from extender.framework.victims import may_go
 from extender.model.node import NodeInfo, NodeTask
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource, to_units
@@ -303,12 +306,20 @@ class Plugin:
             if all(v <= free.get(n, 0) for n, v in quota.request.q.items()):
                 return 1.0  # nothing to evict
             shortage = _shortage(quota.request, free)
-            victims = self.predicted_victims(node, shortage, ssn.now, gpus)
+            victims = self.predicted_victims(node, shortage, ssn.now, gpus, may_go_for(quota, node))
             if victims is None:
                 return 0.0
             # the cost of everything evicted, as one group: two victims cost more than one
             cost = self.group_cost([rec for g in victims for rec in g], node, ssn.now, gpus)
             return max(0.0, 1.0 - cost)
+
+        def may_go_for(quota: QuotaInfo, node: NodeInfo) -> frozenset[str] | None:
+            """The pods of ``node`` reclaim may evict for the quota's pods (``may_go``, the one
+            rule): for the claimant allowed the least — one that never preempts, else the lowest
+            priority —, as each of its pods preempts on its own. None: no claimant yet, every
+            spot pod of the node (a guess)."""
+            weakest = min(ssn.claimants(quota), key=lambda t: (t.preempts, t.priority), default=None)
+            return None if weakest is None else frozenset(t.uid for t in may_go(ssn, weakest, node))
 
         def victims(preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> frozenset[str]:
             return frozenset(t.uid for t in candidates if t.preemptible)
