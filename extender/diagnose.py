@@ -83,7 +83,7 @@ UNBLOCK: dict[Reason, str] = {
     Reason.LOWER_PRIORITY_PODS_USE_NODE: "kube-scheduler's preemption will evict the spot pods",
     Reason.SPOT_POOL_EXHAUSTED: "wait for spot capacity",
     Reason.SPOT_POOL_INVALID: "fix the node's scheduling.infini-ai.com/spot-shared annotation: a quantity of the "
-    "spot resource (e.g. 2), or remove it; spot pods avoid the node until then",
+    "spot resource (e.g. 2) no more than the node has, or remove it; spot pods avoid the node until then",
     Reason.RELEASED_UNSCHEDULABLE: "the job's pods could not be placed; it retries after back-off",
     Reason.CACHE_NOT_SYNCED: "wait for the scheduler to finish starting",
     Reason.QUOTA_NOT_BOUND: "wait for the binder's next cycle; if the quotas stay unbound, check that a replica "

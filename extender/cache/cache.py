@@ -104,6 +104,7 @@ class ClusterCache:
         self.pending_reservations: dict[str, dict[str, ReservedTask]] = defaultdict(dict)  # quota → uid → r
         self._reservation_expiry: dict[str, float] = {}  # quota → earliest expiry its status shows
         self.conversion_errors: dict[str, str] = {}  # "Kind/name" → last error (shown by /diagnose)
+        self.node_problems: dict[str, str] = {}  # node → why its spot pools cannot be read (logged once)
         # in-flight claims recorded on the quotas (status.tasks entries with expiresAt), and the
         # ones whose pod was seen claiming the quota (never counted again: the pod's claim is)
         self._inflight: dict[str, dict[str, ClaimEntry]] = {}

@@ -4,18 +4,23 @@ A node's :class:`~extender.model.node.NodeInfo` is rebuilt from its Node and its
 (either event) and then carries again everything placed on it: the pods the cache saw there and
 the quotas bound to it. A NodeTopology status-only write (the discovery agents' heartbeat)
 changes nothing a node is built from: no rebuild, no generation bump. Also here: which nodes'
-``zone`` label differs from their NodeTopology's (:func:`zone_label_drift`).
+``zone`` label differs from their NodeTopology's (:func:`zone_label_drift`). A node whose
+``spot-shared`` annotation sizes no spot pool (:func:`extender.plugins.sylas.pools`) is logged
+once per value, and kept in ``cache.node_problems`` until it is fixed or the node goes.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from extender import wellknown
 from extender.cache import convert
 from extender.cache.convert import ConversionError
 from extender.cache.meta import Obj, name_of
+from extender.model.node import NodeInfo
 from extender.model.task import ON_NODE, TaskInfo
+from extender.plugins.sylas import pools
 
 if TYPE_CHECKING:
     from extender.cache.cache import ClusterCache
@@ -29,6 +34,8 @@ __all__ = [
     "zone_label_drift",
 ]
 
+log = logging.getLogger(__name__)
+
 
 def on_node_add(cache: ClusterCache, obj: Obj) -> None:
     cache._node_objs[name_of(obj)] = obj
@@ -39,6 +46,7 @@ def on_node_delete(cache: ClusterCache, obj: Obj) -> None:
     name = name_of(obj)
     cache._node_objs.pop(name, None)
     cache.nodes.pop(name, None)
+    cache.node_problems.pop(name, None)
     for q in list(cache._quotas_on.get(name, ())):
         cache._touch(q)
     cache._bump(nodes=True)
@@ -96,6 +104,7 @@ def _rebuild_node(cache: ClusterCache, name: str) -> None:
         cache._error(f"Node/{name}", exc)
         return
     cache._ok(f"Node/{name}")
+    _check_spot_pools(cache, name, node)
     # re-attach everything this node carries
     for task in _tasks_on(cache, name):
         node.add_task(task, force=True)
@@ -106,6 +115,19 @@ def _rebuild_node(cache: ClusterCache, name: str) -> None:
     for q in bound_here:
         cache._touch(q.name)
     cache._bump(nodes=True)
+
+
+def _check_spot_pools(cache: ClusterCache, name: str, node: NodeInfo) -> None:
+    """Record (and log, once per message) why the node's spot pools cannot be read; forget it
+    once they can. Spot pods avoid such a node with ``SpotPoolInvalid``: the operator sees why
+    in the log, not only in a pending spot pod's events."""
+    problem = pools(node, cache.opts.spot_resource)
+    if not isinstance(problem, str):
+        cache.node_problems.pop(name, None)
+        return
+    if cache.node_problems.get(name) != problem:
+        log.warning("spot pods avoid node %s: %s", name, problem)
+    cache.node_problems[name] = problem
 
 
 def _tasks_on(cache: ClusterCache, node: str) -> list[TaskInfo]:

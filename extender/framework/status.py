@@ -75,7 +75,7 @@ class Reason(Enum):
     INSUFFICIENT_IDLE = "InsufficientIdle"
     LOWER_PRIORITY_PODS_USE_NODE = "LowerPriorityPodsUseNode"
     SPOT_POOL_EXHAUSTED = "SpotPoolExhausted"
-    SPOT_POOL_INVALID = "SpotPoolInvalid"  # the node's spot-shared annotation is no quantity
+    SPOT_POOL_INVALID = "SpotPoolInvalid"  # the node's spot-shared annotation is no quantity, or too much
     WAITING_FOR_BIND = "WaitingForBind"
     BIND_FAILED = "BindFailed"
     # release / back-off

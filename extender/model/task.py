@@ -176,8 +176,10 @@ class TaskInfo:
         return self.annotations.get(ANNO_REQUIRED_QUOTA, "")
 
     def placement_key(self) -> tuple[object, ...]:
-        """A hashable key of what node filters read of this pod: tolerations, node selector, node
-        affinity, mount points. Pods with equal keys pass or fail the same nodes."""
+        """A hashable key of what node filters and scores read of this pod: tolerations, node
+        selector, node affinity, mount points, and its priority and whether it preempts (which
+        spot pods may go for it, which the eviction-cost score prices). Pods with equal keys pass
+        or fail, and score, the same nodes."""
         key = self._placement_key
         if key is None:
             key = self._placement_key = (
@@ -185,5 +187,7 @@ class TaskInfo:
                 map_key(self.node_selector),
                 self.node_affinity,
                 self.mount_points,
+                self.priority,
+                self.preempts,
             )
         return key

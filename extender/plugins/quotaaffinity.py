@@ -46,8 +46,8 @@ class Plugin:
         self.args = args
 
     def open(self, ssn: Session) -> dict[str, Callable[..., Any]]:
-        pre_predicate_qn, predicate_qn = _quota_affinity(ssn)
-        node_order_tq, on_event = _task_preference(ssn)
+        pre_predicate_qn, predicate_qn, affinity_nodes = _quota_affinity(ssn)
+        node_order_tq, on_event = _task_preference(ssn, affinity_nodes)
         return {
             "events": on_event,
             "tq.predicate": _predicate_tq,
@@ -57,33 +57,39 @@ class Plugin:
         }
 
 
-def _quota_affinity(ssn: Session) -> tuple[Callable[[QuotaInfo], Status], Callable[[QuotaInfo, NodeInfo], Status]]:
-    """``qn.pre_predicate`` and ``qn.predicate``: quota↔quota affinity (the nodes of the bound
-    quotas each term selects, computed once per quota and session) and anti-affinity, both ways."""
-    affinity_nodes: dict[str, list[tuple[QuotaAffinityTerm, frozenset[str]]]] = {}
+def _quota_affinity(
+    ssn: Session,
+) -> tuple[Callable[[QuotaInfo], Status], Callable[[QuotaInfo, NodeInfo], Status], dict[Any, frozenset[str]]]:
+    """``qn.pre_predicate``, ``qn.predicate`` and the answers they keep (which the ``events`` hook
+    of :func:`_task_preference` drops): quota↔quota affinity (the nodes of the bound quotas each
+    term selects) and anti-affinity, both ways.
+
+    The nodes each term selects for a quota are computed when first read and kept until a quota
+    is bound or released in the session (or such a change is undone): then every kept answer is
+    dropped, as any of them may have changed. A caller that judges nodes without the
+    ``pre_predicate`` stage (the topology planner judges each node through ``select`` and
+    ``predicate`` only) thus never reads where the partners were before a bind of this session.
+    Kept per term, not per quota: a planner may judge a copy of a quota with fewer terms."""
+    affinity_nodes: dict[tuple[QuotaAffinityTerm, str], frozenset[str]] = {}
 
     def bound_nodes_of(term: QuotaAffinityTerm, me: str) -> frozenset[str]:
-        out = set()
-        for q in ssn.quotas():
-            if q.name != me and q.node_name and term.matches(q.name, q.labels):
-                out.add(q.node_name)
-        return frozenset(out)
+        nodes = affinity_nodes.get((term, me))
+        if nodes is None:
+            found = set()
+            for q in ssn.quotas():
+                if q.name != me and q.node_name and term.matches(q.name, q.labels):
+                    found.add(q.node_name)
+            nodes = affinity_nodes[term, me] = frozenset(found)
+        return nodes
 
     def pre_predicate_qn(quota: QuotaInfo) -> Status:
-        if quota.quota_affinity:
-            affinity_nodes[quota.name] = [(t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity]
         return SUCCESS
 
     def predicate_qn(quota: QuotaInfo, node: NodeInfo) -> Status:
-        if quota.quota_affinity:
-            terms = affinity_nodes.get(quota.name)
-            if terms is None:
-                terms = affinity_nodes[quota.name] = [(t, bound_nodes_of(t, quota.name)) for t in quota.quota_affinity]
-            for term, nodes in terms:
-                if nodes and node.name not in nodes:
-                    return Status.unresolvable(
-                        Reason.QUOTA_AFFINITY_NOT_MATCH, f"must share a node with {term.describe()}"
-                    )
+        for term in quota.quota_affinity:
+            nodes = bound_nodes_of(term, quota.name)
+            if nodes and node.name not in nodes:
+                return Status.unresolvable(Reason.QUOTA_AFFINITY_NOT_MATCH, f"must share a node with {term.describe()}")
         if quota.quota_anti_affinity:
             for other_name in node.quota_allocated:
                 if other_name == quota.name:
@@ -106,7 +112,7 @@ def _quota_affinity(ssn: Session) -> tuple[Callable[[QuotaInfo], Status], Callab
                     )
         return SUCCESS
 
-    return pre_predicate_qn, predicate_qn
+    return pre_predicate_qn, predicate_qn, affinity_nodes
 
 
 def _predicate_tq(task: TaskInfo, quota: QuotaInfo) -> Status:
@@ -118,9 +124,12 @@ def _predicate_tq(task: TaskInfo, quota: QuotaInfo) -> Status:
     return SUCCESS
 
 
-def _task_preference(ssn: Session) -> tuple[Callable[[TaskInfo, QuotaInfo], float], Callable[[Event], None]]:
+def _task_preference(
+    ssn: Session, affinity_nodes: dict[Any, frozenset[str]]
+) -> tuple[Callable[[TaskInfo, QuotaInfo], float], Callable[[Event], None]]:
     """``tq.node_order`` (the seed's tiers, the sibling bonus or malus, best fit) and the
-    ``events`` hook that forgets where a job's tasks sit when that changes."""
+    ``events`` hook that forgets where a job's tasks sit when that changes, and, on a quota bound
+    or released, the ``affinity_nodes`` :func:`_quota_affinity` keeps."""
     sibling_nodes: dict[str, frozenset[str]] = {}
 
     def siblings_on(task: TaskInfo) -> frozenset[str]:
@@ -172,6 +181,7 @@ def _task_preference(ssn: Session) -> tuple[Callable[[TaskInfo, QuotaInfo], floa
                 sibling_nodes.pop(t.job, None)
         elif ev.kind in (EventKind.BIND_QUOTA, EventKind.RELEASE_QUOTA):
             sibling_nodes.clear()
+            affinity_nodes.clear()
 
     return node_order_tq, on_event
 

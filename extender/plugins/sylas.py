@@ -5,7 +5,8 @@ Spot pods are marked by requesting the spot resource (serve's ``--spot-resource`
 they use, so they live in the pod ledger (``idle``) and never in the quota ledger. Each node lends
 its spot resource in two pools: ``shared`` (low power; several pods share GPUs) sized by the node annotation
 ``scheduling.infini-ai.com/spot-shared``, and ``exclusive`` (the rest); an annotation that is no
-quantity refuses spot pods on the node with ``SpotPoolInvalid`` (:func:`pools`). A spot pod picks its pool
+quantity, or more than the node has, refuses spot pods on the node with ``SpotPoolInvalid``
+(:func:`pools`). A spot pod picks its pool
 with the annotation ``spot-pool`` (default exclusive).
 
 * ``tn.predicate`` — a spot pod fits its pool on the node and the node's ``idle``.
@@ -13,8 +14,10 @@ with the annotation ``spot-pool`` (default exclusive).
   evicted soon).
 * ``qn.node_order`` — binding a quota to a node whose ``idle`` spot pods occupy will mean
   evicting them (``idle`` less the room of quotas bound there whose pods have not started: those
-  displace spot pods too, later): predict the victims (exclusive pool first, whole PodGroups at
-  a time, cheapest first, none that the shortage does not need) and score ``1 − cost``, cost
+  displace spot pods too, later): predict the victims among the pods reclaim may evict for the
+  quota's pods (``victims.may_go``: of lower priority, not kept by the policy; if they cannot
+  make room, 0) — exclusive pool first, whole PodGroups at a time, cheapest first, none that
+  the shortage does not need — and score ``1 − cost``, cost
   weighing four strategies: priority class, number of pods evicted, resources evicted, and run
   time (shortest- or longest-running first).
 * ``job.victims`` — only spot pods may be preempted.
@@ -36,6 +39,7 @@ from extender import wellknown
 from extender.framework.plugin import ArgsModel
 from extender.framework.session import Session
 from extender.framework.status import SKIP, SUCCESS, Reason, Status
+from extender.framework.victims import may_go
 from extender.model.node import NodeInfo, NodeTask
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource, to_units
@@ -66,10 +70,11 @@ Args = SylasArgs
 
 def pools(node: NodeInfo, resource: str) -> tuple[int, int] | str:
     """(shared, exclusive) capacity of the node's spot resource, in milli-units: the shared pool
-    is the ``spot-shared`` annotation (none: 0; more than the node has: all of it), the
-    exclusive pool the rest. An annotation that is no non-negative quantity (an operator's typo)
-    sizes no pool: the answer is why (a str), which the predicate gives spot pods as their
-    reason — never a guess of 0 that hands the exclusive pool the GPUs meant to be shared."""
+    is the ``spot-shared`` annotation (none: 0), the exclusive pool the rest. An annotation that
+    is no quantity between 0 and what the node has of ``resource`` (an operator's typo: ``two``,
+    ``-2``, ``80`` on a node of 8) sizes no pool: the answer is why (a str), which the predicate
+    gives spot pods as their reason — as kube-apiserver refuses an out-of-range value rather than
+    clamp it, never a guess (0, or the whole node) that moves GPUs from one pool to the other."""
     total = node.allocatable.get(resource)
     raw = node.annotations.get(wellknown.ANNO_SPOT_SHARED)
     if not raw:
@@ -80,7 +85,10 @@ def pools(node: NodeInfo, resource: str) -> tuple[int, int] | str:
         shared = -1
     if shared < 0:
         return f"node annotation {wellknown.ANNO_SPOT_SHARED}: {raw!r} is not a quantity of {resource}"
-    shared = min(total, shared)
+    if shared > total:
+        return (
+            f"node annotation {wellknown.ANNO_SPOT_SHARED}: {raw!r} is more than the node's {total / 1000:g} {resource}"
+        )
     return shared, total - shared
 
 
@@ -298,12 +306,20 @@ class Plugin:
             if all(v <= free.get(n, 0) for n, v in quota.request.q.items()):
                 return 1.0  # nothing to evict
             shortage = _shortage(quota.request, free)
-            victims = self.predicted_victims(node, shortage, ssn.now, gpus)
+            victims = self.predicted_victims(node, shortage, ssn.now, gpus, may_go_for(quota, node))
             if victims is None:
                 return 0.0
             # the cost of everything evicted, as one group: two victims cost more than one
             cost = self.group_cost([rec for g in victims for rec in g], node, ssn.now, gpus)
             return max(0.0, 1.0 - cost)
+
+        def may_go_for(quota: QuotaInfo, node: NodeInfo) -> frozenset[str] | None:
+            """The pods of ``node`` reclaim may evict for the quota's pods (``may_go``, the one
+            rule): for the claimant allowed the least — one that never preempts, else the lowest
+            priority —, as each of its pods preempts on its own. None: no claimant yet, every
+            spot pod of the node (a guess)."""
+            weakest = min(ssn.claimants(quota), key=lambda t: (t.preempts, t.priority), default=None)
+            return None if weakest is None else frozenset(t.uid for t in may_go(ssn, weakest, node))
 
         def victims(preemptor: TaskInfo, candidates: Sequence[TaskInfo]) -> frozenset[str]:
             return frozenset(t.uid for t in candidates if t.preemptible)

@@ -11,7 +11,7 @@
   fit (NodeResourcesFit, taints, nodeSelector, readiness), then ``POST /filter`` with
   ``NodeNames``, ``/prioritize`` when more than one node passes, ``/bind``; and, when the
   extender says preemption may help (``FailedNodes``), a dry run choosing lower-priority victims
-  and ``POST /preempt``, then evictions.
+  and ``POST /preempt``, then evictions — unless the pod's ``preemptionPolicy`` is ``Never``.
 * :class:`Kubelet` marks bound pods Running; node lifecycle and a training operator (recreate the
   pods of a job that lost them) are small helpers of the runner.
 
@@ -259,7 +259,12 @@ class KubeSchedulerStandIn:
         return attempt
 
     async def _preempt(self, pod: Obj, candidates: list[str], nodes: list[Obj], pods: list[Obj]) -> list[str]:
-        """kube-scheduler's DefaultPreemption dry run over the resolvable nodes, then the extender."""
+        """kube-scheduler's DefaultPreemption dry run over the resolvable nodes, then the extender.
+        None for a pod whose ``preemptionPolicy`` is ``Never`` (a non-preempting PriorityClass):
+        kube-scheduler finds it not eligible to preempt others, and neither dry-runs nor calls
+        ``/preempt``."""
+        if (pod.get("spec") or {}).get("preemptionPolicy") == "Never":
+            return []
         prio = int((pod.get("spec") or {}).get("priority") or 0)
         need = pod_request(pod)
         by_node: defaultdict[str, list[Obj]] = defaultdict(list)

@@ -43,7 +43,11 @@ def place_one_whole_node_worker(
         objs += [b.node(name, extra_allocatable=SPOT), b.topology(name, ["s1"])]
     objs += [b.podgroup("spot4", min_member=1), b.podgroup("spot1", min_member=1)]
     objs += spot + (others or [])
-    objs += b.training_job("train", 1, gpu=gpu, hca=1)
+    train = b.training_job("train", 1, gpu=gpu, hca=1)
+    for o in train:
+        if o["kind"] == "Pod":
+            o["spec"]["priority"] = 100  # above the spot pods' 0: they may go for it (victims.may_go)
+    objs += train
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)
     assert not cache.conversion_errors

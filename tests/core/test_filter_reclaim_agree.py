@@ -9,6 +9,13 @@ the filter counted every lower-priority spot pod of the node: a node full of kub
 pods, or of pods a preemption was already deleting, was answered resolvable, kube-scheduler
 ran a preemption, and reclaim refused it — the pod waited a preemption round each cycle, its
 reason saying spot pods would be evicted when none could be.
+
+The property draws only nodes the preemptor does not fit (:func:`crowded`), the room it lacks
+held by pods that may go and pods that may not. With the filter's old rule back (every
+lower-priority spot pod counted) about a quarter of its examples fail, and with the
+``preemptionPolicy: Never`` rule taken out of ``framework/victims.py`` about a fifth; the
+neighbours of ``test_reclaim_victims`` it drew before found the first in 0–2 % of examples (none
+in some runs of 500).
 """
 
 from __future__ import annotations
@@ -27,32 +34,67 @@ from extender.framework.status import Reason
 from extender.plugins.quotapredicates import tn_quota_task
 from tests import builders as b
 from tests.core.props import PROPERTY
-from tests.core.test_reclaim_victims import NOW, POLICIES, _session, neighbours
+from tests.core.test_reclaim_victims import NOW, POLICIES, PREEMPTOR_PRIORITY, _session
 
 PREEMPTED = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+GPUS = 8  # n0's GPUs (and spot GPUs)
+
+
+@st.composite
+def crowded(draw: st.DrawFn) -> tuple[list[dict[str, Any]], int]:
+    """(pods running on n0, the preemptor's GPUs): the node is full enough that the preemptor does
+    not fit its ``idle`` — the only case where the filter and reclaim have anything to say — and
+    the room it lacks is held by pods of every sort: spot pods of lower priority that may go, and
+    ones that may not (kube-system under conformance, already being preempted, of equal or higher
+    priority), beside quota pods and pods of other schedulers. Whether the pods that may go free
+    enough is thus decided one way or the other in most examples, not in a few percent."""
+    gpu = draw(st.sampled_from([2, 4, 6]), label="preemptor GPUs")
+    left = draw(st.integers(0, gpu - 1), label="GPUs left idle")
+    pods: list[dict[str, Any]] = []
+    used = 0
+    while used < GPUS - left:
+        i = len(pods)
+        size = min(draw(st.integers(1, 2)), GPUS - left - used)
+        used += size
+        kind = draw(st.sampled_from(["spot", "spot", "spot", "quota", "other"]))
+        pod = b.pod(
+            f"p{i}",
+            namespace=draw(st.sampled_from(["batch", "kube-system"])),
+            group=f"g{i}" if kind == "spot" else None,
+            quota="q1" if kind == "quota" else None,
+            gpu=size,
+            hca=None,
+            extra={wellknown.RESOURCE_SPOT_GPU: str(size)} if kind == "spot" else None,
+            node="n0",
+            phase="Running",
+            priority=draw(st.sampled_from([0, 0, 50, PREEMPTOR_PRIORITY, 500])),
+            scheduler="default-scheduler" if kind == "other" else wellknown.SCHEDULER_NAME,
+        )
+        if kind == "spot" and draw(st.booleans()):
+            pod["status"].setdefault("conditions", []).append(dict(PREEMPTED))
+        pods.append(pod)
+    return pods, gpu
 
 
 @PROPERTY
-@given(
-    neighbours(),
-    st.lists(st.booleans(), min_size=5, max_size=5),
-    st.sampled_from([2, 4, 6]),
-    st.sampled_from(sorted(POLICIES, key=str)),
-)
+@given(crowded(), st.booleans(), st.sampled_from(sorted(POLICIES, key=str)))
 def test_filter_says_preemption_helps_exactly_when_reclaim_answers_victims(
-    pods: list[dict[str, Any]], preempted: list[bool], gpu: int, victims: str | None
+    case: tuple[list[dict[str, Any]], int], never: bool, victims: str | None
 ) -> None:
-    for pod, gone in zip(pods, preempted, strict=False):
-        if gone:
-            pod["status"].setdefault("conditions", []).append(dict(PREEMPTED))
-    ssn = _session(pods, gpu, POLICIES[victims])
+    """Besides the agreement, an oracle of its own for a preemptor that never preempts
+    (``preemptionPolicy: Never``): neither says a pod may go."""
+    pods, gpu = case
+    ssn = _session(pods, gpu, POLICIES[victims], never=never)
     preemptor = next(t for j in ssn.jobs() for t in j.tasks.values() if t.name == "train-0")
     node = ssn.node("n0")
     assert node is not None
+    assert preemptor.request.shortfalls(node.idle), "the strategy keeps the preemptor from fitting"
     status = tn_quota_task(ssn, preemptor, node)
     answered = reclaim.reclaim(ssn, preemptor, {"n0": []}).victims.get("n0")
     says_preempt = status.reason == Reason.LOWER_PRIORITY_PODS_USE_NODE
     assert says_preempt == bool(answered), (status, answered, victims)
+    if never:
+        assert not says_preempt and not answered, (status, answered)
 
 
 def test_kube_system_spot_pods_do_not_make_a_node_resolvable() -> None:

@@ -96,7 +96,9 @@ def neighbours(draw: st.DrawFn) -> list[dict[str, Any]]:
     return pods
 
 
-def _session(pods: list[dict[str, Any]], gpu: int, policy: Policy) -> Session:
+def _session(pods: list[dict[str, Any]], gpu: int, policy: Policy, *, never: bool = False) -> Session:
+    """n0 (8 GPUs, 8 spot GPUs) with ``pods`` running, q0 (``gpu``) and q1 (2 GPUs) bound there,
+    and the preemptor ``train-0`` claiming q0 (``never``: its ``preemptionPolicy`` is Never)."""
     objs: list[dict[str, Any]] = [
         b.queue("research"),
         b.node("n0", extra_allocatable={wellknown.RESOURCE_SPOT_GPU: "8"}),
@@ -105,6 +107,8 @@ def _session(pods: list[dict[str, Any]], gpu: int, policy: Policy) -> Session:
         b.pod("train-0", quota="q0", gpu=gpu, hca=1, priority=PREEMPTOR_PRIORITY),
         *pods,
     ]
+    if never:
+        objs[4]["spec"]["preemptionPolicy"] = "Never"
     objs += [b.podgroup(f"g{i}", namespace=p["metadata"]["namespace"], min_member=1) for i, p in enumerate(pods)]
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)

@@ -213,29 +213,45 @@ def _merged(mix: Mix, groups: Sequence[Sequence[int]]) -> Mix:
 
 
 def for_planning(
-    mix: Mix, fences: Sequence[Range], quotas: Callable[[], Iterable[QuotaInfo]], *, strict: bool
+    mix: Mix,
+    fences: Sequence[Range],
+    quotas: Callable[[], Iterable[QuotaInfo]],
+    *,
+    strict: bool,
+    beside_earlier: bool = False,
 ) -> tuple[Mix, list[Range]]:
     """``mix`` and its quotas' ``fences`` as the exact planner takes them: the quotas that must
-    share a node joined (:func:`together`, :func:`glue`), then kinds merged down to
-    ``mixedplan.STATE_LIMIT`` count vectors (:func:`coarsen`)."""
-    mix, kept = glue(mix, together(mix.unbound, quotas, strict=strict), fences)
+    share a node joined (:func:`together`, :func:`glue`; ``beside_earlier``: also those that may
+    go beside a bound quota instead), then kinds merged down to ``mixedplan.STATE_LIMIT`` count
+    vectors (:func:`coarsen`)."""
+    pairs = together(mix.unbound, quotas, strict=strict, beside_earlier=beside_earlier)
+    mix, kept = glue(mix, pairs, fences)
     return coarsen(mix, STATE_LIMIT), kept
 
 
 def together(
-    unbound: Sequence[QuotaInfo], quotas: Callable[[], Iterable[QuotaInfo]], *, strict: bool
+    unbound: Sequence[QuotaInfo],
+    quotas: Callable[[], Iterable[QuotaInfo]],
+    *,
+    strict: bool,
+    beside_earlier: bool = False,
 ) -> list[tuple[int, int]]:
     """Which of ``unbound`` (positions, rank order) must share a node, for :func:`glue`: a quota
     bound in rank order goes, by a ``quotaAffinity`` term that selects none of the bound quotas
     (of ``quotas()``, the session's; the predicate keeps it to those) but some before it, to the
     node of the last of these; in strict rank order every quota between them goes there too
-    (node indices never descend)."""
+    (node indices never descend).
+
+    ``beside_earlier``: also by a term that selects bound quotas as well. Such a quota may go to
+    a bound one's node (the plan without this) or, once the earlier one is bound, beside it (the
+    plan the planner tries when the first fails)."""
     pairs: list[tuple[int, int]] = []
     for i, q in enumerate(unbound):
         for term in q.quota_affinity:
             before = [j for j in range(i) if term.matches(unbound[j].name, unbound[j].labels)]
-            if before and not any(
-                o.node_name and o.name != q.name and term.matches(o.name, o.labels) for o in quotas()
+            if before and (
+                beside_earlier
+                or not any(o.node_name and o.name != q.name and term.matches(o.name, o.labels) for o in quotas())
             ):
                 pairs += [(j, j + 1) for j in range(before[-1], i)] if strict else [(before[-1], i)]
     return pairs
@@ -247,8 +263,9 @@ def glue(mix: Mix, pairs: Sequence[tuple[int, int]], fences: Sequence[Range]) ->
     ``planner.py`` says which). Each set of quotas the pairs join is a kind alone asking for the
     sum of their requests, which a node takes only if it takes every one of them, inside the
     fences of all of them, at the place of its first quota in rank order; the others follow it
-    (``Mix.glued``). Not when a joined quota repels or is repelled by a kind (``Kind.apart``):
-    ``mix`` as it is."""
+    (``Mix.glued``), judged without the ``quotaAffinity`` terms the quotas before it in its set
+    satisfy (:func:`_beside`). Not when a joined quota repels or is repelled by a kind
+    (``Kind.apart``): ``mix`` as it is."""
     parent = list(range(len(mix.order)))
 
     def root(p: int) -> int:
@@ -278,7 +295,11 @@ def glue(mix: Mix, pairs: Sequence[tuple[int, int]], fences: Sequence[Range]) ->
             for name, v in kinds[mix.order[p]].request.items():
                 total[name] = total.get(name, 0) + v
         new_kinds.append(Kind(total, 1))
-        reps.append([q for p in ps for q in mix.reps[mix.order[p]]])
+        unit_reps = []
+        for k, p in enumerate(ps):
+            member, partners = mix.unbound[p], [mix.unbound[m] for m in ps[:k]]
+            unit_reps += [_beside(q, partners) if q.name == member.name else q for q in mix.reps[mix.order[p]]]
+        reps.append(unit_reps)
     unbound, order, kept, glued = [], [], [], {}
     for p, q in enumerate(mix.unbound):
         if p in unit_kind:
@@ -294,6 +315,18 @@ def glue(mix: Mix, pairs: Sequence[tuple[int, int]], fences: Sequence[Range]) ->
     at = next(p for p, q in enumerate(mix.unbound) if q is mix.head)
     head_kind = unit_kind[root(at)] if at in taken else renum[mix.order[at]]
     return Mix(unbound, mix.head, new_kinds, reps, order, head_kind, glued), kept
+
+
+def _beside(quota: QuotaInfo, partners: Sequence[QuotaInfo]) -> QuotaInfo:
+    """``quota`` as the planner judges it on the node of ``partners`` (the quotas glued before it,
+    bound there first): without the ``quotaAffinity`` terms that select one of them, which that
+    node satisfies whatever node it is."""
+    kept = tuple(t for t in quota.quota_affinity if not any(t.matches(o.name, o.labels) for o in partners))
+    if len(kept) == len(quota.quota_affinity):
+        return quota
+    out = quota.clone()
+    out.quota_affinity = kept
+    return out
 
 
 def _within_all(ranges: Sequence[Range]) -> Range:

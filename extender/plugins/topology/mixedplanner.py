@@ -22,7 +22,7 @@ from extender.framework.status import Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.topology.gangparts import GangPlan, Mix, SpecPlan, for_planning, plan_key
-from extender.plugins.topology.gangplan import Slot, ZoneId
+from extender.plugins.topology.gangplan import Range, Slot, ZoneId
 from extender.plugins.topology.mixedplan import MixedGang, MixedNode, plan_mixed, plan_run, room_for
 from extender.plugins.topology.rankorder import order_break
 from extender.plugins.topology.refusals import out_of_rank_order
@@ -47,9 +47,7 @@ class MixedPlanner:
         sid = self.p.memo.shape_of(head)
         specs, bound_zones = self.p.specs(quotas, head)
         fences = rank_ranges(quotas, unbound, self.p.ssn.node)  # strict order keeps to them (mixedplan rule 2)
-        mix, fences = for_planning(mix, fences, self.p.ssn.quotas, strict=job.strict_order)
-        gang = MixedGang(mix.kinds, mix.order, job.strict_order, self.p.pack, mix.head_kind, fences)
-        best = self.best(job, mix, gang, specs, bound_zones)
+        mix, gang, best = self._glued_best(job, mix, fences, specs, bound_zones)
         if self.p.holds.any():
             free = self.p.without_holds().mixed.best(job, mix, gang, specs, bound_zones)
             kept_off = self.p.kept_off(job, best, free, unbound)
@@ -65,6 +63,33 @@ class MixedPlanner:
         for first, rest in mix.glued.items():
             nodes.update(dict.fromkeys(rest, nodes[first]))
         return GangPlan(nodes, [z.id for z in best.zones])
+
+    def _glued_best(
+        self, job: JobInfo, given: Mix, fences: Sequence[Range], specs: Collection[str], bound_zones: list[ZoneId]
+    ) -> tuple[Mix, MixedGang, SpecPlan | None]:
+        """The gang as the exact planner takes it (``gangparts.for_planning``) and its best plan.
+        A quota whose ``quotaAffinity`` term selects bound quotas and an earlier quota of the gang
+        may go to either's node (the predicate, once the earlier one is bound): the plan on the
+        bound ones' nodes first, as before; only when it has none, the plan that puts the quota
+        beside the earlier one. Refused both ways: the first attempt, which says why. Two plans,
+        not every mix of them: of two such quotas, one beside a bound quota and the other beside
+        its earlier partner is not tried."""
+        first: tuple[Mix, MixedGang, SpecPlan | None] | None = None
+        for beside_earlier in (False, True):
+            if first is not None and not any(q.quota_affinity for q in given.unbound):
+                break  # no quota attracts another: nothing else to glue
+            mix, kept = for_planning(
+                given, fences, self.p.ssn.quotas, strict=job.strict_order, beside_earlier=beside_earlier
+            )
+            if first is not None and mix.glued == first[0].glued:
+                break
+            gang = MixedGang(mix.kinds, mix.order, job.strict_order, self.p.pack, mix.head_kind, kept)
+            best = self.best(job, mix, gang, specs, bound_zones)
+            if best is not None and best.nodes is not None:
+                return mix, gang, best
+            first = first or (mix, gang, best)
+        assert first is not None
+        return first
 
     def _out_of_order(
         self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]

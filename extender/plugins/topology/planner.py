@@ -16,7 +16,9 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
   (``gangparts.coarsen``: never an over-promise, but such a gang may wait while it would fit).
   Every quota is re-checked as it is bound, like any other.
 * **Quota affinity between its own quotas** (``gangparts.glue``): the quotas that must share a
-  node (a quota is bound beside the earlier one its ``quotaAffinity`` names) are planned as one.
+  node (a quota is bound beside the earlier one its ``quotaAffinity`` names) are planned as one;
+  a quota whose term also selects bound quotas goes beside one of those, or — when that plan
+  fails — beside its earlier partner (``MixedPlanner._glued_best``).
 * **minMember below the gang's size** (``gangparts.py``): a gang that does not fit whole places
   the most of its unbound quotas that fit, the lowest ranks first, when they reach ``minMember``.
 * **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
