@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bench.cache_writes import bumped
 from extender.framework.status import Reason
 from extender.plugins.topology.holds import Hold
@@ -214,3 +216,25 @@ def test_a_gang_of_higher_priority_takes_the_place_it_needs_while_a_hold_is_stil
     assert c.holds() == {"default/urgent": ("n0", "n1", "n2", "n3")}
     assert "HoldingNodes n0–n3 (4 nodes) for default/urgent" in result.verdicts["default/urgent"].status.message()
     assert c.scheduler.memory.gang_waits["default/big"] == 1  # displaced: this cycle's failure, counted anew
+
+
+@pytest.mark.parametrize("max_holds", [2, 3])
+def test_a_gang_whose_only_place_two_lower_holds_share_takes_both(max_holds: int) -> None:
+    """One leaf, n0–n3, every node busy. ``big`` and ``big2`` (2 whole nodes each, priority 0)
+    hold n0–n1 and n2–n3. ``urgent`` (priority 10, 4 whole nodes) comes first in hold order and
+    its only place is the whole leaf: it needs both holds ended, not one — ending one at a time
+    leaves it nothing to hold, so it would wait behind two lower gangs' holds. Both are displaced
+    (their gangs wait anew), whether the book is full or has a place left."""
+    leaves = {f"n{i}": "s1" for i in range(4)}
+    c = Cluster(leaves, dict.fromkeys(leaves, 8), workers=2, reserve_after_cycles=1, max_holds=max_holds)
+    b.feed(c.cache, b.training_job("big2", 2, gpu=8, hca=1))
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1"), "default/big2": ("n2", "n3")}
+    _submit_gang(c, "urgent", priority=10)
+    c.cycle()
+    result = c.cycle()
+    assert c.holds() == {"default/urgent": ("n0", "n1", "n2", "n3")}
+    assert "n0–n3 (4 nodes) for default/urgent" in result.verdicts["default/urgent"].status.message()
+    assert c.scheduler.memory.gang_waits["default/big"] == 1  # displaced: this cycle's failure, counted anew
+    assert c.scheduler.memory.gang_waits["default/big2"] == 1

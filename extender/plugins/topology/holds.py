@@ -8,9 +8,10 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
 * **Hold order** (:func:`rank`): queue priority (the priority of the JobQueue that governs the
   gang), then the gang's own priority, then its age (older first). When ``max_holds`` holds exist,
   or no free place could ever hold it (the zones that could are held), a gang that qualifies takes
-  the place of a holder strictly after it in that order — the last such whose nodes let it hold
-  (:meth:`HoldBook.after`): that hold ends as an expired one does (its gang's count of failed
-  cycles starts over), and the newcomer holds, its choice made as if those nodes were free. A
+  the places of holders strictly after it in that order — the fewest of the last such whose nodes
+  together let it hold (:meth:`HoldBook.after`; two lower holds sharing the only leaf it fits are
+  both taken): those whose nodes it takes end as an expired hold does (their gangs' count of
+  failed cycles starts over), and the newcomer holds, its choice made as if those nodes were free. A
   gang never displaces one of the same place in the order (same priorities, same age): between
   equals, the first to hold keeps it, so no two gangs take a hold from each other in turn.
 * **Kept off by a hold after it** (:meth:`keeper.HoldKeeper.overrule`): a gang that qualifies (or

@@ -134,21 +134,26 @@ class HoldKeeper:
         self, job: JobInfo, failure: Status, choose: Callable[[tuple[str, ...]], tuple[str, ...]]
     ) -> tuple[str, ...]:
         """The nodes a gang without a hold starts holding (empty: none), once it may hold: a free
-        place, while fewer than ``max_holds`` holds exist and one could ever hold it; else the place
-        of a hold after it in hold order, the last such whose nodes let it hold
-        (``choose(ignoring)``: the nodes to hold, those held for the gangs ``ignoring`` counting as
-        free)."""
+        place, while fewer than ``max_holds`` holds exist and one could ever hold it; else the
+        places of holds after it in hold order: the fewest of the last such whose nodes together
+        let it hold (``choose(ignoring)``: the nodes to hold, those held for the gangs ``ignoring``
+        counting as free), of which those whose nodes it takes end — two lower holds sharing the
+        only leaf it fits end both, rather than neither."""
         # a gang kept off nodes held for another waits for that one (unless :meth:`overrule` let
         # it take that one's place): it holds nothing itself
         if failure.reason is Reason.NODE_HELD_FOR_GANG or not self._may_hold(job):
             return ()
         book = self.book
         held = choose(()) if book.count() < self.max_holds else ()
-        for victim in () if held else book.after(job.key):
-            held = choose((victim,))
-            if held:
-                book.end(victim, displaced=True)
-                self._unheld(victim)
+        after = book.after(job.key)
+        for k in range(1, len(after) + 1) if not held else ():
+            held = choose(tuple(after[:k]))
+            if held:  # the holds it takes nodes of end (one at least: without after[k-1] it had none)
+                taken = set(held)
+                for victim in after[:k]:
+                    if taken.intersection(book.of(victim) or ()):
+                        book.end(victim, displaced=True)
+                        self._unheld(victim)
                 break
         if held:
             book.add(job.key, held)
