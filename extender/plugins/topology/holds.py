@@ -332,8 +332,25 @@ def _take(rows: Sequence[Row], need: int) -> list[str]:
     return out
 
 
-def describe_nodes(nodes: Sequence[str]) -> str:
-    """``n4–n7 (4 nodes)`` — a held set as /diagnose prints it."""
-    if len(nodes) == 1:
-        return nodes[0]
-    return f"{nodes[0]}–{nodes[-1]} ({len(nodes)} nodes)"
+MAX_RUNS: Final = 4  # runs of consecutive nodes a held set names before it is cut short (``…``)
+
+
+def describe_nodes(nodes: Sequence[str], index: Callable[[str], int | None]) -> str:
+    """A held set (in node-index order) as /diagnose prints it: its runs of consecutive node
+    indices (``index``: a node's index, None if unknown), first–last, then the count —
+    ``n4–n7 (4 nodes)``, ``n1, n4–n6 (4 nodes)`` —, at most :data:`MAX_RUNS` runs before ``…``.
+    Never a range over a node the hold does not cover."""
+    runs: list[list[str]] = []
+    last: int | None = None
+    for n in nodes:
+        i = index(n)
+        if runs and i is not None and last is not None and i == last + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+        last = i
+    parts = [run[0] if len(run) == 1 else f"{run[0]}–{run[-1]}" for run in runs[:MAX_RUNS]]
+    if len(runs) > MAX_RUNS:
+        parts.append("…")
+    listed = ", ".join(parts)
+    return listed if len(nodes) == 1 else f"{listed} ({len(nodes)} nodes)"

@@ -67,6 +67,10 @@ class HoldKeeper:
             r = self._ranks[job_key] = holds.rank(self.ssn.job(job_key), self._jobqueues)
         return r
 
+    def _index(self, node: str) -> int | None:
+        info = self.ssn.node(node)
+        return info.index if info is not None else None
+
     def refuse(
         self, job: JobInfo, quotas: list[QuotaInfo], failure: Status, memo: FitMemo, planner: GangPlanner
     ) -> Status:
@@ -89,7 +93,7 @@ class HoldKeeper:
         detail = "; ".join(f.detail for f in failure.failures if f.detail)
         refusal = Status.unschedulable(
             failure.reason or Reason.NO_ZONE_FITS,
-            f"{detail}; {Reason.HOLDING_NODES.value} {holds.describe_nodes(held)} for {job.key}",
+            f"{detail}; {Reason.HOLDING_NODES.value} {holds.describe_nodes(held, self._index)} for {job.key}",
         )
         self._refusals[job.key] = (refusal, failure)
         return refusal
