@@ -54,7 +54,7 @@ def test_a_gang_of_higher_priority_takes_the_place_of_a_lower_ones_hold() -> Non
     result = c.cycle()
     assert c.holds() == {"default/urgent": ("n0", "n1", "n2", "n3")}
     assert c.scheduler.memory.gang_waits["default/big"] == 1  # this cycle's failure, counted anew
-    assert "HoldingNodes n0–n3 (4 nodes) for default/urgent" in result.verdicts["default/urgent"].status.message()
+    assert "HoldingNodes(n0–n3 (4 nodes) for default/urgent)" in result.verdicts["default/urgent"].status.message()
     assert "HoldingNodes" not in result.verdicts["default/big"].status.message()
     for _ in range(5):
         c.cycle()
@@ -214,7 +214,7 @@ def test_a_gang_of_higher_priority_takes_the_place_it_needs_while_a_hold_is_stil
     assert set(c.holds()) == {"default/big"}  # urgent has failed 2 cycles: not yet
     result = c.cycle()
     assert c.holds() == {"default/urgent": ("n0", "n1", "n2", "n3")}
-    assert "HoldingNodes n0–n3 (4 nodes) for default/urgent" in result.verdicts["default/urgent"].status.message()
+    assert "HoldingNodes(n0–n3 (4 nodes) for default/urgent)" in result.verdicts["default/urgent"].status.message()
     assert c.scheduler.memory.gang_waits["default/big"] == 1  # displaced: this cycle's failure, counted anew
 
 

@@ -338,7 +338,7 @@ def test_a_hold_over_two_leaves_lists_its_nodes_in_node_index_order() -> None:
     for _ in range(3):
         result = c.cycle()
     assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
-    assert "HoldingNodes n0–n3 (4 nodes) for default/big" in result.verdicts["default/big"].status.message()
+    assert "HoldingNodes(n0–n3 (4 nodes) for default/big)" in result.verdicts["default/big"].status.message()
 
 
 def test_a_gang_running_at_its_min_member_holds_nothing_for_the_rest() -> None:

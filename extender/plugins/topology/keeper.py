@@ -15,7 +15,7 @@ from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from extender.framework.session import Session
-from extender.framework.status import Reason, Status
+from extender.framework.status import Failure, Reason, Refused, Status
 from extender.model.job import JobInfo, JobQueueInfo, by_precedence
 from extender.model.quota import QuotaInfo
 from extender.plugins.gang import quotas_bound
@@ -25,13 +25,27 @@ if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
     from extender.plugins.topology.planner import GangPlanner
 
-__all__ = ["HoldKeeper", "waiting"]
+__all__ = ["HoldKeeper", "led_by", "waiting"]
 
 
 def waiting(ssn: Session, job: JobInfo) -> bool:
     """The gang waits — what a hold is for: it has a quota left to bind and lacks members to run
     (once ``minMember`` of them are bound, the rest is room it would use, not a gang waiting)."""
     return any(not q.node_name for q in ssn.job_quotas(job)) and quotas_bound(ssn, job) < job.min_member
+
+
+def led_by(first: Failure, status: Status) -> Status:
+    """``status`` with ``first`` before its failures: the reason /diagnose, the PodGroup condition
+    and the extender (which tells a pod its job's first reason) give is ``first``, the rest says
+    why. A :class:`Refused` keeps each refusing node's own reason; what the other nodes wait for
+    leads with ``first`` too."""
+    lead = Status(status.code, (first, *status.failures))
+    if not isinstance(status, Refused):
+        return lead
+    elsewhere = status.elsewhere
+    if elsewhere is not None:
+        elsewhere = Status(elsewhere.code, (first, *elsewhere.failures))
+    return Refused(lead.code, lead.failures, status.per_node, elsewhere)
 
 
 class HoldKeeper:
@@ -75,7 +89,8 @@ class HoldKeeper:
         self, job: JobInfo, quotas: list[QuotaInfo], failure: Status, memo: FitMemo, planner: GangPlanner
     ) -> Status:
         """The refusal of a waiting gang whose plan failed (``failure``): once it has waited long
-        enough, it holds the nodes that would fit it soonest, and the refusal says so."""
+        enough, it holds the nodes that would fit it soonest, and the refusal leads with that —
+        ``HoldingNodes(n4–n7 (4 nodes) for default/big); NoZoneFits(…)`` (:func:`led_by`)."""
         book = self.book
         held = book.of(job.key)
         if held is None:
@@ -90,11 +105,8 @@ class HoldKeeper:
                 held = moved
         if not held:
             return failure
-        detail = "; ".join(f.detail for f in failure.failures if f.detail)
-        refusal = Status.unschedulable(
-            failure.reason or Reason.NO_ZONE_FITS,
-            f"{detail}; {Reason.HOLDING_NODES.value} {holds.describe_nodes(held, self._index)} for {job.key}",
-        )
+        hold = Failure(Reason.HOLDING_NODES, f"{holds.describe_nodes(held, self._index)} for {job.key}")
+        refusal = led_by(hold, failure)
         self._refusals[job.key] = (refusal, failure)
         return refusal
 
