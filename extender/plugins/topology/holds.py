@@ -40,12 +40,14 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   or take the hold's place as the rule above says); the holder may use them like any node.
 * A hold ends when the gang is placed (no unbound quota left, or ``minMember`` of them bound) —
   at once, in the cycle that places it: the next gang planned in that cycle may take its place —,
-  when its job is deleted, or ``hold_seconds`` after it began; and at once when the policy turns
-  holds off (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower ``max_holds``, or more holds
-  than it allows, ends those last in hold order: their gangs keep their count, and hold again in
-  hold order when a place is free). A hold that expired or was displaced is not taken again at
-  once: the gang's count of failed cycles starts over (so others may use the nodes for
-  ``reserve_after_cycles`` cycles).
+  when its job is deleted, or ``hold_seconds`` after it began; when its gang could not run were
+  the nodes free (backing off, a pod missing, a task without a quota: ``keeper.could_run``) — it
+  keeps its count, and holds again once it could run and its plan fails —; and at once when the
+  policy turns holds off (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower
+  ``max_holds``, or more holds than it allows, ends those last in hold order: their gangs keep
+  their count, and hold again in hold order when a place is free). A hold that expired or was
+  displaced is not taken again at once: the gang's count of failed cycles starts over (so others
+  may use the nodes for ``reserve_after_cycles`` cycles).
 * A gang is placed once the binder has written its binds: when a write fails, the gang keeps the
   hold and the count its placement ended (:meth:`extender.scheduler.Scheduler.writes_failed`). A
   cycle in which its plan found room but the binds were not committed (a later check refused

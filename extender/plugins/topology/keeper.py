@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from extender.actions.allocate_zone import can_allocate_zone
 from extender.framework.session import Session
 from extender.framework.status import Failure, Reason, Refused, Status
 from extender.model.job import JobInfo, JobQueueInfo, by_precedence
@@ -25,13 +26,26 @@ if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
     from extender.plugins.topology.planner import GangPlanner
 
-__all__ = ["HoldKeeper", "led_by", "waiting"]
+__all__ = ["HoldKeeper", "could_run", "led_by", "waiting"]
 
 
 def waiting(ssn: Session, job: JobInfo) -> bool:
     """The gang waits — what a hold is for: it has a quota left to bind and lacks members to run
     (once ``minMember`` of them are bound, the rest is room it would use, not a gang waiting)."""
     return any(not q.node_name for q in ssn.job_quotas(job)) and quotas_bound(ssn, job) < job.min_member
+
+
+def could_run(ssn: Session, job_key: str) -> bool:
+    """The gang could run now were the nodes free — what a hold is kept for: it exists, every task
+    (or ``minMember`` of them) holds a quota, and it is admitted (``job.valid``: not backing off,
+    its pods all there; ``job.enqueueable``: its JobQueue and Queue let it in). A hold of a gang
+    that could not ends at the start of the session, keeping the gang's count of failed cycles:
+    once it could run and its plan fails, it holds again at once (else its held nodes would idle
+    until ``hold_seconds`` for a gang that could not use them)."""
+    job = ssn.job(job_key)
+    if job is None or not can_allocate_zone(job):
+        return False
+    return ssn.stages.valid(job).ok and ssn.stages.enqueueable(job).ok
 
 
 def led_by(first: Failure, status: Status) -> Status:
@@ -68,7 +82,8 @@ class HoldKeeper:
         self.settled = 0  # how many intents the session had when the holds were last settled
         self._refusals: dict[str, tuple[Status, Status]] = {}  # job → its refusal naming held nodes, and without
         limit = max_holds if reserve_after_cycles > 0 else 0  # 0: holds are off, old ones end
-        self.book = holds.HoldBook(ssn.snap.holds, ssn.now, hold_seconds, limit, self.rank)
+        kept = {job: h for job, h in ssn.snap.holds.items() if could_run(ssn, job)}
+        self.book = holds.HoldBook(kept, ssn.now, hold_seconds, limit, self.rank)
         ssn.notes[holds.NOTE] = self.book.current()  # expired holds end with this session
         ssn.notes[holds.EXPIRED_NOTE] = self.book.expired  # and those displaced in it
 
