@@ -238,3 +238,24 @@ def test_a_gang_whose_only_place_two_lower_holds_share_takes_both(max_holds: int
     assert "n0–n3 (4 nodes) for default/urgent" in result.verdicts["default/urgent"].status.message()
     assert c.scheduler.memory.gang_waits["default/big"] == 1  # displaced: this cycle's failure, counted anew
     assert c.scheduler.memory.gang_waits["default/big2"] == 1
+
+
+def test_a_mixed_gang_holds_the_nodes_its_quotas_take_not_copies_of_its_largest() -> None:
+    """One leaf n0–n7 of 8-GPU nodes, each running a 4-GPU job (n7 an 8-GPU one): ``big`` (one
+    8-GPU worker) holds n0. ``mix`` asks one 8-GPU worker and seven 1-GPU ones — two empty nodes
+    take it. Counted as eight copies of its largest quota it needed eight whole nodes, more than
+    the seven not held, so it held nothing at all (and on an emptier cluster it would hold eight
+    nodes for 15 GPUs). It holds two."""
+    leaves = {f"n{i}": "s1" for i in range(8)}
+    c = Cluster(leaves, {**{f"n{i}": 4 for i in range(7)}, "n7": 8}, workers=1, reserve_after_cycles=1, max_holds=2)
+    objs = [b.podgroup("mix", min_member=8)]
+    for i in range(8):
+        gpu = 8 if i == 0 else 1
+        objs += [
+            b.quota(f"q-mix-{i}", gpu=gpu),
+            b.pod(f"mix-worker-{i}", group="mix", quota=f"q-mix-{i}", gpu=gpu, index=i),
+        ]
+    b.feed(c.cache, objs)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0",), "default/mix": ("n1", "n2")}

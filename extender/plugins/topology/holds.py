@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Final
 from extender.model.job import JobInfo, JobQueueInfo, governing_jobqueue
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
+from extender.plugins.topology.fitmemo import capacity_for
 from extender.plugins.topology.gangplan import ZoneId
 
 if TYPE_CHECKING:
@@ -249,13 +250,14 @@ def choose_hold(
 ) -> tuple[str, ...]:
     """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them);
     the nodes held for the jobs ``ignoring`` (holds the job would displace) count as free."""
-    head, need = _head(quotas)
+    head, count = _head(quotas)
     if head is None:
         return ()
     sid = memo.shape_of(head)
     specs, _ = planner.specs(quotas, head)  # the GPU models the gang may use: its bound quotas' one
     kept = _bound_room(quotas)
     book = planner.holds
+    need = _need(memo, quotas, count, kept)
 
     def held(n: str) -> bool:
         return book.held_for_other(n, job.key) and book.holder(n) not in ignoring
@@ -275,6 +277,23 @@ def choose_hold(
     return tuple(sorted(best[1], key=lambda n: (index.get(n, 0), n)))
 
 
+def _need(memo: FitMemo, quotas: Sequence[QuotaInfo], count: int, kept: Mapping[str, Resource]) -> Left:
+    """The gang's ``count`` unbound quotas as a hold makes room for them (:class:`Left`): copies of
+    its one kind, else each quota (largest first) in the room a node has once empty of others."""
+    unbound = sorted((q.request for q in quotas if not q.node_name), key=lambda r: -sum(r.q.values()))
+    if len(set(unbound)) <= 1:
+        return Left(count)
+
+    def empty(name: str) -> Resource | None:
+        node = memo.ssn.node(name)
+        if node is None:
+            return None
+        own = kept.get(name)
+        return node.allocatable - own if own is not None else node.allocatable
+
+    return Left(count, unbound, empty)
+
+
 def _units(memo: FitMemo, job: JobInfo, zones: list[ZoneId]) -> list[list[ZoneId]]:
     """The sets of zones one hold may span: all of them, unless the job's hard tier limit
     (``highestTierAllowed``, mode hard) keeps it in one unit of that tier — one leaf, one spine, …
@@ -289,26 +308,25 @@ def _units(memo: FitMemo, job: JobInfo, zones: list[ZoneId]) -> list[list[ZoneId
     return list(units.values())
 
 
-def _hold_in(rows: Mapping[ZoneId, Sequence[Row]], need: int) -> tuple[Key, tuple[str, ...]] | None:
-    """The nodes of these zones to hold for ``need`` quotas, and the key that ranks the set:
-    the zone with the most room now of those that could hold the gang once empty; else the
-    fewest zones by that measure, roomiest first (None: these zones could never hold it)."""
-    whole = [z for z, r in rows.items() if sum(x[1] for x in r) >= need]
+def _hold_in(rows: Mapping[ZoneId, Sequence[Row]], need: Left) -> tuple[Key, tuple[str, ...]] | None:
+    """The nodes of these zones to hold for ``need``, and the key that ranks the set: the zone
+    with the most room now of those that could hold the gang once empty; else the fewest zones by
+    that measure, roomiest first (None: these zones could never hold it)."""
+    whole = [z for z, r in rows.items() if need.after(r).count <= 0]
     if whole:
         zone = max(whole, key=lambda z: (sum(x[0] for x in rows[z]), -len(rows[z]), z))
-        picked = _take(rows[zone], need)
+        picked, _ = _take(rows[zone], need)
         key = (1, -sum(x[0] for x in rows[zone]), 0)
     else:
         order = sorted(rows, key=lambda z: (-sum(x[0] for x in rows[z]), -sum(x[1] for x in rows[z]), z))
         picked, left, count = [], need, 0
         for z in order:
-            if left <= 0:
+            if left.count <= 0:
                 break
-            nodes = _take(rows[z], left)
+            nodes, left = _take(rows[z], left)
             picked += nodes
-            left -= sum(x[1] for x in rows[z] if x[3] in nodes)
             count += 1
-        if left > 0:
+        if left.count > 0:
             return None
         key = (count, 0, len(picked))
     return (key, tuple(picked)) if picked else None
@@ -323,15 +341,47 @@ def _bound_room(quotas: Sequence[QuotaInfo]) -> dict[str, Resource]:
     return out
 
 
-def _take(rows: Sequence[Row], need: int) -> list[str]:
-    """The roomiest nodes (now) until their room when empty covers ``need``."""
-    out, left = [], need
-    for _, room_empty, _, name in sorted(rows, key=lambda r: (-r[0], r[2], r[3])):
-        if left <= 0:
+class Left:
+    """What of the gang a hold has yet to make room for, as nodes join it in turn: ``count`` of its
+    unbound quotas. A gang of one kind counts copies, each node taking its room when empty (a
+    ``Row``'s); a gang of several kinds (``requests``, largest first) gives each node, once empty
+    (``empty``: its room then, None if unknown), those of the remaining quotas that still fit it —
+    its largest quota is only the measure of room now: one 8-GPU and seven 1-GPU quotas take two
+    8-GPU nodes, not eight."""
+
+    __slots__ = ("_empty", "count", "requests")
+
+    def __init__(
+        self, count: int, requests: Sequence[Resource] = (), empty: Callable[[str], Resource | None] | None = None
+    ) -> None:
+        self.count, self.requests, self._empty = count, requests, empty
+
+    def after(self, rows: Iterable[Row]) -> Left:
+        """What is left once the nodes of ``rows`` (in this order) join the hold."""
+        if self._empty is None:
+            return Left(self.count - sum(r[1] for r in rows))
+        left = list(self.requests)
+        for row in rows:
+            room = self._empty(row[3])
+            rest: list[Resource] = []
+            for request in left:
+                if room is not None and capacity_for(request, room) > 0:
+                    room = room - request
+                else:
+                    rest.append(request)
+            left = rest
+        return Left(len(left), left, self._empty)
+
+
+def _take(rows: Sequence[Row], need: Left) -> tuple[list[str], Left]:
+    """The roomiest nodes (now) until their room when empty covers ``need``, and what is left."""
+    out: list[str] = []
+    for row in sorted(rows, key=lambda r: (-r[0], r[2], r[3])):
+        if need.count <= 0:
             break
-        out.append(name)
-        left -= room_empty
-    return out
+        out.append(row[3])
+        need = need.after((row,))
+    return out, need
 
 
 MAX_RUNS: Final = 4  # runs of consecutive nodes a held set names before it is cut short (``…``)
