@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from extender.actions.allocate_zone import can_allocate_zone
 from extender.framework.session import Session
 from extender.framework.status import Failure, Reason, Refused, Status
 from extender.model.job import JobInfo, JobQueueInfo, by_precedence
 from extender.model.quota import QuotaInfo
-from extender.plugins.gang import quotas_bound
+from extender.plugins.gang import can_allocate_zone, quotas_bound
 from extender.plugins.topology import holds
 
 if TYPE_CHECKING:
