@@ -19,9 +19,11 @@ from tests.core.scenarios import policy_with_topology
 from tests.core.test_holds import Cluster, two_waiting_gangs
 
 
-def _submit_gang(c: Cluster, name: str, *, priority: int = 0, queue: str = "research", created: str = "") -> None:
-    """A 4-worker gang of whole-node workers, its pods of ``priority``, its PodGroup ``created``."""
-    objs = b.training_job(name, 4, gpu=8, hca=1, queue=queue)
+def _submit_gang(
+    c: Cluster, name: str, *, workers: int = 4, priority: int = 0, queue: str = "research", created: str = ""
+) -> None:
+    """A gang of whole-node workers (4), its pods of ``priority``, its PodGroup ``created``."""
+    objs = b.training_job(name, workers, gpu=8, hca=1, queue=queue)
     for o in objs:
         if o["kind"] == "Pod":
             o["spec"]["priority"] = priority
@@ -259,3 +261,28 @@ def test_a_mixed_gang_holds_the_nodes_its_quotas_take_not_copies_of_its_largest(
     for _ in range(3):
         c.cycle()
     assert c.holds() == {"default/big": ("n0",), "default/mix": ("n1", "n2")}
+
+
+def test_a_gang_kept_off_by_two_lower_holds_ends_only_the_one_it_needs() -> None:
+    """Leaf s1 = n0–n7, all free; leaf s2 = n8, taken by ``big`` (one 8-GPU worker). ``a`` and
+    ``b`` (8 whole nodes each, kept to one leaf, priority 0) hold n0–n1 and n6–n7. ``urgent``
+    (priority 10, 5 whole nodes) would take s1 were nothing held: it is kept off by both holds,
+    and takes the place of only as many as it needs — one, the last in hold order (``b``) —;
+    ``a`` keeps its hold and its count of failed cycles."""
+    leaves = {f"n{i}": "s1" if i < 8 else "s2" for i in range(9)}
+    c = Cluster(leaves, {}, workers=1, reserve_after_cycles=1, max_holds=3)
+    c.cycle()
+    assert c.node_of("q-big-0") == "n8"
+    for name in ("a", "b"):
+        objs = b.training_job(name, 8, gpu=8, hca=1)
+        objs[0]["spec"]["topology"] = {"highestTierAllowed": "leaf", "mode": "hard"}
+        b.feed(c.cache, objs)
+    _submit_gang(c, "urgent", workers=5, priority=10)
+    c.scheduler.memory.holds.update({"default/a": Hold(("n0", "n1"), c.now), "default/b": Hold(("n6", "n7"), c.now)})
+    result = c.cycle()
+    assert result.verdicts["default/urgent"].status.reason is Reason.NODE_HELD_FOR_GANG
+    c.cycle()
+    placed = {c.node_of(f"q-urgent-{i}") for i in range(5)}
+    assert len(placed) == 5 and placed <= {"n2", "n3", "n4", "n5", "n6", "n7"}, placed
+    assert set(c.holds()) == {"default/a"}
+    assert (c.scheduler.memory.gang_waits["default/a"], c.scheduler.memory.gang_waits["default/b"]) == (2, 1)

@@ -17,9 +17,11 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
 * **Kept off by a hold after it** (:meth:`keeper.HoldKeeper.overrule`): a gang that qualifies (or
   holds already) and is kept off only by holds of gangs strictly after it in hold order
   (``NodeHeldForGang``: the holders of nodes in the zones it would take were nothing held) takes
-  their place whether or not the book is full: those holds end as displaced ones do, it holds (its
-  choice made as if their nodes were free) unless it does already, and it is planned again at
-  once — it runs in that cycle where it would were those nodes not held. A gang kept off by a hold
+  the places of as many as it needs — the fewest of the last in hold order whose holds lifted let
+  it be planned — whether or not the book is full: those holds end as displaced ones do (the
+  others stay), it holds (its choice made as if their nodes were free) unless it does already,
+  and it is planned again at once — it runs in that cycle where it would were those nodes not
+  held. A gang kept off by a hold
   of a gang before it or of its equal waits for that one (a hold may delay others, never scatter
   them). No thrash: a hold only ever passes to a gang strictly before its holder, and a displaced
   gang waits anew before it holds again.
@@ -65,7 +67,8 @@ recorded in the ``status.hold`` of the quota its pod claims (``extender/binder/r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -211,6 +214,20 @@ class HoldBook:
 
     def current(self) -> dict[str, Hold]:
         return dict(self._holds)
+
+    @contextmanager
+    def lifted(self, jobs: Collection[str]) -> Iterator[None]:
+        """Inside, the holds of ``jobs`` count as absent (a trial plan); after, all are as before."""
+        holds, holder = self._holds, self._holder
+        self._holds = {job: h for job, h in holds.items() if job not in jobs}
+        self._holder = {}
+        for job, h in self._holds.items():
+            for n in h.nodes:
+                self._holder.setdefault(n, job)
+        try:
+            yield
+        finally:
+            self._holds, self._holder = holds, holder
 
 
 def _head(quotas: Sequence[QuotaInfo]) -> tuple[QuotaInfo | None, int]:

@@ -128,18 +128,20 @@ class HoldKeeper:
         self, job: JobInfo, quotas: list[QuotaInfo], failure: Status, memo: FitMemo, planner: GangPlanner
     ) -> bool:
         """A waiting gang kept off nodes (``failure`` is ``NodeHeldForGang``) only by the holds of
-        gangs after it in hold order, once it holds or may hold (:meth:`_may_hold`), takes their
-        place: they end as displaced holds do, and it holds — its choice made as if they were
-        free — unless it holds already. True: its way is clear, plan it again."""
+        gangs after it in hold order, once it holds or may hold (:meth:`_may_hold`), takes the
+        places of those it needs (:meth:`_needed`): they end as displaced holds do, and it holds —
+        its choice made as if they were free — unless it holds already. True: its way is clear,
+        plan it again."""
         holders = planner.holders_keeping_off(failure)
         mine = self.rank(job.key)
         if not holders or any(self.rank(h) <= mine for h in holders):
             return False  # kept off by a gang before it in hold order, or its equal: it waits
         book = self.book
         held = book.of(job.key)
+        if held is None and not self._may_hold(job):
+            return False
+        holders = self._needed(job, quotas, holders, planner)
         if held is None:
-            if not self._may_hold(job):
-                return False
             held = holds.choose_hold(memo, planner, job, quotas, ignoring=holders)
             if not held:
                 return False
@@ -150,6 +152,20 @@ class HoldKeeper:
             book.add(job.key, held)
         self.ssn.notes[holds.NOTE] = book.current()
         return True
+
+    def _needed(
+        self, job: JobInfo, quotas: list[QuotaInfo], holders: tuple[str, ...], planner: GangPlanner
+    ) -> tuple[str, ...]:
+        """Of the ``holders`` keeping the gang off (all after it in hold order), the fewest of the
+        last whose holds lifted let it be planned: two lower holds in the leaf it would take, one
+        of which leaves it room enough, end one, not both (all: none fewer does)."""
+        last_first = [h for h in self.book.after(job.key) if h in holders]
+        for k in range(1, len(last_first)):
+            with self.book.lifted(last_first[:k]):
+                plan = planner.plan(job, quotas)
+            if not isinstance(plan, Status):
+                return tuple(last_first[:k])
+        return holders
 
     def _may_hold(self, job: JobInfo) -> bool:
         """The gang has waited long enough to hold: ``reserve_after_cycles`` failed cycles in a
