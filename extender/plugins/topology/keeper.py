@@ -37,10 +37,11 @@ def waiting(ssn: Session, job: JobInfo) -> bool:
 def could_run(ssn: Session, job_key: str) -> bool:
     """The gang could run now were the nodes free — what a hold is kept for: it exists, every task
     (or ``minMember`` of them) holds a quota, and it is admitted (``job.valid``: not backing off,
-    its pods all there; ``job.enqueueable``: its JobQueue and Queue let it in). A hold of a gang
-    that could not ends at the start of the session, keeping the gang's count of failed cycles:
-    once it could run and its plan fails, it holds again at once (else its held nodes would idle
-    until ``hold_seconds`` for a gang that could not use them)."""
+    its pods all there; ``job.enqueueable``: its JobQueue and Queue let it in). The binder ends
+    the hold of a gang that could not before its cycle (:meth:`extender.scheduler.Scheduler.run_once`),
+    keeping the gang's count of failed cycles: once it could run and its plan fails, it holds
+    again at once (else its held nodes would idle until ``hold_seconds`` for a gang that could
+    not use them)."""
     job = ssn.job(job_key)
     if job is None or not can_allocate_zone(job):
         return False
@@ -81,8 +82,7 @@ class HoldKeeper:
         self.settled = 0  # how many intents the session had when the holds were last settled
         self._refusals: dict[str, tuple[Status, Status]] = {}  # job → its refusal naming held nodes, and without
         limit = max_holds if reserve_after_cycles > 0 else 0  # 0: holds are off, old ones end
-        kept = {job: h for job, h in ssn.snap.holds.items() if could_run(ssn, job)}
-        self.book = holds.HoldBook(kept, ssn.now, hold_seconds, limit, self.rank)
+        self.book = holds.HoldBook(ssn.snap.holds, ssn.now, hold_seconds, limit, self.rank)
         ssn.notes[holds.NOTE] = self.book.current()  # expired holds end with this session
         ssn.notes[holds.EXPIRED_NOTE] = self.book.expired  # and those displaced in it
 
