@@ -103,6 +103,9 @@ class Scheduler:
             snap.changed_quotas = [q for q, g in snap.quota_touched.items() if g > since]
         policy = self.policy  # read once: the whole cycle runs one policy
         ssn = Session(snap, policy)
+        # a hold lasts while its gang could run were the nodes free (before the topology plugin,
+        # which reads snap.holds, opens: job.valid and job.enqueueable are other plugins' stages)
+        snap.holds = mem.holds = {k: h for k, h in mem.holds.items() if keeper.could_run(ssn, k)}
         timings: dict[str, float] = {}
         for action in policy.actions:
             t0 = time.perf_counter()

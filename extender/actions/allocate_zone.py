@@ -21,21 +21,10 @@ from extender.framework.session import FitStage, Session
 from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
-from extender.plugins.gang import quotas_held
+from extender.plugins.gang import can_allocate_zone
 
 NAME: Final = "allocate_zone"
 Args = NoArgs
-
-
-def can_allocate_zone(job: JobInfo) -> bool:
-    """The seed's ``canAllocateZone``: every task of the gang holds a quota — or, for a gang whose
-    ``minMember`` is below its size, at least ``minMember`` of them do (finished tasks count), as
-    the gang gate of hop ① lets such a gang through with a quota for only that many."""
-    tasks = [t for t in job.alive_tasks() if not t.spot]
-    if not job.topology or not tasks:
-        return False
-    holding = sum(1 for t in tasks if t.quota)
-    return holding > 0 and (holding == len(tasks) or quotas_held(job) >= job.min_member)
 
 
 class Action:

@@ -55,9 +55,13 @@ _ROOM_REASONS: Final = frozenset(
 
 
 def _waits_for_room(ssn: Session, job: str) -> bool:
-    """The job's verdict this cycle says it waits for room, not that its pods fit nowhere."""
+    """The job's verdict this cycle says it waits for room, not that its pods fit nowhere (a
+    holder's verdict leads with ``HoldingNodes``: what it waits for is the reason after that)."""
     verdict = ssn.verdicts.get(job)
-    return verdict is not None and verdict.status.reason in _ROOM_REASONS
+    if verdict is None:
+        return False
+    why = next((f.reason for f in verdict.status.failures if f.reason is not Reason.HOLDING_NODES), None)
+    return why is None or why in _ROOM_REASONS
 
 
 class ReleaseQuotaArgs(ArgsModel):

@@ -54,6 +54,17 @@ def quotas_held(job: JobInfo) -> int:
     return sum(1 for t in job.tasks.values() if t.status is _SUCCEEDED or (t.quota and t.status in ALIVE))
 
 
+def can_allocate_zone(job: JobInfo) -> bool:
+    """The seed's ``canAllocateZone``: every task of the gang holds a quota — or, for a gang whose
+    ``minMember`` is below its size, at least ``minMember`` of them do (finished tasks count), as
+    the gang gate of hop ① lets such a gang through with a quota for only that many."""
+    tasks = [t for t in job.alive_tasks() if not t.spot]
+    if not job.topology or not tasks:
+        return False
+    holding = sum(1 for t in tasks if t.quota)
+    return holding > 0 and (holding == len(tasks) or quotas_held(job) >= job.min_member)
+
+
 class Plugin:
     NAME: Final = NAME
     Args = Args

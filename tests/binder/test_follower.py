@@ -75,7 +75,7 @@ async def test_a_replica_that_stops_leading_clears_the_leaders_gauges_and_verdic
         assert loop is not None
         before = _samples(cl.rt.metrics.render().decode())
         assert (before["sky_gang_holds", ()], before["sky_held_nodes", ()]) == (1.0, 4.0)
-        assert before["sky_pending_jobs", (("reason", "NoZoneFits"),)] == 1.0
+        assert before["sky_pending_jobs", (("reason", "HoldingNodes"),)] == 1.0
         assert loop.verdicts
         loop.is_leader = lambda: False
         await one_round(loop)

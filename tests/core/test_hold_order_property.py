@@ -130,8 +130,9 @@ def check_places(
     cache: ClusterCache, sched: Scheduler, result: CycleResult, gangs: dict[str, Gang], limit: int
 ) -> None:
     """No waiting gang holds nothing while it could hold in a free place (fewer than ``limit``
-    holds) or in the place of a holder of lower priority (its nodes, and every node no other gang
-    holds, once empty, take the gang) — unless kept off by a holder of its priority or higher."""
+    holds) or in the places of holders of lower priority (their nodes, and every node no other
+    gang holds, once empty, take the gang: one such holder's, or all of theirs together) — unless
+    kept off by a holder of its priority or higher."""
     held = {job.removeprefix("default/"): h.nodes for job, h in sched.memory.holds.items()}
     names = list(cache.nodes)
     for g, (_, workers, gpu, priority) in gangs.items():
@@ -142,6 +143,8 @@ def check_places(
             continue
         places = [held] if len(held) < limit else []
         places += [{h: n for h, n in held.items() if h != lower} for lower in held if gangs[lower][3] < priority]
+        if any(gangs[h][3] < priority for h in held):  # every lower one's place at once
+            places.append({h: n for h, n in held.items() if gangs[h][3] >= priority})
         for others in places:
             taken = {n for nodes in others.values() for n in nodes}
             room = sum(8 // gpu for n in names if n not in taken)
@@ -149,11 +152,12 @@ def check_places(
 
 
 @PROPERTY
-@given(worlds(), st.sampled_from([1, 2]), st.data())
+@given(worlds(), st.sampled_from([1, 2, 3]), st.data())
 def test_a_waiting_gang_holds_where_it_could_unless_a_gang_before_it_holds_there(
     world: World, limit: int, data: st.DataObject
 ) -> None:
-    """Several holds (``max_holds`` 1 or 2): a gang that has waited long enough holds in a free
-    place while one is left, else in the place of a gang after it in hold order."""
+    """Several holds (``max_holds`` 1 to 3): a gang that has waited long enough holds in a free
+    place while one is left, else in the places of gangs after it in hold order — as many of
+    them as it needs."""
     cache, sched, result, gangs = play(world, data, max_holds=limit)
     check_places(cache, sched, result, gangs, limit)

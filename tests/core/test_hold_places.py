@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bench.cache_writes import bumped
 from extender.framework.status import Reason
 from extender.plugins.topology.holds import Hold
@@ -17,9 +19,11 @@ from tests.core.scenarios import policy_with_topology
 from tests.core.test_holds import Cluster, two_waiting_gangs
 
 
-def _submit_gang(c: Cluster, name: str, *, priority: int = 0, queue: str = "research", created: str = "") -> None:
-    """A 4-worker gang of whole-node workers, its pods of ``priority``, its PodGroup ``created``."""
-    objs = b.training_job(name, 4, gpu=8, hca=1, queue=queue)
+def _submit_gang(
+    c: Cluster, name: str, *, workers: int = 4, priority: int = 0, queue: str = "research", created: str = ""
+) -> None:
+    """A gang of whole-node workers (4), its pods of ``priority``, its PodGroup ``created``."""
+    objs = b.training_job(name, workers, gpu=8, hca=1, queue=queue)
     for o in objs:
         if o["kind"] == "Pod":
             o["spec"]["priority"] = priority
@@ -52,7 +56,7 @@ def test_a_gang_of_higher_priority_takes_the_place_of_a_lower_ones_hold() -> Non
     result = c.cycle()
     assert c.holds() == {"default/urgent": ("n0", "n1", "n2", "n3")}
     assert c.scheduler.memory.gang_waits["default/big"] == 1  # this cycle's failure, counted anew
-    assert "HoldingNodes n0–n3 (4 nodes) for default/urgent" in result.verdicts["default/urgent"].status.message()
+    assert "HoldingNodes(n0–n3 (4 nodes) for default/urgent)" in result.verdicts["default/urgent"].status.message()
     assert "HoldingNodes" not in result.verdicts["default/big"].status.message()
     for _ in range(5):
         c.cycle()
@@ -212,5 +216,73 @@ def test_a_gang_of_higher_priority_takes_the_place_it_needs_while_a_hold_is_stil
     assert set(c.holds()) == {"default/big"}  # urgent has failed 2 cycles: not yet
     result = c.cycle()
     assert c.holds() == {"default/urgent": ("n0", "n1", "n2", "n3")}
-    assert "HoldingNodes n0–n3 (4 nodes) for default/urgent" in result.verdicts["default/urgent"].status.message()
+    assert "HoldingNodes(n0–n3 (4 nodes) for default/urgent)" in result.verdicts["default/urgent"].status.message()
     assert c.scheduler.memory.gang_waits["default/big"] == 1  # displaced: this cycle's failure, counted anew
+
+
+@pytest.mark.parametrize("max_holds", [2, 3])
+def test_a_gang_whose_only_place_two_lower_holds_share_takes_both(max_holds: int) -> None:
+    """One leaf, n0–n3, every node busy. ``big`` and ``big2`` (2 whole nodes each, priority 0)
+    hold n0–n1 and n2–n3. ``urgent`` (priority 10, 4 whole nodes) comes first in hold order and
+    its only place is the whole leaf: it needs both holds ended, not one — ending one at a time
+    leaves it nothing to hold, so it would wait behind two lower gangs' holds. Both are displaced
+    (their gangs wait anew), whether the book is full or has a place left."""
+    leaves = {f"n{i}": "s1" for i in range(4)}
+    c = Cluster(leaves, dict.fromkeys(leaves, 8), workers=2, reserve_after_cycles=1, max_holds=max_holds)
+    b.feed(c.cache, b.training_job("big2", 2, gpu=8, hca=1))
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1"), "default/big2": ("n2", "n3")}
+    _submit_gang(c, "urgent", priority=10)
+    c.cycle()
+    result = c.cycle()
+    assert c.holds() == {"default/urgent": ("n0", "n1", "n2", "n3")}
+    assert "n0–n3 (4 nodes) for default/urgent" in result.verdicts["default/urgent"].status.message()
+    assert c.scheduler.memory.gang_waits["default/big"] == 1  # displaced: this cycle's failure, counted anew
+    assert c.scheduler.memory.gang_waits["default/big2"] == 1
+
+
+def test_a_mixed_gang_holds_the_nodes_its_quotas_take_not_copies_of_its_largest() -> None:
+    """One leaf n0–n7 of 8-GPU nodes, each running a 4-GPU job (n7 an 8-GPU one): ``big`` (one
+    8-GPU worker) holds n0. ``mix`` asks one 8-GPU worker and seven 1-GPU ones — two empty nodes
+    take it. Counted as eight copies of its largest quota it needed eight whole nodes, more than
+    the seven not held, so it held nothing at all (and on an emptier cluster it would hold eight
+    nodes for 15 GPUs). It holds two."""
+    leaves = {f"n{i}": "s1" for i in range(8)}
+    c = Cluster(leaves, {**{f"n{i}": 4 for i in range(7)}, "n7": 8}, workers=1, reserve_after_cycles=1, max_holds=2)
+    objs = [b.podgroup("mix", min_member=8)]
+    for i in range(8):
+        gpu = 8 if i == 0 else 1
+        objs += [
+            b.quota(f"q-mix-{i}", gpu=gpu),
+            b.pod(f"mix-worker-{i}", group="mix", quota=f"q-mix-{i}", gpu=gpu, index=i),
+        ]
+    b.feed(c.cache, objs)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0",), "default/mix": ("n1", "n2")}
+
+
+def test_a_gang_kept_off_by_two_lower_holds_ends_only_the_one_it_needs() -> None:
+    """Leaf s1 = n0–n7, all free; leaf s2 = n8, taken by ``big`` (one 8-GPU worker). ``a`` and
+    ``b`` (8 whole nodes each, kept to one leaf, priority 0) hold n0–n1 and n6–n7. ``urgent``
+    (priority 10, 5 whole nodes) would take s1 were nothing held: it is kept off by both holds,
+    and takes the place of only as many as it needs — one, the last in hold order (``b``) —;
+    ``a`` keeps its hold and its count of failed cycles."""
+    leaves = {f"n{i}": "s1" if i < 8 else "s2" for i in range(9)}
+    c = Cluster(leaves, {}, workers=1, reserve_after_cycles=1, max_holds=3)
+    c.cycle()
+    assert c.node_of("q-big-0") == "n8"
+    for name in ("a", "b"):
+        objs = b.training_job(name, 8, gpu=8, hca=1)
+        objs[0]["spec"]["topology"] = {"highestTierAllowed": "leaf", "mode": "hard"}
+        b.feed(c.cache, objs)
+    _submit_gang(c, "urgent", workers=5, priority=10)
+    c.scheduler.memory.holds.update({"default/a": Hold(("n0", "n1"), c.now), "default/b": Hold(("n6", "n7"), c.now)})
+    result = c.cycle()
+    assert result.verdicts["default/urgent"].status.reason is Reason.NODE_HELD_FOR_GANG
+    c.cycle()
+    placed = {c.node_of(f"q-urgent-{i}") for i in range(5)}
+    assert len(placed) == 5 and placed <= {"n2", "n3", "n4", "n5", "n6", "n7"}, placed
+    assert set(c.holds()) == {"default/a"}
+    assert (c.scheduler.memory.gang_waits["default/a"], c.scheduler.memory.gang_waits["default/b"]) == (2, 1)

@@ -338,7 +338,7 @@ def test_a_hold_over_two_leaves_lists_its_nodes_in_node_index_order() -> None:
     for _ in range(3):
         result = c.cycle()
     assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
-    assert "HoldingNodes n0–n3 (4 nodes) for default/big" in result.verdicts["default/big"].status.message()
+    assert "HoldingNodes(n0–n3 (4 nodes) for default/big)" in result.verdicts["default/big"].status.message()
 
 
 def test_a_gang_running_at_its_min_member_holds_nothing_for_the_rest() -> None:
@@ -371,4 +371,40 @@ def test_a_hold_ends_when_its_gang_reaches_its_min_member() -> None:
     c.cache.on_podgroup_update(pg, bumped(pg, spec={**pg["spec"], "minMember": 3}))
     c.cycle()
     assert sorted(c.node_of(f"q-big-{i}") for i in range(4)) == ["", "n1", "n2", "n3"]
+    assert c.holds() == {}
+
+
+def test_a_hold_lasts_only_while_its_gang_could_run_were_the_nodes_free() -> None:
+    """``big`` holds s1. It then backs off (its quotas released once): it could not run this cycle
+    even on empty nodes, so its hold ends — it keeps its count of failed cycles — and a one-pod job
+    takes a node of s1 rather than leave it idle for ``hold_seconds``. The cycle its back-off is
+    over, ``big`` fails again and holds at once."""
+    c = Cluster(reserve_after_cycles=1)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    c.scheduler.memory.backoff["default/big"] = c.now + 0.5  # over by the cycle after next
+    c.submit_single("solo")
+    result = c.cycle()
+    assert result.verdicts["default/big"].status.reason is Reason.BACKOFF
+    assert c.node_of("q-solo") == "n1"
+    assert c.holds() == {}
+    c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+
+
+def test_a_gang_missing_a_pod_holds_nothing() -> None:
+    """``big`` holds s1, then a pod of it is deleted (its controller makes a new one): a gang short
+    of minMember pods cannot run, so its hold ends and a one-pod job may take a node of s1."""
+    c = Cluster(reserve_after_cycles=1)
+    for _ in range(3):
+        c.cycle()
+    assert c.holds() == {"default/big": ("n0", "n1", "n2", "n3")}
+    pod = c.cache.pod_by_name("default", "big-worker-3")
+    assert pod is not None
+    c.cache.on_pod_delete(pod)
+    c.submit_single("solo")
+    result = c.cycle()
+    assert result.verdicts["default/big"].status.reason is Reason.GANG_NOT_READY
+    assert c.node_of("q-solo") == "n1"
     assert c.holds() == {}

@@ -15,6 +15,7 @@ from extender.diagnose import UNBLOCK
 from extender.framework.status import Reason
 from extender.scheduler import Scheduler
 from tests import builders as b
+from tests.core.test_holds import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0
@@ -70,3 +71,16 @@ def test_extender_diagnose_example_quotes_the_real_message() -> None:
     assert page.count(f'"message": "{message}"') == 3  # the stop, its rung and the last cycle
     assert f'"unblock": "{UNBLOCK[Reason.NO_ZONE_FITS]}"' in page
     assert "(quota q-wide-0 not bound: no zone holds 5×8 GPU: the roomiest, roce#s1, takes 4 of 5)" in page
+
+
+def test_placement_quotes_the_holder_s_reason_hold_first() -> None:
+    # leaf s1 = n0–n3 all busy, s2 = n4–n7 with one busy node: a gang of 4 whole nodes fits
+    # neither, and after one failed cycle (reserve_after_cycles: 1) holds s2, the roomier
+    leaves = {f"n{i}": "s1" if i < 4 else "s2" for i in range(8)}
+    c = Cluster(leaves, dict.fromkeys(("n0", "n1", "n2", "n3", "n4"), 8), workers=4, reserve_after_cycles=1)
+    c.cycle()
+    message = c.cycle().verdicts["default/big"].status.message()
+    hold = "HoldingNodes(n4–n7 (4 nodes) for default/big)"
+    assert message == f"{hold}; NoZoneFits(no zone holds 4×8 GPU: the roomiest, roce#s2, takes 3 of 4)"
+    page = " ".join((ROOT / "docs" / "placement.md").read_text().split())
+    assert f"`{message}`" in page

@@ -84,12 +84,18 @@ async def test_a_hold_is_visible_in_diagnose_conditions_and_metrics_and_clears_w
         await h.cycle()
         await h.cycle()
 
+        # the hold leads, then why the gang does not fit now — in /diagnose, the condition, and
+        # what the extender tells kube-scheduler for its pods
         big = await _diagnose(h, "big")
-        assert big["stage"] == "ZoneSelection" and big["reason"] == "NoZoneFits", big
-        assert f"HoldingNodes {HELD} for default/big" in big["message"], big
+        assert big["stage"] == "ZoneSelection" and big["reason"] == "HoldingNodes", big
+        assert big["message"].startswith(f"HoldingNodes({HELD} for default/big); NoZoneFits(no zone holds"), big
         cond = _condition(h, "big")
-        assert cond["status"] == "True" and cond["reason"] == "NoZoneFits"
-        assert f"HoldingNodes {HELD} for default/big" in cond["message"], cond
+        assert cond["status"] == "True" and cond["reason"] == "HoldingNodes"
+        assert cond["message"] == f"ZoneSelection: {big['message']}", cond
+        pod = h.pod("big-worker-0")
+        reply = (await h.post("filter", {"Pod": pod, "Nodes": None, "NodeNames": ["n1"]})).json()
+        why = f"HoldingNodes(quota q-big-0 not bound: {HELD} for default/big)"
+        assert reply["FailedAndUnresolvableNodes"] == {"n1": why}, reply
 
         kept = await _diagnose(h, "b")
         assert kept["reason"] == "NodeHeldForGang", kept
@@ -142,8 +148,8 @@ async def test_a_displaced_hold_leaves_the_diagnosis_condition_and_record_of_its
 
         assert _hold_record(h, "big") is None
         assert (_hold_record(h, "urgent") or {}).get("nodes") == ["n0", "n1", "n2", "n3"]
-        assert f"HoldingNodes {HELD} for default/urgent" in (await _diagnose(h, "urgent"))["message"]
-        assert f"HoldingNodes {HELD} for default/urgent" in _condition(h, "urgent")["message"]
+        assert f"HoldingNodes({HELD} for default/urgent)" in (await _diagnose(h, "urgent"))["message"]
+        assert f"HoldingNodes({HELD} for default/urgent)" in _condition(h, "urgent")["message"]
         assert "HoldingNodes" not in (await _diagnose(h, "big"))["message"]
         assert "HoldingNodes" not in _condition(h, "big")["message"]
         m = await _metrics(h)

@@ -8,17 +8,20 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
 * **Hold order** (:func:`rank`): queue priority (the priority of the JobQueue that governs the
   gang), then the gang's own priority, then its age (older first). When ``max_holds`` holds exist,
   or no free place could ever hold it (the zones that could are held), a gang that qualifies takes
-  the place of a holder strictly after it in that order — the last such whose nodes let it hold
-  (:meth:`HoldBook.after`): that hold ends as an expired one does (its gang's count of failed
-  cycles starts over), and the newcomer holds, its choice made as if those nodes were free. A
+  the places of holders strictly after it in that order — the fewest of the last such whose nodes
+  together let it hold (:meth:`HoldBook.after`; two lower holds sharing the only leaf it fits are
+  both taken): those whose nodes it takes end as an expired hold does (their gangs' count of
+  failed cycles starts over), and the newcomer holds, its choice made as if those nodes were free. A
   gang never displaces one of the same place in the order (same priorities, same age): between
   equals, the first to hold keeps it, so no two gangs take a hold from each other in turn.
 * **Kept off by a hold after it** (:meth:`keeper.HoldKeeper.overrule`): a gang that qualifies (or
   holds already) and is kept off only by holds of gangs strictly after it in hold order
   (``NodeHeldForGang``: the holders of nodes in the zones it would take were nothing held) takes
-  their place whether or not the book is full: those holds end as displaced ones do, it holds (its
-  choice made as if their nodes were free) unless it does already, and it is planned again at
-  once — it runs in that cycle where it would were those nodes not held. A gang kept off by a hold
+  the places of as many as it needs — the fewest of the last in hold order whose holds lifted let
+  it be planned — whether or not the book is full: those holds end as displaced ones do (the
+  others stay), it holds (its choice made as if their nodes were free) unless it does already,
+  and it is planned again at once — it runs in that cycle where it would were those nodes not
+  held. A gang kept off by a hold
   of a gang before it or of its equal waits for that one (a hold may delay others, never scatter
   them). No thrash: a hold only ever passes to a gang strictly before its holder, and a displaced
   gang waits anew before it holds again.
@@ -39,12 +42,14 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   or take the hold's place as the rule above says); the holder may use them like any node.
 * A hold ends when the gang is placed (no unbound quota left, or ``minMember`` of them bound) —
   at once, in the cycle that places it: the next gang planned in that cycle may take its place —,
-  when its job is deleted, or ``hold_seconds`` after it began; and at once when the policy turns
-  holds off (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower ``max_holds``, or more holds
-  than it allows, ends those last in hold order: their gangs keep their count, and hold again in
-  hold order when a place is free). A hold that expired or was displaced is not taken again at
-  once: the gang's count of failed cycles starts over (so others may use the nodes for
-  ``reserve_after_cycles`` cycles).
+  when its job is deleted, or ``hold_seconds`` after it began; when its gang could not run were
+  the nodes free (backing off, a pod missing, a task without a quota: ``keeper.could_run``) — it
+  keeps its count, and holds again once it could run and its plan fails —; and at once when the
+  policy turns holds off (``reserve_after_cycles: 0`` or ``max_holds: 0``; a lower
+  ``max_holds``, or more holds than it allows, ends those last in hold order: their gangs keep
+  their count, and hold again in hold order when a place is free). A hold that expired or was
+  displaced is not taken again at once: the gang's count of failed cycles starts over (so others
+  may use the nodes for ``reserve_after_cycles`` cycles).
 * A gang is placed once the binder has written its binds: when a write fails, the gang keeps the
   hold and the count its placement ended (:meth:`extender.scheduler.Scheduler.writes_failed`). A
   cycle in which its plan found room but the binds were not committed (a later check refused
@@ -62,13 +67,15 @@ recorded in the ``status.hold`` of the quota its pod claims (``extender/binder/r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from extender.model.job import JobInfo, JobQueueInfo, governing_jobqueue
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
+from extender.plugins.topology.fitmemo import capacity_for
 from extender.plugins.topology.gangplan import ZoneId
 
 if TYPE_CHECKING:
@@ -208,6 +215,20 @@ class HoldBook:
     def current(self) -> dict[str, Hold]:
         return dict(self._holds)
 
+    @contextmanager
+    def lifted(self, jobs: Collection[str]) -> Iterator[None]:
+        """Inside, the holds of ``jobs`` count as absent (a trial plan); after, all are as before."""
+        holds, holder = self._holds, self._holder
+        self._holds = {job: h for job, h in holds.items() if job not in jobs}
+        self._holder = {}
+        for job, h in self._holds.items():
+            for n in h.nodes:
+                self._holder.setdefault(n, job)
+        try:
+            yield
+        finally:
+            self._holds, self._holder = holds, holder
+
 
 def _head(quotas: Sequence[QuotaInfo]) -> tuple[QuotaInfo | None, int]:
     """The gang's largest unbound quota (the shape a hold is measured in) and how many are unbound."""
@@ -246,13 +267,14 @@ def choose_hold(
 ) -> tuple[str, ...]:
     """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them);
     the nodes held for the jobs ``ignoring`` (holds the job would displace) count as free."""
-    head, need = _head(quotas)
+    head, count = _head(quotas)
     if head is None:
         return ()
     sid = memo.shape_of(head)
     specs, _ = planner.specs(quotas, head)  # the GPU models the gang may use: its bound quotas' one
     kept = _bound_room(quotas)
     book = planner.holds
+    need = _need(memo, quotas, count, kept)
 
     def held(n: str) -> bool:
         return book.held_for_other(n, job.key) and book.holder(n) not in ignoring
@@ -272,6 +294,23 @@ def choose_hold(
     return tuple(sorted(best[1], key=lambda n: (index.get(n, 0), n)))
 
 
+def _need(memo: FitMemo, quotas: Sequence[QuotaInfo], count: int, kept: Mapping[str, Resource]) -> Left:
+    """The gang's ``count`` unbound quotas as a hold makes room for them (:class:`Left`): copies of
+    its one kind, else each quota (largest first) in the room a node has once empty of others."""
+    unbound = sorted((q.request for q in quotas if not q.node_name), key=lambda r: -sum(r.q.values()))
+    if len(set(unbound)) <= 1:
+        return Left(count)
+
+    def empty(name: str) -> Resource | None:
+        node = memo.ssn.node(name)
+        if node is None:
+            return None
+        own = kept.get(name)
+        return node.allocatable - own if own is not None else node.allocatable
+
+    return Left(count, unbound, empty)
+
+
 def _units(memo: FitMemo, job: JobInfo, zones: list[ZoneId]) -> list[list[ZoneId]]:
     """The sets of zones one hold may span: all of them, unless the job's hard tier limit
     (``highestTierAllowed``, mode hard) keeps it in one unit of that tier — one leaf, one spine, …
@@ -286,26 +325,25 @@ def _units(memo: FitMemo, job: JobInfo, zones: list[ZoneId]) -> list[list[ZoneId
     return list(units.values())
 
 
-def _hold_in(rows: Mapping[ZoneId, Sequence[Row]], need: int) -> tuple[Key, tuple[str, ...]] | None:
-    """The nodes of these zones to hold for ``need`` quotas, and the key that ranks the set:
-    the zone with the most room now of those that could hold the gang once empty; else the
-    fewest zones by that measure, roomiest first (None: these zones could never hold it)."""
-    whole = [z for z, r in rows.items() if sum(x[1] for x in r) >= need]
+def _hold_in(rows: Mapping[ZoneId, Sequence[Row]], need: Left) -> tuple[Key, tuple[str, ...]] | None:
+    """The nodes of these zones to hold for ``need``, and the key that ranks the set: the zone
+    with the most room now of those that could hold the gang once empty; else the fewest zones by
+    that measure, roomiest first (None: these zones could never hold it)."""
+    whole = [z for z, r in rows.items() if need.after(r).count <= 0]
     if whole:
         zone = max(whole, key=lambda z: (sum(x[0] for x in rows[z]), -len(rows[z]), z))
-        picked = _take(rows[zone], need)
+        picked, _ = _take(rows[zone], need)
         key = (1, -sum(x[0] for x in rows[zone]), 0)
     else:
         order = sorted(rows, key=lambda z: (-sum(x[0] for x in rows[z]), -sum(x[1] for x in rows[z]), z))
         picked, left, count = [], need, 0
         for z in order:
-            if left <= 0:
+            if left.count <= 0:
                 break
-            nodes = _take(rows[z], left)
+            nodes, left = _take(rows[z], left)
             picked += nodes
-            left -= sum(x[1] for x in rows[z] if x[3] in nodes)
             count += 1
-        if left > 0:
+        if left.count > 0:
             return None
         key = (count, 0, len(picked))
     return (key, tuple(picked)) if picked else None
@@ -320,19 +358,68 @@ def _bound_room(quotas: Sequence[QuotaInfo]) -> dict[str, Resource]:
     return out
 
 
-def _take(rows: Sequence[Row], need: int) -> list[str]:
-    """The roomiest nodes (now) until their room when empty covers ``need``."""
-    out, left = [], need
-    for _, room_empty, _, name in sorted(rows, key=lambda r: (-r[0], r[2], r[3])):
-        if left <= 0:
+class Left:
+    """What of the gang a hold has yet to make room for, as nodes join it in turn: ``count`` of its
+    unbound quotas. A gang of one kind counts copies, each node taking its room when empty (a
+    ``Row``'s); a gang of several kinds (``requests``, largest first) gives each node, once empty
+    (``empty``: its room then, None if unknown), those of the remaining quotas that still fit it —
+    its largest quota is only the measure of room now: one 8-GPU and seven 1-GPU quotas take two
+    8-GPU nodes, not eight."""
+
+    __slots__ = ("_empty", "count", "requests")
+
+    def __init__(
+        self, count: int, requests: Sequence[Resource] = (), empty: Callable[[str], Resource | None] | None = None
+    ) -> None:
+        self.count, self.requests, self._empty = count, requests, empty
+
+    def after(self, rows: Iterable[Row]) -> Left:
+        """What is left once the nodes of ``rows`` (in this order) join the hold."""
+        if self._empty is None:
+            return Left(self.count - sum(r[1] for r in rows))
+        left = list(self.requests)
+        for row in rows:
+            room = self._empty(row[3])
+            rest: list[Resource] = []
+            for request in left:
+                if room is not None and capacity_for(request, room) > 0:
+                    room = room - request
+                else:
+                    rest.append(request)
+            left = rest
+        return Left(len(left), left, self._empty)
+
+
+def _take(rows: Sequence[Row], need: Left) -> tuple[list[str], Left]:
+    """The roomiest nodes (now) until their room when empty covers ``need``, and what is left."""
+    out: list[str] = []
+    for row in sorted(rows, key=lambda r: (-r[0], r[2], r[3])):
+        if need.count <= 0:
             break
-        out.append(name)
-        left -= room_empty
-    return out
+        out.append(row[3])
+        need = need.after((row,))
+    return out, need
 
 
-def describe_nodes(nodes: Sequence[str]) -> str:
-    """``n4–n7 (4 nodes)`` — a held set as /diagnose prints it."""
-    if len(nodes) == 1:
-        return nodes[0]
-    return f"{nodes[0]}–{nodes[-1]} ({len(nodes)} nodes)"
+MAX_RUNS: Final = 4  # runs of consecutive nodes a held set names before it is cut short (``…``)
+
+
+def describe_nodes(nodes: Sequence[str], index: Callable[[str], int | None]) -> str:
+    """A held set (in node-index order) as /diagnose prints it: its runs of consecutive node
+    indices (``index``: a node's index, None if unknown), first–last, then the count —
+    ``n4–n7 (4 nodes)``, ``n1, n4–n6 (4 nodes)`` —, at most :data:`MAX_RUNS` runs before ``…``.
+    Never a range over a node the hold does not cover."""
+    runs: list[list[str]] = []
+    last: int | None = None
+    for n in nodes:
+        i = index(n)
+        if runs and i is not None and last is not None and i == last + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+        last = i
+    parts = [run[0] if len(run) == 1 else f"{run[0]}–{run[-1]}" for run in runs[:MAX_RUNS]]
+    if len(runs) > MAX_RUNS:
+        parts.append("…")
+    listed = ", ".join(parts)
+    return listed if len(nodes) == 1 else f"{listed} ({len(nodes)} nodes)"

@@ -15,23 +15,51 @@ from collections.abc import Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from extender.framework.session import Session
-from extender.framework.status import Reason, Status
+from extender.framework.status import Failure, Reason, Refused, Status
 from extender.model.job import JobInfo, JobQueueInfo, by_precedence
 from extender.model.quota import QuotaInfo
-from extender.plugins.gang import quotas_bound
+from extender.plugins.gang import can_allocate_zone, quotas_bound
 from extender.plugins.topology import holds
 
 if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
     from extender.plugins.topology.planner import GangPlanner
 
-__all__ = ["HoldKeeper", "waiting"]
+__all__ = ["HoldKeeper", "could_run", "led_by", "waiting"]
 
 
 def waiting(ssn: Session, job: JobInfo) -> bool:
     """The gang waits — what a hold is for: it has a quota left to bind and lacks members to run
     (once ``minMember`` of them are bound, the rest is room it would use, not a gang waiting)."""
     return any(not q.node_name for q in ssn.job_quotas(job)) and quotas_bound(ssn, job) < job.min_member
+
+
+def could_run(ssn: Session, job_key: str) -> bool:
+    """The gang could run now were the nodes free — what a hold is kept for: it exists, every task
+    (or ``minMember`` of them) holds a quota, and it is admitted (``job.valid``: not backing off,
+    its pods all there; ``job.enqueueable``: its JobQueue and Queue let it in). The binder ends
+    the hold of a gang that could not before its cycle (:meth:`extender.scheduler.Scheduler.run_once`),
+    keeping the gang's count of failed cycles: once it could run and its plan fails, it holds
+    again at once (else its held nodes would idle until ``hold_seconds`` for a gang that could
+    not use them)."""
+    job = ssn.job(job_key)
+    if job is None or not can_allocate_zone(job):
+        return False
+    return ssn.stages.valid(job).ok and ssn.stages.enqueueable(job).ok
+
+
+def led_by(first: Failure, status: Status) -> Status:
+    """``status`` with ``first`` before its failures: the reason /diagnose, the PodGroup condition
+    and the extender (which tells a pod its job's first reason) give is ``first``, the rest says
+    why. A :class:`Refused` keeps each refusing node's own reason; what the other nodes wait for
+    leads with ``first`` too."""
+    lead = Status(status.code, (first, *status.failures))
+    if not isinstance(status, Refused):
+        return lead
+    elsewhere = status.elsewhere
+    if elsewhere is not None:
+        elsewhere = Status(elsewhere.code, (first, *elsewhere.failures))
+    return Refused(lead.code, lead.failures, status.per_node, elsewhere)
 
 
 class HoldKeeper:
@@ -67,11 +95,16 @@ class HoldKeeper:
             r = self._ranks[job_key] = holds.rank(self.ssn.job(job_key), self._jobqueues)
         return r
 
+    def _index(self, node: str) -> int | None:
+        info = self.ssn.node(node)
+        return info.index if info is not None else None
+
     def refuse(
         self, job: JobInfo, quotas: list[QuotaInfo], failure: Status, memo: FitMemo, planner: GangPlanner
     ) -> Status:
         """The refusal of a waiting gang whose plan failed (``failure``): once it has waited long
-        enough, it holds the nodes that would fit it soonest, and the refusal says so."""
+        enough, it holds the nodes that would fit it soonest, and the refusal leads with that —
+        ``HoldingNodes(n4–n7 (4 nodes) for default/big); NoZoneFits(…)`` (:func:`led_by`)."""
         book = self.book
         held = book.of(job.key)
         if held is None:
@@ -86,11 +119,8 @@ class HoldKeeper:
                 held = moved
         if not held:
             return failure
-        detail = "; ".join(f.detail for f in failure.failures if f.detail)
-        refusal = Status.unschedulable(
-            failure.reason or Reason.NO_ZONE_FITS,
-            f"{detail}; {Reason.HOLDING_NODES.value} {holds.describe_nodes(held)} for {job.key}",
-        )
+        hold = Failure(Reason.HOLDING_NODES, f"{holds.describe_nodes(held, self._index)} for {job.key}")
+        refusal = led_by(hold, failure)
         self._refusals[job.key] = (refusal, failure)
         return refusal
 
@@ -98,18 +128,20 @@ class HoldKeeper:
         self, job: JobInfo, quotas: list[QuotaInfo], failure: Status, memo: FitMemo, planner: GangPlanner
     ) -> bool:
         """A waiting gang kept off nodes (``failure`` is ``NodeHeldForGang``) only by the holds of
-        gangs after it in hold order, once it holds or may hold (:meth:`_may_hold`), takes their
-        place: they end as displaced holds do, and it holds — its choice made as if they were
-        free — unless it holds already. True: its way is clear, plan it again."""
+        gangs after it in hold order, once it holds or may hold (:meth:`_may_hold`), takes the
+        places of those it needs (:meth:`_needed`): they end as displaced holds do, and it holds —
+        its choice made as if they were free — unless it holds already. True: its way is clear,
+        plan it again."""
         holders = planner.holders_keeping_off(failure)
         mine = self.rank(job.key)
         if not holders or any(self.rank(h) <= mine for h in holders):
             return False  # kept off by a gang before it in hold order, or its equal: it waits
         book = self.book
         held = book.of(job.key)
+        if held is None and not self._may_hold(job):
+            return False
+        holders = self._needed(job, quotas, holders, planner)
         if held is None:
-            if not self._may_hold(job):
-                return False
             held = holds.choose_hold(memo, planner, job, quotas, ignoring=holders)
             if not held:
                 return False
@@ -120,6 +152,20 @@ class HoldKeeper:
             book.add(job.key, held)
         self.ssn.notes[holds.NOTE] = book.current()
         return True
+
+    def _needed(
+        self, job: JobInfo, quotas: list[QuotaInfo], holders: tuple[str, ...], planner: GangPlanner
+    ) -> tuple[str, ...]:
+        """Of the ``holders`` keeping the gang off (all after it in hold order), the fewest of the
+        last whose holds lifted let it be planned: two lower holds in the leaf it would take, one
+        of which leaves it room enough, end one, not both (all: none fewer does)."""
+        last_first = [h for h in self.book.after(job.key) if h in holders]
+        for k in range(1, len(last_first)):
+            with self.book.lifted(last_first[:k]):
+                plan = planner.plan(job, quotas)
+            if not isinstance(plan, Status):
+                return tuple(last_first[:k])
+        return holders
 
     def _may_hold(self, job: JobInfo) -> bool:
         """The gang has waited long enough to hold: ``reserve_after_cycles`` failed cycles in a
@@ -134,21 +180,26 @@ class HoldKeeper:
         self, job: JobInfo, failure: Status, choose: Callable[[tuple[str, ...]], tuple[str, ...]]
     ) -> tuple[str, ...]:
         """The nodes a gang without a hold starts holding (empty: none), once it may hold: a free
-        place, while fewer than ``max_holds`` holds exist and one could ever hold it; else the place
-        of a hold after it in hold order, the last such whose nodes let it hold
-        (``choose(ignoring)``: the nodes to hold, those held for the gangs ``ignoring`` counting as
-        free)."""
+        place, while fewer than ``max_holds`` holds exist and one could ever hold it; else the
+        places of holds after it in hold order: the fewest of the last such whose nodes together
+        let it hold (``choose(ignoring)``: the nodes to hold, those held for the gangs ``ignoring``
+        counting as free), of which those whose nodes it takes end — two lower holds sharing the
+        only leaf it fits end both, rather than neither."""
         # a gang kept off nodes held for another waits for that one (unless :meth:`overrule` let
         # it take that one's place): it holds nothing itself
         if failure.reason is Reason.NODE_HELD_FOR_GANG or not self._may_hold(job):
             return ()
         book = self.book
         held = choose(()) if book.count() < self.max_holds else ()
-        for victim in () if held else book.after(job.key):
-            held = choose((victim,))
-            if held:
-                book.end(victim, displaced=True)
-                self._unheld(victim)
+        after = book.after(job.key)
+        for k in range(1, len(after) + 1) if not held else ():
+            held = choose(tuple(after[:k]))
+            if held:  # the holds it takes nodes of end (one at least: without after[k-1] it had none)
+                taken = set(held)
+                for victim in after[:k]:
+                    if taken.intersection(book.of(victim) or ()):
+                        book.end(victim, displaced=True)
+                        self._unheld(victim)
                 break
         if held:
             book.add(job.key, held)
