@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
-from tests.core.test_topology_property import POLICY, Cluster, Gang, room, run
+from tests.core.test_topology_property import POLICY, Cluster, Gang, draw_bound, room, run
 from tests.core.topo_cluster import NodeSpec
 
 PACKED = policy_with_topology({"pack_workers": True})
@@ -140,3 +140,90 @@ def test_three_whole_node_workers_fill_one_domain_before_another() -> None:
 def test_by_default_a_domain_never_makes_ranks_share_a_node() -> None:
     assert placed(_half_nodes_in_a_domain(), pack=False) == ["n0", "n1", "n2", "n3"]
     assert placed(_half_nodes_in_a_domain(), pack=True) == ["n0", "n0", "n1", "n1"]
+
+
+def _siblings_in_a() -> Cluster:
+    """One leaf of six empty nodes, domains a, b, a, b, a, a by index; four whole-node workers, rank
+    0 bound on n0 (domain a). Domain a has three more free nodes: ranks 1–3 go there (n2, n4, n5,
+    one domain), not to the next indices n1, n2, n3 (two)."""
+    doms = ["1a", "1b", "1a", "1b", "1a", "1a"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 4, 8, False, bound={0: "n0"})])
+
+
+@st.composite
+def partly_bound(draw: st.DrawFn) -> Cluster:
+    """A cluster of :func:`domain_clusters` whose gang has some quotas bound already."""
+    c = draw(domain_clusters())
+    draw_bound(draw, c.gangs[0], c.nodes, {n.name: n.busy for n in c.nodes})
+    c.gangs[0].strict = draw(st.booleans())
+    return c
+
+
+def fewest_in_order(c: Cluster, zone: tuple[str, int], *, pack: bool) -> int | None:
+    """The exhaustive oracle around bound siblings: the fewest domains the whole gang (its bound
+    quotas included) spans over placements of its other quotas on nodes of ``zone`` with room,
+    node indices never descending as task indices ascend — by default on distinct nodes that
+    hold none of the gang; None: no such placement."""
+    g = c.gangs[0]
+    slots = room(c, c.start(), g.gpu)
+    nodes = sorted((n for n in c.nodes if n.zone == zone and slots.get(n.name, 0) > 0), key=lambda n: n.index)
+    index = {n.name: n.index for n in c.nodes}
+    spec = {n.name: n for n in c.nodes}
+    held = frozenset(unit(spec[n]) for n in g.bound.values())
+    left = {n.name: (0 if n.name in g.bound.values() else 1) if not pack else slots[n.name] for n in nodes}
+    best: int | None = None
+
+    def go(i: int, low: int, units: frozenset[str]) -> None:
+        nonlocal best
+        if best is not None and len(units) >= best:
+            return
+        if i == g.workers:
+            best = len(units)
+            return
+        if i in g.bound:
+            if index[g.bound[i]] >= low:
+                go(i + 1, index[g.bound[i]], units)
+            return
+        for n in nodes:
+            if n.index >= low and left[n.name] > 0:
+                left[n.name] -= 1
+                go(i + 1, n.index, units | {unit(n)})
+                left[n.name] += 1
+
+    go(0, -1, held)
+    return best
+
+
+def check_around_siblings(c: Cluster, where: Sequence[str], *, pack: bool) -> None:
+    """A partly bound gang placed whole in its siblings' one zone, in rank order (by default on
+    distinct nodes free of the gang) spans the fewest domains such a placement can."""
+    g = c.gangs[0]
+    spec = {n.name: n for n in c.nodes}
+    if not g.bound or not all(where):
+        return
+    placed_nodes = [spec[n] for n in where]
+    zones = {n.zone for n in placed_nodes}
+    at = [n.index for n in placed_nodes]
+    new = [where[i] for i in range(g.workers) if i not in g.bound]
+    if len(zones) != 1 or at != sorted(at):
+        return
+    if not pack and (len(set(new)) < len(new) or set(new) & set(g.bound.values())):
+        return
+    got = len({unit(n) for n in placed_nodes})
+    best = fewest_in_order(c, next(iter(zones)), pack=pack)
+    assert best is not None and got == best, f"{g.name} spans {got} domains, {best} would do: {list(where)}"
+
+
+@PROPERTY
+@given(partly_bound(), st.booleans())
+@example(c=_siblings_in_a(), pack=False)
+@example(c=_siblings_in_a(), pack=True)
+def test_a_partly_bound_gang_takes_the_fewest_nvlink_domains_beside_its_siblings(c: Cluster, pack: bool) -> None:
+    result = run(c, liveness=True, policy=PACKED if pack else POLICY, zone_rules=False)
+    check_around_siblings(c, [result.session.quota(q).node_name or "" for q in c.gangs[0].quotas], pack=pack)
+
+
+def test_the_rest_of_a_partly_bound_gang_fills_its_siblings_domain_first() -> None:
+    assert placed(_siblings_in_a(), pack=False) == ["n0", "n2", "n4", "n5"]
+    assert placed(_siblings_in_a(), pack=True) == ["n0", "n2", "n4", "n5"]
