@@ -151,6 +151,32 @@ def _siblings_in_a() -> Cluster:
     return Cluster(nodes, [Gang("g0", 4, 8, False, bound={0: "n0"})])
 
 
+def _siblings_in_a_after_rank_0() -> Cluster:
+    """One leaf, domains a, a, b, a, b, a, a, b by index; three whole-node workers, rank 0 bound on
+    n3 (domain a). Domain a's free nodes n0, n1 lie below rank 0: the rest goes in rank order to
+    a's n5, n6 (one domain), not to the next indices n4, n5 (two)."""
+    doms = ["1a", "1a", "1b", "1a", "1b", "1a", "1a", "1b"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 3, 8, False, bound={0: "n3"})])
+
+
+def _rank_1_bound_between() -> Cluster:
+    """n0 and n2, n3 name no domain, n1 and n4 are domain a; four 1-GPU workers, rank 1 bound on
+    n2. In rank order rank 0 takes n1 (a) and ranks 2, 3 take n3, n4 (a): three units, not n0."""
+    doms = ["", "1a", "", "", "1a"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 4, 1, False, bound={1: "n2"})])
+
+
+def _one_free_node_in_the_siblings_domain() -> Cluster:
+    """n0 names no domain, n1 and n2 are domain a; two whole-node workers, rank 1 bound on n2.
+    Rank 0 goes to n1 beside its sibling's domain, not to n0 (each free node is a domain of its
+    own among the candidates, but a is the sibling's)."""
+    doms = ["", "1a", "1a"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 2, 8, False, bound={1: "n2"})])
+
+
 @st.composite
 def partly_bound(draw: st.DrawFn) -> Cluster:
     """A cluster of :func:`domain_clusters` whose gang has some quotas bound already."""
@@ -219,6 +245,10 @@ def check_around_siblings(c: Cluster, where: Sequence[str], *, pack: bool) -> No
 @given(partly_bound(), st.booleans())
 @example(c=_siblings_in_a(), pack=False)
 @example(c=_siblings_in_a(), pack=True)
+@example(c=_siblings_in_a_after_rank_0(), pack=False)
+@example(c=_siblings_in_a_after_rank_0(), pack=True)
+@example(c=_rank_1_bound_between(), pack=False)
+@example(c=_one_free_node_in_the_siblings_domain(), pack=False)
 def test_a_partly_bound_gang_takes_the_fewest_nvlink_domains_beside_its_siblings(c: Cluster, pack: bool) -> None:
     result = run(c, liveness=True, policy=PACKED if pack else POLICY, zone_rules=False)
     check_around_siblings(c, [result.session.quota(q).node_name or "" for q in c.gangs[0].quotas], pack=pack)
@@ -227,3 +257,10 @@ def test_a_partly_bound_gang_takes_the_fewest_nvlink_domains_beside_its_siblings
 def test_the_rest_of_a_partly_bound_gang_fills_its_siblings_domain_first() -> None:
     assert placed(_siblings_in_a(), pack=False) == ["n0", "n2", "n4", "n5"]
     assert placed(_siblings_in_a(), pack=True) == ["n0", "n2", "n4", "n5"]
+
+
+def test_in_rank_order_the_rest_of_a_partly_bound_gang_still_fills_its_siblings_domain() -> None:
+    assert placed(_siblings_in_a_after_rank_0(), pack=False) == ["n3", "n5", "n6"]
+    assert placed(_siblings_in_a_after_rank_0(), pack=True) == ["n3", "n5", "n6"]
+    assert placed(_rank_1_bound_between(), pack=False) == ["n1", "n2", "n3", "n4"]
+    assert placed(_one_free_node_in_the_siblings_domain(), pack=False) == ["n1", "n2"]

@@ -303,17 +303,17 @@ def domain_parts(
     chosen domains take their shares the siblings' first, then the largest first (rule 2 one tier
     down: the largest part of the gang in one domain); with ``pack`` they are one pool (rule 3
     takes its fewest nodes; each chosen domain still takes some). The one part ``(ranked, need)``
-    when domains do not choose: every node its own domain, or by default fewer free nodes than
-    ``need`` (then every node takes ranks anyway)."""
+    when domains do not choose: every node its own domain and none a sibling's, or by default
+    fewer free nodes than ``need`` (then every node takes ranks anyway)."""
     held = held or {}
     if need <= 0 or (not pack and sum(1 for c in ranked if c.name not in held) < need):
         return [(ranked, need)]
     units: dict[str, list[Candidate]] = {}  # domain → its candidates, best first
     for c in ranked:
         units.setdefault(domains.get(c.name) or f"node#{c.name}", []).append(c)
-    if len(units) == len(ranked):
-        return [(ranked, need)]
     home = {domains.get(n) or f"node#{n}" for n in held} & units.keys()
+    if len(units) == len(ranked) and not any(domains.get(n) in units for n in held):  # nothing to choose
+        return [(ranked, need)]
     offers = {
         key: ZoneOffer(("", key), len(cs), _domain_room(cs, pack, held), False, min(c.index for c in cs))
         for key, cs in units.items()

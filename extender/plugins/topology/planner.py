@@ -199,7 +199,15 @@ class GangPlanner:
             further = [self.offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, []) if z not in home]
         cands = partial(self._candidates, job, head, sid)
         return ordered_in_zones(
-            cands, zones, ranges, home=home, further=further, away=None if further else away, pack=self.pack, held=held
+            cands,
+            zones,
+            ranges,
+            home=home,
+            further=further,
+            away=None if further else away,
+            pack=self.pack,
+            held=held,
+            domains=self.memo.domain_of,
         )
 
     def kept_off(
