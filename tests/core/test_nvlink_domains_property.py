@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
-from tests.core.test_topology_property import POLICY, Cluster, Gang, draw_bound, room, run
+from tests.core.test_topology_property import CONTINUITY, POLICY, Cluster, Gang, draw_bound, room, run
 from tests.core.topo_cluster import NodeSpec
 
 PACKED = policy_with_topology({"pack_workers": True})
@@ -264,3 +264,65 @@ def test_in_rank_order_the_rest_of_a_partly_bound_gang_still_fills_its_siblings_
     assert placed(_siblings_in_a_after_rank_0(), pack=True) == ["n3", "n5", "n6"]
     assert placed(_rank_1_bound_between(), pack=False) == ["n1", "n2", "n3", "n4"]
     assert placed(_one_free_node_in_the_siblings_domain(), pack=False) == ["n1", "n2"]
+
+
+def shortest_runs(c: Cluster) -> list[list[NodeSpec]]:
+    """The continuity oracle: every shortest run of consecutive node indices whose nodes all have
+    room for the gang and together hold it (one GPU model here; a full or unusable node breaks a
+    run)."""
+    g = c.gangs[0]
+    slots = room(c, c.start(), g.gpu)
+    nodes = sorted(c.nodes, key=lambda n: n.index)
+    runs = [
+        nodes[i:j]
+        for i in range(len(nodes))
+        for j in range(i + 1, len(nodes) + 1)
+        if all(slots.get(n.name, 0) > 0 for n in nodes[i:j]) and sum(slots[n.name] for n in nodes[i:j]) >= g.workers
+    ]
+    least = min((len(r) for r in runs), default=0)
+    return [r for r in runs if len(r) == least]
+
+
+def _runs_of_two() -> Cluster:
+    """One leaf, domains a, b, b by index; two whole-node workers under continuity. n0–n1 and
+    n1–n2 are both shortest runs: n1–n2 is one NVLink domain, n0–n1 two."""
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(["1a", "1b", "1b"])]
+    return Cluster(nodes, [Gang("g0", 2, 8, False)])
+
+
+def _runs_across_leaves() -> Cluster:
+    """Leaf 1: n0, n1 (n0 half used); leaf 2: n2, n3; two whole-node workers under continuity.
+    n1–n2 (two leaves) and n2–n3 (one) are both shortest runs: n2–n3."""
+    nodes = [NodeSpec("n0", 0, 1, "A100", True, False, 4), NodeSpec("n1", 1, 1, "A100", True, False, 0)]
+    nodes += [NodeSpec(f"n{i}", i, 2, "A100", True, False, 0) for i in (2, 3)]
+    return Cluster(nodes, [Gang("g0", 2, 8, False)])
+
+
+@PROPERTY
+@given(domain_clusters())
+@example(c=_runs_of_two())
+@example(c=_runs_across_leaves())
+def test_under_continuity_the_shortest_run_in_the_fewest_leaves_and_domains(c: Cluster) -> None:
+    """By default the gang takes every node of its run; among the shortest runs, the one in the
+    fewest leaves, then the fewest NVLink domains (the tiers' rule as a tie-break: a run stays
+    the shortest)."""
+    result = run(c, liveness=True, policy=CONTINUITY, zone_rules=False)
+    spec = {n.name: n for n in c.nodes}
+    where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+    runs = shortest_runs(c)
+    if not all(where) or not runs:
+        return
+    used = [spec[n] for n in sorted(set(where), key=lambda n: spec[n].index)]  # type: ignore[index]
+    assert [n.index for n in used] == list(range(used[0].index, used[-1].index + 1))
+    assert len(used) == len(runs[0]), f"run {[n.name for n in used]}, a shorter one holds the gang"
+
+    def cost(r: Sequence[NodeSpec]) -> tuple[int, int]:
+        return len({n.leaf for n in r}), len({unit(n) for n in r})
+
+    assert cost(used) == min(map(cost, runs)), f"run {[n.name for n in used]} of (leaves, domains) {cost(used)}"
+
+
+def test_under_continuity_equally_short_runs_go_to_the_fewest_leaves_then_domains() -> None:
+    for c, want in ((_runs_of_two(), ["n1", "n2"]), (_runs_across_leaves(), ["n2", "n3"])):
+        result = run(c, liveness=True, policy=CONTINUITY, zone_rules=False)
+        assert [result.session.quota(q).node_name for q in c.gangs[0].quotas] == want  # type: ignore[union-attr]

@@ -447,23 +447,35 @@ def _fewest_best_fit(by_score: Sequence[Candidate], need: int) -> dict[str, int]
     return counts
 
 
-def continuity_block(candidates: Sequence[Candidate], indices: Sequence[int], need: int) -> list[Candidate] | None:
+def continuity_block(
+    candidates: Sequence[Candidate],
+    indices: Sequence[int],
+    need: int,
+    cost: Callable[[Sequence[Candidate]], tuple[int, ...]] | None = None,
+) -> list[Candidate] | None:
     """The seed's *continuity* algorithm: among runs of consecutive node indices whose nodes all
-    take quotas of the gang, the shortest run that holds ``need`` slots (ties: lowest index).
+    take quotas of the gang, the shortest run that holds ``need`` slots (ties: the least ``cost``,
+    then the lowest index).
 
     ``indices`` are all node indices of the spec, ascending: a node missing from ``candidates``
     breaks a run."""
-    return shortest_run({c.index: c for c in candidates}, indices, lambda run: sum(c.capacity for c in run) >= need)
+    by_index = {c.index: c for c in candidates}
+    return shortest_run(by_index, indices, lambda run: sum(c.capacity for c in run) >= need, cost)
 
 
 def shortest_run(
-    by_index: Mapping[int, N], indices: Sequence[int], holds: Callable[[Sequence[N]], bool]
+    by_index: Mapping[int, N],
+    indices: Sequence[int],
+    holds: Callable[[Sequence[N]], bool],
+    cost: Callable[[Sequence[N]], tuple[int, ...]] | None = None,
 ) -> list[N] | None:
     """The shortest run of consecutive ``indices`` whose every index names a node of ``by_index``
-    that ``holds`` the gang (ties: the lowest index); ``holds`` must stay true as a run grows.
-    ``indices``: every node index of the spec, ascending (an index missing from ``by_index``, or
-    a gap between two, breaks a run)."""
+    that ``holds`` the gang (ties: the least ``cost`` — the planner's is the tiers' rule, the
+    fewest leaves, then NVLink domains, the run spans — then the lowest index); ``holds`` must stay
+    true as a run grows. ``indices``: every node index of the spec, ascending (an index missing
+    from ``by_index``, or a gap between two, breaks a run)."""
     best: list[N] | None = None
+    best_cost: tuple[int, ...] = ()
     run: list[N] = []
     prev: int | None = None
     for i in indices:
@@ -474,7 +486,9 @@ def shortest_run(
             run.append(node)
             while len(run) > 1 and holds(run[1:]):  # shrink from the left: the shortest ending here
                 run.pop(0)
-            if (best is None or len(run) < len(best)) and holds(run):
-                best = list(run)
+            if (best is None or len(run) <= len(best)) and holds(run):
+                mine = cost(run) if cost is not None else ()
+                if best is None or len(run) < len(best) or mine < best_cost:
+                    best, best_cost = list(run), mine
         prev = i
     return best

@@ -357,7 +357,10 @@ class GangPlanner:
     def _plan_continuity(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, need: int) -> SpecPlan | None:
         memo = self.memo
         cands = [c for z in memo.spec_zones.get(spec, []) for c in self._candidates(job, head, sid, z)]
-        block = continuity_block(sorted(cands, key=lambda c: c.index), memo.all_indices.get(spec, []), need)
+        indices = memo.all_indices.get(spec, [])
+        block = continuity_block(
+            sorted(cands, key=lambda c: c.index), indices, need, lambda run: memo.tiers_spanned(c.name for c in run)
+        )
         if block is None:
             return None
         slots = [Slot(c.name, c.index) for c, n in choose_nodes(block, need, pack=self.pack) for _ in range(n)]
