@@ -22,10 +22,13 @@ from collections.abc import Sequence
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from extender.cache.cache import ClusterCache
+from extender.scheduler import Scheduler
+from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
 from tests.core.test_topology_property import CONTINUITY, POLICY, Cluster, Gang, draw_bound, room, run
-from tests.core.topo_cluster import NodeSpec
+from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers
 
 PACKED = policy_with_topology({"pack_workers": True})
 
@@ -326,3 +329,52 @@ def test_under_continuity_equally_short_runs_go_to_the_fewest_leaves_then_domain
     for c, want in ((_runs_of_two(), ["n1", "n2"]), (_runs_across_leaves(), ["n2", "n3"])):
         result = run(c, liveness=True, policy=CONTINUITY, zone_rules=False)
         assert [result.session.quota(q).node_name for q in c.gangs[0].quotas] == want  # type: ignore[union-attr]
+
+
+def placed_within_nvlink(c: Cluster, *, pack: bool) -> list[str]:
+    """The gang's nodes after one cycle when its PodGroup sets ``highestTierAllowed: nvlink``,
+    ``mode: hard`` ("" for a quota left unbound)."""
+    objs = c.objects()
+    for o in objs:
+        if o["kind"] == "PodGroup":
+            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    result = Scheduler(PACKED if pack else POLICY).run_once(cache.snapshot(NOW))
+    check_ledgers(result.session)
+    return [result.session.quota(q).node_name or "" for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+
+
+def _two_nodes_a_domain() -> Cluster:
+    """Domains a (n0, n1) and b (n2, n3), all empty; four 4-GPU workers that may not leave one
+    NVLink domain. No domain has four nodes, but a holds them two to a node: they run there."""
+    doms = ["1a", "1a", "1b", "1b"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 4, 4, False)])
+
+
+@PROPERTY
+@given(domain_clusters(), st.booleans())
+@example(c=_two_nodes_a_domain(), pack=False)
+def test_a_gang_held_to_one_nvlink_domain_runs_whenever_one_holds_it(c: Cluster, pack: bool) -> None:
+    """A hard NVLink limit is a rule of its own: the gang runs in one named domain whenever one
+    has room for all its quotas, sharing nodes if it must (by default distinct nodes only come
+    first), and otherwise waits."""
+    g = c.gangs[0]
+    slots = room(c, c.start(), g.gpu)
+    rooms: dict[str, int] = {}
+    for n in c.nodes:
+        if n.domain:
+            rooms[n.domain] = rooms.get(n.domain, 0) + slots.get(n.name, 0)
+    where = placed_within_nvlink(c, pack=pack)
+    spec = {n.name: n for n in c.nodes}
+    if max(rooms.values(), default=0) < g.workers:
+        assert not any(where), f"{g.name} placed beyond one NVLink domain: {where}"
+        return
+    assert all(where), f"{g.name} waits while one NVLink domain holds it: {rooms}"
+    assert len({spec[n].domain for n in where}) == 1 and spec[where[0]].domain, where
+    assert all(where.count(n) <= slots[n] for n in set(where)), where
+
+
+def test_four_workers_held_to_one_domain_share_its_two_nodes() -> None:
+    assert placed_within_nvlink(_two_nodes_a_domain(), pack=False) == ["n0", "n0", "n1", "n1"]

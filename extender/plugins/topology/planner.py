@@ -335,7 +335,9 @@ class GangPlanner:
         """Tier 0: the NVLink domain with the least room that holds the whole gang (no RDMA hop at
         all). A domain's room is its slots with ``pack_workers``, its nodes by default: distinct
         nodes come before one NVLink domain, which never makes ranks share a node (4 workers of 4
-        GPUs beside a domain of two empty nodes take four nodes of the leaf, not two)."""
+        GPUs beside a domain of two empty nodes take four nodes of the leaf, not two) — unless the
+        job may not leave one domain (``highestTierAllowed: nvlink``, hard): then its slots, so
+        a gang one domain holds runs there rather than wait."""
         memo = self.memo
         units: dict[str, list[Candidate]] = {}
         for z in memo.spec_zones.get(spec, []):
@@ -344,8 +346,15 @@ class GangPlanner:
                 domain = memo.domain_of.get(c.name)
                 if domain:
                     units.setdefault(domain, []).append(c)
-        room = (lambda cs: sum(c.capacity for c in cs)) if self.pack else len
+
+        def slot_room(cs: list[Candidate]) -> int:
+            return sum(c.capacity for c in cs)
+
+        room: Callable[[list[Candidate]], int] = slot_room if self.pack else len
         holding = [(d, cs) for d, cs in units.items() if room(cs) >= need]
+        if not holding and not self.pack and job.tier_hard and job.highest_tier == 0:
+            room = slot_room  # held to one domain: ranks share its nodes rather than wait
+            holding = [(d, cs) for d, cs in units.items() if room(cs) >= need]
         if not holding:
             return None
         domain, cands = min(holding, key=lambda u: (room(u[1]), len(u[1]), u[1][0].index, u[0]))
