@@ -35,7 +35,7 @@ CONTINUITY: dict[bool, Policy] = {
 def _cpu_heavy_launcher() -> MixedCluster:
     """A 4-GPU worker (10 CPUs) and a 1-GPU launcher of 90 CPUs on three empty nodes (8 GPUs, 96
     CPUs each): counted as two 4-GPU workers, n0 alone would hold them, yet their 100 CPUs do
-    not fit one node. The shortest run that holds them is n0–n1."""
+    not fit one node. The shortest runs that hold them are n0–n1 and n1–n2; n1–n2 is one leaf."""
     return MixedCluster([_node(0, 1), _node(1, 2), _node(2, 2)], [MixedGang("g0", [Member(4, 10), Member(1, 90)])])
 
 
@@ -60,4 +60,4 @@ def test_mixed_gangs_under_continuity_are_placed_valid_whenever_they_fit(c: Mixe
 
 def test_a_launcher_heavier_in_cpu_than_its_worker_takes_the_shortest_run_that_holds_both() -> None:
     c = _cpu_heavy_launcher()
-    assert where(c, run(c, alone=True, policy=CONTINUITY[False])) == {"q-g0-0": "n0", "q-g0-1": "n1"}
+    assert where(c, run(c, alone=True, policy=CONTINUITY[False])) == {"q-g0-0": "n1", "q-g0-1": "n2"}

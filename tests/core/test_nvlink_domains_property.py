@@ -22,10 +22,13 @@ from collections.abc import Sequence
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from extender.cache.cache import ClusterCache
+from extender.scheduler import Scheduler
+from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
-from tests.core.test_topology_property import POLICY, Cluster, Gang, room, run
-from tests.core.topo_cluster import NodeSpec
+from tests.core.test_topology_property import CONTINUITY, POLICY, Cluster, Gang, draw_bound, room, run
+from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers
 
 PACKED = policy_with_topology({"pack_workers": True})
 
@@ -140,3 +143,238 @@ def test_three_whole_node_workers_fill_one_domain_before_another() -> None:
 def test_by_default_a_domain_never_makes_ranks_share_a_node() -> None:
     assert placed(_half_nodes_in_a_domain(), pack=False) == ["n0", "n1", "n2", "n3"]
     assert placed(_half_nodes_in_a_domain(), pack=True) == ["n0", "n0", "n1", "n1"]
+
+
+def _siblings_in_a() -> Cluster:
+    """One leaf of six empty nodes, domains a, b, a, b, a, a by index; four whole-node workers, rank
+    0 bound on n0 (domain a). Domain a has three more free nodes: ranks 1–3 go there (n2, n4, n5,
+    one domain), not to the next indices n1, n2, n3 (two)."""
+    doms = ["1a", "1b", "1a", "1b", "1a", "1a"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 4, 8, False, bound={0: "n0"})])
+
+
+def _siblings_in_a_after_rank_0() -> Cluster:
+    """One leaf, domains a, a, b, a, b, a, a, b by index; three whole-node workers, rank 0 bound on
+    n3 (domain a). Domain a's free nodes n0, n1 lie below rank 0: the rest goes in rank order to
+    a's n5, n6 (one domain), not to the next indices n4, n5 (two)."""
+    doms = ["1a", "1a", "1b", "1a", "1b", "1a", "1a", "1b"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 3, 8, False, bound={0: "n3"})])
+
+
+def _rank_1_bound_between() -> Cluster:
+    """n0 and n2, n3 name no domain, n1 and n4 are domain a; four 1-GPU workers, rank 1 bound on
+    n2. In rank order rank 0 takes n1 (a) and ranks 2, 3 take n3, n4 (a): three units, not n0."""
+    doms = ["", "1a", "", "", "1a"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 4, 1, False, bound={1: "n2"})])
+
+
+def _one_free_node_in_the_siblings_domain() -> Cluster:
+    """n0 names no domain, n1 and n2 are domain a; two whole-node workers, rank 1 bound on n2.
+    Rank 0 goes to n1 beside its sibling's domain, not to n0 (each free node is a domain of its
+    own among the candidates, but a is the sibling's)."""
+    doms = ["", "1a", "1a"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 2, 8, False, bound={1: "n2"})])
+
+
+@st.composite
+def partly_bound(draw: st.DrawFn) -> Cluster:
+    """A cluster of :func:`domain_clusters` whose gang has some quotas bound already."""
+    c = draw(domain_clusters())
+    draw_bound(draw, c.gangs[0], c.nodes, {n.name: n.busy for n in c.nodes})
+    c.gangs[0].strict = draw(st.booleans())
+    return c
+
+
+def fewest_in_order(c: Cluster, zone: tuple[str, int], *, pack: bool) -> int | None:
+    """The exhaustive oracle around bound siblings: the fewest domains the whole gang (its bound
+    quotas included) spans over placements of its other quotas on nodes of ``zone`` with room,
+    node indices never descending as task indices ascend — by default on distinct nodes that
+    hold none of the gang; None: no such placement."""
+    g = c.gangs[0]
+    slots = room(c, c.start(), g.gpu)
+    nodes = sorted((n for n in c.nodes if n.zone == zone and slots.get(n.name, 0) > 0), key=lambda n: n.index)
+    index = {n.name: n.index for n in c.nodes}
+    spec = {n.name: n for n in c.nodes}
+    held = frozenset(unit(spec[n]) for n in g.bound.values())
+    left = {n.name: (0 if n.name in g.bound.values() else 1) if not pack else slots[n.name] for n in nodes}
+    best: int | None = None
+
+    def go(i: int, low: int, units: frozenset[str]) -> None:
+        nonlocal best
+        if best is not None and len(units) >= best:
+            return
+        if i == g.workers:
+            best = len(units)
+            return
+        if i in g.bound:
+            if index[g.bound[i]] >= low:
+                go(i + 1, index[g.bound[i]], units)
+            return
+        for n in nodes:
+            if n.index >= low and left[n.name] > 0:
+                left[n.name] -= 1
+                go(i + 1, n.index, units | {unit(n)})
+                left[n.name] += 1
+
+    go(0, -1, held)
+    return best
+
+
+def check_around_siblings(c: Cluster, where: Sequence[str], *, pack: bool) -> None:
+    """A partly bound gang placed whole in its siblings' one zone, in rank order (by default on
+    distinct nodes free of the gang) spans the fewest domains such a placement can."""
+    g = c.gangs[0]
+    spec = {n.name: n for n in c.nodes}
+    if not g.bound or not all(where):
+        return
+    placed_nodes = [spec[n] for n in where]
+    zones = {n.zone for n in placed_nodes}
+    at = [n.index for n in placed_nodes]
+    new = [where[i] for i in range(g.workers) if i not in g.bound]
+    if len(zones) != 1 or at != sorted(at):
+        return
+    if not pack and (len(set(new)) < len(new) or set(new) & set(g.bound.values())):
+        return
+    got = len({unit(n) for n in placed_nodes})
+    best = fewest_in_order(c, next(iter(zones)), pack=pack)
+    assert best is not None and got == best, f"{g.name} spans {got} domains, {best} would do: {list(where)}"
+
+
+@PROPERTY
+@given(partly_bound(), st.booleans())
+@example(c=_siblings_in_a(), pack=False)
+@example(c=_siblings_in_a(), pack=True)
+@example(c=_siblings_in_a_after_rank_0(), pack=False)
+@example(c=_siblings_in_a_after_rank_0(), pack=True)
+@example(c=_rank_1_bound_between(), pack=False)
+@example(c=_one_free_node_in_the_siblings_domain(), pack=False)
+def test_a_partly_bound_gang_takes_the_fewest_nvlink_domains_beside_its_siblings(c: Cluster, pack: bool) -> None:
+    result = run(c, liveness=True, policy=PACKED if pack else POLICY, zone_rules=False)
+    check_around_siblings(c, [result.session.quota(q).node_name or "" for q in c.gangs[0].quotas], pack=pack)
+
+
+def test_the_rest_of_a_partly_bound_gang_fills_its_siblings_domain_first() -> None:
+    assert placed(_siblings_in_a(), pack=False) == ["n0", "n2", "n4", "n5"]
+    assert placed(_siblings_in_a(), pack=True) == ["n0", "n2", "n4", "n5"]
+
+
+def test_in_rank_order_the_rest_of_a_partly_bound_gang_still_fills_its_siblings_domain() -> None:
+    assert placed(_siblings_in_a_after_rank_0(), pack=False) == ["n3", "n5", "n6"]
+    assert placed(_siblings_in_a_after_rank_0(), pack=True) == ["n3", "n5", "n6"]
+    assert placed(_rank_1_bound_between(), pack=False) == ["n1", "n2", "n3", "n4"]
+    assert placed(_one_free_node_in_the_siblings_domain(), pack=False) == ["n1", "n2"]
+
+
+def shortest_runs(c: Cluster) -> list[list[NodeSpec]]:
+    """The continuity oracle: every shortest run of consecutive node indices whose nodes all have
+    room for the gang and together hold it (one GPU model here; a full or unusable node breaks a
+    run)."""
+    g = c.gangs[0]
+    slots = room(c, c.start(), g.gpu)
+    nodes = sorted(c.nodes, key=lambda n: n.index)
+    runs = [
+        nodes[i:j]
+        for i in range(len(nodes))
+        for j in range(i + 1, len(nodes) + 1)
+        if all(slots.get(n.name, 0) > 0 for n in nodes[i:j]) and sum(slots[n.name] for n in nodes[i:j]) >= g.workers
+    ]
+    least = min((len(r) for r in runs), default=0)
+    return [r for r in runs if len(r) == least]
+
+
+def _runs_of_two() -> Cluster:
+    """One leaf, domains a, b, b by index; two whole-node workers under continuity. n0–n1 and
+    n1–n2 are both shortest runs: n1–n2 is one NVLink domain, n0–n1 two."""
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(["1a", "1b", "1b"])]
+    return Cluster(nodes, [Gang("g0", 2, 8, False)])
+
+
+def _runs_across_leaves() -> Cluster:
+    """Leaf 1: n0, n1 (n0 half used); leaf 2: n2, n3; two whole-node workers under continuity.
+    n1–n2 (two leaves) and n2–n3 (one) are both shortest runs: n2–n3."""
+    nodes = [NodeSpec("n0", 0, 1, "A100", True, False, 4), NodeSpec("n1", 1, 1, "A100", True, False, 0)]
+    nodes += [NodeSpec(f"n{i}", i, 2, "A100", True, False, 0) for i in (2, 3)]
+    return Cluster(nodes, [Gang("g0", 2, 8, False)])
+
+
+@PROPERTY
+@given(domain_clusters())
+@example(c=_runs_of_two())
+@example(c=_runs_across_leaves())
+def test_under_continuity_the_shortest_run_in_the_fewest_leaves_and_domains(c: Cluster) -> None:
+    """By default the gang takes every node of its run; among the shortest runs, the one in the
+    fewest leaves, then the fewest NVLink domains (the tiers' rule as a tie-break: a run stays
+    the shortest)."""
+    result = run(c, liveness=True, policy=CONTINUITY, zone_rules=False)
+    spec = {n.name: n for n in c.nodes}
+    where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+    runs = shortest_runs(c)
+    if not all(where) or not runs:
+        return
+    used = [spec[n] for n in sorted(set(where), key=lambda n: spec[n].index)]  # type: ignore[index]
+    assert [n.index for n in used] == list(range(used[0].index, used[-1].index + 1))
+    assert len(used) == len(runs[0]), f"run {[n.name for n in used]}, a shorter one holds the gang"
+
+    def cost(r: Sequence[NodeSpec]) -> tuple[int, int]:
+        return len({n.leaf for n in r}), len({unit(n) for n in r})
+
+    assert cost(used) == min(map(cost, runs)), f"run {[n.name for n in used]} of (leaves, domains) {cost(used)}"
+
+
+def test_under_continuity_equally_short_runs_go_to_the_fewest_leaves_then_domains() -> None:
+    for c, want in ((_runs_of_two(), ["n1", "n2"]), (_runs_across_leaves(), ["n2", "n3"])):
+        result = run(c, liveness=True, policy=CONTINUITY, zone_rules=False)
+        assert [result.session.quota(q).node_name for q in c.gangs[0].quotas] == want  # type: ignore[union-attr]
+
+
+def placed_within_nvlink(c: Cluster, *, pack: bool) -> list[str]:
+    """The gang's nodes after one cycle when its PodGroup sets ``highestTierAllowed: nvlink``,
+    ``mode: hard`` ("" for a quota left unbound)."""
+    objs = c.objects()
+    for o in objs:
+        if o["kind"] == "PodGroup":
+            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    result = Scheduler(PACKED if pack else POLICY).run_once(cache.snapshot(NOW))
+    check_ledgers(result.session)
+    return [result.session.quota(q).node_name or "" for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+
+
+def _two_nodes_a_domain() -> Cluster:
+    """Domains a (n0, n1) and b (n2, n3), all empty; four 4-GPU workers that may not leave one
+    NVLink domain. No domain has four nodes, but a holds them two to a node: they run there."""
+    doms = ["1a", "1a", "1b", "1b"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 4, 4, False)])
+
+
+@PROPERTY
+@given(domain_clusters(), st.booleans())
+@example(c=_two_nodes_a_domain(), pack=False)
+def test_a_gang_held_to_one_nvlink_domain_runs_whenever_one_holds_it(c: Cluster, pack: bool) -> None:
+    """A hard NVLink limit is a rule of its own: the gang runs in one named domain whenever one
+    has room for all its quotas, sharing nodes if it must (by default distinct nodes only come
+    first), and otherwise waits."""
+    g = c.gangs[0]
+    slots = room(c, c.start(), g.gpu)
+    rooms: dict[str, int] = {}
+    for n in c.nodes:
+        if n.domain:
+            rooms[n.domain] = rooms.get(n.domain, 0) + slots.get(n.name, 0)
+    where = placed_within_nvlink(c, pack=pack)
+    spec = {n.name: n for n in c.nodes}
+    if max(rooms.values(), default=0) < g.workers:
+        assert not any(where), f"{g.name} placed beyond one NVLink domain: {where}"
+        return
+    assert all(where), f"{g.name} waits while one NVLink domain holds it: {rooms}"
+    assert len({spec[n].domain for n in where}) == 1 and spec[where[0]].domain, where
+    assert all(where.count(n) <= slots[n] for n in set(where)), where
+
+
+def test_four_workers_held_to_one_domain_share_its_two_nodes() -> None:
+    assert placed_within_nvlink(_two_nodes_a_domain(), pack=False) == ["n0", "n0", "n1", "n1"]

@@ -21,7 +21,7 @@ for a shape, so nothing else is re-evaluated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -368,6 +368,14 @@ class FitMemo:
             if len(names) == 1 and None not in names:
                 return level
         return self.levels + 1
+
+    def tiers_spanned(self, nodes: Iterable[str]) -> tuple[int, int, int]:
+        """What ``nodes`` span, the least first (the tiers' rule where it only breaks ties, as
+        between equally short runs under continuity): the highest tier (:meth:`span`), the
+        leaves, the NVLink domains (a node without one is a domain of its own)."""
+        names = list(nodes)
+        zones = sorted({self.zone_of[n] for n in names})
+        return self.span(zones), len(zones), len({self.domain_of.get(n) or f"node#{n}" for n in names})
 
     def untouched(self, zid: ZoneId) -> bool:
         return self._touched.get(zid, 0) == 0

@@ -27,8 +27,8 @@ The rules, in the order the planner applies them:
    ties: fewer of the roomiest nodes) — of all the chosen zones at once beyond the bound
    siblings' (the planner pools them: the fewest nodes of the zones, not of each zone's share).
    Where nodes name NVLink domains, the nodes come from the fewest domains first, best fit among
-   them (:func:`domain_parts`: rules 1 and 2 one tier down; a domain's room is its nodes by
-   default, its slots with ``pack``: NVLink first).
+   them, the bound siblings' domains before any other (:func:`domain_parts`: rules 1 and 2 one
+   tier down; a domain's room is its nodes by default, its slots with ``pack``: NVLink first).
 4. **Ranks** (``rankorder``): slots sorted by node index go to quotas in task-index order,
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
@@ -262,8 +262,8 @@ def slots_in(
     of those zones hold the gang, not the fewest of each zone's share (4 workers over a leaf with
     three half free nodes and a leaf with one empty node take the empty node and two others, not
     all four). Every pooled zone still takes some: they are the fewest zones that hold the gang.
-    ``domains``: node → its NVLink domain; a gang without bound siblings takes each part in the
-    fewest domains (:func:`domain_parts`)."""
+    ``domains``: node → its NVLink domain; the gang takes each part in its bound siblings'
+    domains first, then the fewest further domains (:func:`domain_parts`)."""
     lists = {z.id: candidates(z.id) for z in chosen}
     free = None
     if not pack and len(chosen) > 1:  # distinct nodes across the chosen zones (rule 2)
@@ -275,8 +275,8 @@ def slots_in(
         parts = [(lists[z.id], m) for z, m in mine] + [(pool, need - sum(m for _, m in mine))]
     else:
         parts = [(lists[z.id], m) for z, m in shares]
-    if domains and not held:
-        parts = [p for ranked, m in parts for p in domain_parts(ranked, m, domains, pack=pack)]
+    if domains:
+        parts = [p for ranked, m in parts for p in domain_parts(ranked, m, domains, pack=pack, held=held)]
     slots: list[Slot] = []
     for ranked, m in parts:
         for cand, count in choose_ranked(ranked, m, pack=pack, held=held):
@@ -285,36 +285,56 @@ def slots_in(
 
 
 def domain_parts(
-    ranked: Sequence[Candidate], need: int, domains: Mapping[str, str], *, pack: bool = False
+    ranked: Sequence[Candidate],
+    need: int,
+    domains: Mapping[str, str],
+    *,
+    pack: bool = False,
+    held: Mapping[str, int] | None = None,
 ) -> list[tuple[Sequence[Candidate], int]]:
     """Rule 3's NVLink tier: ``need`` slots of one share (``ranked``: its candidates, best first)
     in the fewest NVLink domains (``domains``: node → domain; a node without one is a domain of
     its own) that hold them, and among sets of that many the best fit — rule 1 one tier down: the
     least room, then fewer nodes, lower first index. A domain's room is its slots with ``pack``
     (ranks packed NVLink first), its nodes by default (distinct nodes first: a domain never makes
-    ranks share a node). By default the chosen domains take their shares largest first (rule 2
-    one tier down: the largest part of the gang in one domain); with ``pack`` they are one pool
-    (rule 3 takes its fewest nodes; each chosen domain still takes some). The one part
-    ``(ranked, need)`` when domains do not choose: every node its own domain, or by default fewer
-    nodes than ``need`` (then every node takes ranks anyway)."""
-    if need <= 0 or (not pack and len(ranked) < need):
+    ranks share a node; a node holding a bound sibling, ``held``, is no distinct node). The
+    domains of the gang's bound siblings come first, as their zones do (rule 2): they cost no
+    domain more; only what they cannot hold goes to the fewest further domains. By default the
+    chosen domains take their shares the siblings' first, then the largest first (rule 2 one tier
+    down: the largest part of the gang in one domain); with ``pack`` they are one pool (rule 3
+    takes its fewest nodes; each chosen domain still takes some). The one part ``(ranked, need)``
+    when domains do not choose: every node its own domain and none a sibling's, or by default
+    fewer free nodes than ``need`` (then every node takes ranks anyway)."""
+    held = held or {}
+    if need <= 0 or (not pack and sum(1 for c in ranked if c.name not in held) < need):
         return [(ranked, need)]
     units: dict[str, list[Candidate]] = {}  # domain → its candidates, best first
     for c in ranked:
         units.setdefault(domains.get(c.name) or f"node#{c.name}", []).append(c)
-    if len(units) == len(ranked):
+    home = {domains.get(n) or f"node#{n}" for n in held} & units.keys()
+    if len(units) == len(ranked) and not any(domains.get(n) in units for n in held):  # nothing to choose
         return [(ranked, need)]
-    offers = [
-        ZoneOffer(("", key), len(cs), sum(c.capacity for c in cs) if pack else len(cs), False, min(c.index for c in cs))
+    offers = {
+        key: ZoneOffer(("", key), len(cs), _domain_room(cs, pack, held), False, min(c.index for c in cs))
         for key, cs in units.items()
-    ]
-    chosen = choose_zones(offers, need)
-    if chosen is None:
+    }
+    room = sum(offers[key].capacity for key in home)
+    further = choose_zones((z for key, z in offers.items() if key not in home), need - room) if room < need else []
+    if further is None:
         return [(ranked, need)]
+    chosen = [*(offers[key] for key in sorted(home)), *further]
     if pack:
         keep = {z.id[1] for z in chosen}
         return [([c for c in ranked if (domains.get(c.name) or f"node#{c.name}") in keep], need)]
-    return [(units[z.id[1]], m) for z, m in split_slots(chosen, need)]
+    return [(units[z.id[1]], m) for z, m in split_slots(chosen, need, home={("", key) for key in home})]
+
+
+def _domain_room(cands: Sequence[Candidate], pack: bool, held: Mapping[str, int]) -> int:
+    """A domain's room for the gang (:func:`domain_parts`): its slots with ``pack``, else its
+    nodes free of the gang."""
+    if pack:
+        return sum(c.capacity for c in cands)
+    return sum(1 for c in cands if c.name not in held) if held else len(cands)
 
 
 def rank_key(c: Candidate) -> tuple[float, int, str]:
@@ -427,23 +447,35 @@ def _fewest_best_fit(by_score: Sequence[Candidate], need: int) -> dict[str, int]
     return counts
 
 
-def continuity_block(candidates: Sequence[Candidate], indices: Sequence[int], need: int) -> list[Candidate] | None:
+def continuity_block(
+    candidates: Sequence[Candidate],
+    indices: Sequence[int],
+    need: int,
+    cost: Callable[[Sequence[Candidate]], tuple[int, ...]] | None = None,
+) -> list[Candidate] | None:
     """The seed's *continuity* algorithm: among runs of consecutive node indices whose nodes all
-    take quotas of the gang, the shortest run that holds ``need`` slots (ties: lowest index).
+    take quotas of the gang, the shortest run that holds ``need`` slots (ties: the least ``cost``,
+    then the lowest index).
 
     ``indices`` are all node indices of the spec, ascending: a node missing from ``candidates``
     breaks a run."""
-    return shortest_run({c.index: c for c in candidates}, indices, lambda run: sum(c.capacity for c in run) >= need)
+    by_index = {c.index: c for c in candidates}
+    return shortest_run(by_index, indices, lambda run: sum(c.capacity for c in run) >= need, cost)
 
 
 def shortest_run(
-    by_index: Mapping[int, N], indices: Sequence[int], holds: Callable[[Sequence[N]], bool]
+    by_index: Mapping[int, N],
+    indices: Sequence[int],
+    holds: Callable[[Sequence[N]], bool],
+    cost: Callable[[Sequence[N]], tuple[int, ...]] | None = None,
 ) -> list[N] | None:
     """The shortest run of consecutive ``indices`` whose every index names a node of ``by_index``
-    that ``holds`` the gang (ties: the lowest index); ``holds`` must stay true as a run grows.
-    ``indices``: every node index of the spec, ascending (an index missing from ``by_index``, or
-    a gap between two, breaks a run)."""
+    that ``holds`` the gang (ties: the least ``cost`` — the planner's is the tiers' rule, the
+    fewest leaves, then NVLink domains, the run spans — then the lowest index); ``holds`` must stay
+    true as a run grows. ``indices``: every node index of the spec, ascending (an index missing
+    from ``by_index``, or a gap between two, breaks a run)."""
     best: list[N] | None = None
+    best_cost: tuple[int, ...] = ()
     run: list[N] = []
     prev: int | None = None
     for i in indices:
@@ -454,7 +486,9 @@ def shortest_run(
             run.append(node)
             while len(run) > 1 and holds(run[1:]):  # shrink from the left: the shortest ending here
                 run.pop(0)
-            if (best is None or len(run) < len(best)) and holds(run):
-                best = list(run)
+            if (best is None or len(run) <= len(best)) and holds(run):
+                mine = cost(run) if cost is not None else ()
+                if best is None or len(run) < len(best) or mine < best_cost:
+                    best, best_cost = list(run), mine
         prev = i
     return best

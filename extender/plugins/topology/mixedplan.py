@@ -409,19 +409,28 @@ def nodes_and_ranks(gang: MixedGang, nodes: Sequence[MixedNode]) -> list[str] | 
 
 
 def plan_run(
-    gang: MixedGang, nodes: Sequence[MixedNode], indices: Sequence[int]
+    gang: MixedGang,
+    nodes: Sequence[MixedNode],
+    indices: Sequence[int],
+    spanned: Callable[[Iterable[str]], tuple[int, ...]] | None = None,
 ) -> tuple[list[MixedNode], list[str]] | None:
     """:func:`continuity_run`, then rules 3–4 on it: the run, and each quota's node."""
-    run = continuity_run(gang, nodes, indices)
+    run = continuity_run(gang, nodes, indices, spanned)
     placed = nodes_and_ranks(gang, run) if run is not None else None
     return None if run is None or placed is None else (run, placed)
 
 
-def continuity_run(gang: MixedGang, nodes: Sequence[MixedNode], indices: Sequence[int]) -> list[MixedNode] | None:
+def continuity_run(
+    gang: MixedGang,
+    nodes: Sequence[MixedNode],
+    indices: Sequence[int],
+    spanned: Callable[[Iterable[str]], tuple[int, ...]] | None = None,
+) -> list[MixedNode] | None:
     """The seed's *continuity* algorithm (as :func:`gangplan.continuity_block` for a gang of one
     kind): among runs of consecutive node indices whose nodes all take some quota of the gang,
     the shortest that holds it — by its frontier, or in rank order inside the fences for a
-    strict-order gang — ties: the lowest index. ``nodes``: the usable nodes (index order);
+    strict-order gang — ties: the least ``spanned`` of their node names (the planner's: the
+    fewest leaves, then NVLink domains), then the lowest index. ``nodes``: the usable nodes (index order);
     ``indices``: every node index of the spec, ascending (a node missing from ``nodes``, or one
     that takes none of the gang, breaks a run)."""
     kinds, order, fences = gang.kinds, gang.order, gang.fences
@@ -434,4 +443,5 @@ def continuity_run(gang: MixedGang, nodes: Sequence[MixedNode], indices: Sequenc
             return next_fit(run, kinds, order, fences)
         return need in combined((fronts[n.name] for n in run), need)
 
-    return shortest_run(by_index, indices, holds)
+    cost = None if spanned is None else lambda run: spanned(n.name for n in run)
+    return shortest_run(by_index, indices, holds, cost)

@@ -128,7 +128,8 @@ class MixedPlanner:
         """``GangPlanner._plan_continuity`` for a gang of several kinds (``mixedplan.continuity_run``)."""
         memo, t = self.p.memo, mix.head_kind
         nodes = [n for z in memo.spec_zones.get(spec, []) for n in self._members(job, mix, z)]
-        made = plan_run(gang, sorted(nodes, key=lambda n: n.index), memo.all_indices.get(spec, []))
+        indices = memo.all_indices.get(spec, [])
+        made = plan_run(gang, sorted(nodes, key=lambda n: n.index), indices, memo.tiers_spanned)
         if made is None:
             return None
         run, zids = made[0], sorted({n.zone for n in made[0]})

@@ -201,7 +201,15 @@ class GangPlanner:
             further = [self.offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, []) if z not in home]
         cands = partial(self._candidates, job, head, sid)
         return ordered_in_zones(
-            cands, zones, ranges, home=home, further=further, away=None if further else away, pack=self.pack, held=held
+            cands,
+            zones,
+            ranges,
+            home=home,
+            further=further,
+            away=None if further else away,
+            pack=self.pack,
+            held=held,
+            domains=self.memo.domain_of,
         )
 
     def kept_off(
@@ -329,7 +337,9 @@ class GangPlanner:
         """Tier 0: the NVLink domain with the least room that holds the whole gang (no RDMA hop at
         all). A domain's room is its slots with ``pack_workers``, its nodes by default: distinct
         nodes come before one NVLink domain, which never makes ranks share a node (4 workers of 4
-        GPUs beside a domain of two empty nodes take four nodes of the leaf, not two)."""
+        GPUs beside a domain of two empty nodes take four nodes of the leaf, not two) — unless the
+        job may not leave one domain (``highestTierAllowed: nvlink``, hard): then its slots, so
+        a gang one domain holds runs there rather than wait."""
         memo = self.memo
         units: dict[str, list[Candidate]] = {}
         for z in memo.spec_zones.get(spec, []):
@@ -338,8 +348,15 @@ class GangPlanner:
                 domain = memo.domain_of.get(c.name)
                 if domain:
                     units.setdefault(domain, []).append(c)
-        room = (lambda cs: sum(c.capacity for c in cs)) if self.pack else len
+
+        def slot_room(cs: list[Candidate]) -> int:
+            return sum(c.capacity for c in cs)
+
+        room: Callable[[list[Candidate]], int] = slot_room if self.pack else len
         holding = [(d, cs) for d, cs in units.items() if room(cs) >= need]
+        if not holding and not self.pack and job.tier_hard and job.highest_tier == 0:
+            room = slot_room  # held to one domain: ranks share its nodes rather than wait
+            holding = [(d, cs) for d, cs in units.items() if room(cs) >= need]
         if not holding:
             return None
         domain, cands = min(holding, key=lambda u: (room(u[1]), len(u[1]), u[1][0].index, u[0]))
@@ -351,7 +368,10 @@ class GangPlanner:
     def _plan_continuity(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, need: int) -> SpecPlan | None:
         memo = self.memo
         cands = [c for z in memo.spec_zones.get(spec, []) for c in self._candidates(job, head, sid, z)]
-        block = continuity_block(sorted(cands, key=lambda c: c.index), memo.all_indices.get(spec, []), need)
+        indices = memo.all_indices.get(spec, [])
+        block = continuity_block(
+            sorted(cands, key=lambda c: c.index), indices, need, lambda run: memo.tiers_spanned(c.name for c in run)
+        )
         if block is None:
             return None
         slots = [Slot(c.name, c.index) for c, n in choose_nodes(block, need, pack=self.pack) for _ in range(n)]

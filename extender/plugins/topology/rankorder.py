@@ -6,7 +6,7 @@ Pure functions: no session, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from extender.plugins.topology.gangplan import (
     Candidate,
@@ -18,7 +18,7 @@ from extender.plugins.topology.gangplan import (
     fewest_zones_that,
 )
 
-__all__ = ["assign_in_order", "assign_ranks", "order_break", "ordered_in_zones"]
+__all__ = ["assign_in_domains", "assign_in_order", "assign_ranks", "order_break", "ordered_in_zones"]
 
 
 def assign_ranks(
@@ -92,6 +92,67 @@ def assign_in_order(
     return out
 
 
+def assign_in_domains(
+    candidates: Sequence[Candidate],
+    ranges: Sequence[Range],
+    *,
+    domains: Mapping[str, str],
+    siblings: Collection[str],
+    pack: bool = False,
+    held: Collection[str] = (),
+) -> list[Slot] | None:
+    """:func:`assign_in_order` in the fewest NVLink domains (``domains``: node → domain; a node
+    without one is a domain of its own) that allow it: the domains of the bound ``siblings``
+    (their nodes) first, then the fewest further ones, the cheapest such set by rule 1 one tier
+    down (:func:`gangplan.fewest_zones_that`) — as :func:`gangplan.domain_parts` does where order
+    does not decide. By default never at the cost of a rank sharing a node more than on all the
+    ``candidates``: a domain never makes ranks share a node. ``pack`` and ``held``: as
+    :func:`assign_in_order`."""
+    whole = assign_in_order(candidates, ranges, pack=pack, held=held)
+    if whole is None or not domains:
+        return whole
+    units: dict[str, list[Candidate]] = {}
+    for c in candidates:
+        units.setdefault(_unit(c, domains), []).append(c)
+    home = {domains.get(n) or f"node#{n}" for n in siblings} & units.keys()
+    if len(units) == len(candidates) and not any(domains.get(n) in units for n in siblings):  # nothing to choose
+        return whole
+    shared = None if pack else _shared(whole, siblings)
+
+    def place(zs: Sequence[ZoneOffer]) -> list[Slot] | None:
+        keys = home | {z.id[1] for z in zs}
+        placed = assign_in_order([c for c in candidates if _unit(c, domains) in keys], ranges, pack=pack, held=held)
+        if placed is None or (shared is not None and _shared(placed, siblings) > shared):
+            return None
+        return placed
+
+    further = [
+        ZoneOffer(("", key), len(cs), sum(c.capacity for c in cs), False, min(c.index for c in cs))
+        for key, cs in units.items()
+        if key not in home
+    ]
+    lacking = len(ranges) - sum(c.capacity for key in home for c in units[key])
+    smallest = fewest_to_reach((z.capacity for z in further), lacking) if lacking > 0 else 0
+    if smallest is None:
+        return whole
+    found = fewest_zones_that(further, lambda zs: place(zs) is not None, smallest=smallest)
+    return whole if found is None else place(found)
+
+
+def _unit(c: Candidate, domains: Mapping[str, str]) -> str:
+    return domains.get(c.name) or f"node#{c.name}"
+
+
+def _shared(placed: Sequence[Slot], siblings: Collection[str]) -> int:
+    """How many of ``placed`` share a node with a bound sibling or an earlier one of them."""
+    seen = set(siblings)
+    count = 0
+    for s in placed:
+        count += s.node in seen
+        seen.add(s.node)
+    return count
+
+
 def ordered_in_zones(
     candidates: Callable[[ZoneId], Sequence[Candidate]],
     chosen: Sequence[ZoneId],
@@ -102,6 +163,7 @@ def ordered_in_zones(
     away: int | None = None,
     pack: bool = False,
     held: Collection[str] = (),
+    domains: Mapping[str, str] | None = None,
 ) -> tuple[list[Slot], list[ZoneId]] | None:
     """Rule 4 when a gang's slots break rank order around its bound siblings (``ranges``, task
     order): its slots by :func:`assign_in_order` on the ``candidates`` of its ``chosen`` zones if
@@ -112,12 +174,17 @@ def ordered_in_zones(
     ``home`` the fewest of them that allow it, the cheapest such set by rule 1
     (:func:`fewest_zones_that`); None when none do. ``pack`` and ``held``: as
     :func:`assign_in_order` (nodes free of the siblings first, unless that costs a quota more
-    outside ``home``: locality, then order, then distinct nodes)."""
+    outside ``home``: locality, then order, then distinct nodes); ``domains`` (node → NVLink
+    domain): within the zones, the fewest domains that keep the order (:func:`assign_in_domains`)."""
 
     def place(zones: Sequence[ZoneId], free_first: bool = True) -> tuple[list[Slot], list[ZoneId]] | None:
         zone_of = {c.name: z for z in zones for c in candidates(z)}
         mine = held if free_first else ()
-        placed = assign_in_order([c for z in zones for c in candidates(z)], ranges, pack=pack, held=mine)
+        cands = [c for z in zones for c in candidates(z)]
+        if domains:
+            placed = assign_in_domains(cands, ranges, domains=domains, siblings=held, pack=pack, held=mine)
+        else:
+            placed = assign_in_order(cands, ranges, pack=pack, held=mine)
         return None if placed is None else (placed, sorted({zone_of[s.node] for s in placed}))
 
     got = place(chosen)
