@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from extender.conf import default_policy_text, load_policy_text
 from extender.framework.policy import Policy
 from tests.core.props import PROPERTY
-from tests.core.test_topology_property import Cluster, clusters, run
+from tests.core.test_topology_property import Cluster, Gang, clusters, run
+from tests.core.topo_cluster import NodeSpec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 FILTERS = ("qn.select", "qn.predicate")
@@ -110,11 +111,32 @@ def test_any_composition_of_the_qn_stages_keeps_every_placement_rule(
                 assert i in g.bound or node not in unusable, f"{q} on {node}, which qn.predicate refuses"
 
 
+def _scored_by_topology_alone() -> tuple[dict[str, Any], str]:
+    """The default policy with ``qn.node_order: sum(1*topology)`` (no binpack, no nodeorder)."""
+    source, text = base_policies()[0]
+    doc = yaml.safe_load(text)
+    doc["stages"]["qn.node_order"] = "sum(1*topology)"
+    doc["plugins"]["topology"]["pack_workers"] = False
+    return doc, source
+
+
+def _sibling_on_the_middle_node() -> Cluster:
+    """4×1 GPU, rank 2 bound on n1 of n0, n1, n2 (half busy): ranks 0 and 1 must sit on n0–n1, so
+    one node takes two ranks — n0 under one score, n1 (beside rank 2) under another. Either way
+    the gang uses three nodes; its unbound ranks alone use two or three."""
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, busy) for i, busy in enumerate((0, 0, 4))]
+    nodes += [NodeSpec(f"n{i}", i, 2, "A100", True, False, 0) for i in range(3, 6)]
+    return Cluster(nodes, [Gang("g0", 4, 1, False, bound={2: "n1"})])
+
+
 @PROPERTY
 @given(clusters(max_gangs=1), policies())
+@example(c=_sibling_on_the_middle_node(), drawn=_scored_by_topology_alone())
 def test_scores_and_filters_change_no_zone_of_a_lone_gang(c: Cluster, drawn: tuple[dict[str, Any], str]) -> None:
-    """A lone gang's unbound quotas take the same zones, and as many nodes, whatever the scores
-    (they decide only which nodes of a zone), as under its source policy with the same predicates."""
+    """A lone gang's unbound quotas take the same zones, and the gang as many nodes, whatever the
+    scores (they decide only which nodes of a zone), as under its source policy with the same
+    predicates. The gang's nodes count its bound siblings': a rank that must share a node may
+    share a sibling's or another rank's, as the scores choose."""
     doc, source = drawn
     seen = as_seen(c, doc)
     got = run(seen, liveness=True, policy=load(doc, source), zone_rules=False).session
@@ -129,4 +151,5 @@ def test_scores_and_filters_change_no_zone_of_a_lone_gang(c: Cluster, drawn: tup
     theirs = [want.quota(q).node_name for q in todo]  # type: ignore[union-attr]
     assert [bool(n) for n in mine] == [bool(n) for n in theirs], f"{mine} vs {theirs}"
     assert {spec[n].zone for n in mine if n} == {spec[n].zone for n in theirs if n}, f"{mine} vs {theirs}"
-    assert len(set(filter(None, mine))) == len(set(filter(None, theirs))), f"{mine} vs {theirs}"
+    siblings = set(g.bound.values())
+    assert len(siblings.union(filter(None, mine))) == len(siblings.union(filter(None, theirs))), f"{mine} vs {theirs}"
