@@ -140,10 +140,37 @@ def test_distinct_nodes_while_there_are_enough_best_score_first() -> None:
     assert counts(choose_nodes(nodes, 2)) == {"n1": 1, "n2": 1}
 
 
-def test_ranks_share_nodes_only_when_needed_and_evenly() -> None:
-    """8 workers × 1 GPU on two empty 8-GPU nodes: four each, not refused."""
-    assert counts(choose_nodes([cand("n0", 0, 8), cand("n1", 1, 8)], 8)) == {"n0": 4, "n1": 4}
-    assert counts(choose_nodes([cand("n0", 0, 1), cand("n1", 1, 8)], 5)) == {"n0": 1, "n1": 4}
+def test_ranks_share_the_fewest_nodes_when_the_zone_has_too_few() -> None:
+    """8 workers × 1 GPU on two empty 8-GPU nodes: not refused, and all on one node, so the other
+    stays whole for an 8-GPU worker (spread 4 + 4, both would be broken); 5 workers over room 1 and
+    8 take the 8."""
+    assert counts(choose_nodes([cand("n0", 0, 8), cand("n1", 1, 8)], 8)) == {"n0": 8}
+    assert counts(choose_nodes([cand("n0", 0, 1), cand("n1", 1, 8)], 5)) == {"n1": 5}
+
+
+@PROPERTY
+@given(st.lists(st.tuples(st.integers(1, 8), st.integers(0, 2)), min_size=1, max_size=7), st.integers(1, 30))
+def test_default_nodes_are_distinct_while_enough_else_packed_best_fit(rows: list[tuple[int, int]], need: int) -> None:
+    """Rule 3 by default, against brute force: while the zone has a node per quota, one quota per
+    node, the best scored (ties: lower index); with fewer nodes than quotas ranks must share, and
+    then on the fewest nodes that hold them, the least capacity taken (best fit, as ``pack``)."""
+    nodes = [cand(f"n{i}", i, c, float(s)) for i, (c, s) in enumerate(rows)]
+    if sum(c for c, _ in rows) < need:
+        return
+    chosen = choose_nodes(nodes, need)
+    assert sum(n for _, n in chosen) == need
+    assert all(0 < n <= c.capacity for c, n in chosen)
+    if len(nodes) >= need:
+        best = sorted(nodes, key=lambda c: (-c.score, c.index))[:need]
+        assert counts(chosen) == {c.name: 1 for c in best}
+        return
+    least = min(
+        (k, sum(c.capacity for c in combo))
+        for k in range(1, len(nodes) + 1)
+        for combo in itertools.combinations(nodes, k)
+        if sum(c.capacity for c in combo) >= need
+    )
+    assert (len(chosen), sum(c.capacity for c, _ in chosen)) == least
 
 
 def test_pack_workers_uses_the_fewest_nodes() -> None:

@@ -16,7 +16,8 @@ final state:
 * among those, the best by rule 1 (``docs/placement.md``), whatever the GPU model: one zone — the
   one with the least room that holds it (after its affinity key's zones; ties: fewer nodes, lower
   index); several — the set that breaks the least room of untouched zones, then takes the least
-  room, the fewest nodes; in each zone, distinct nodes while the zone has enough of them;
+  room, the fewest nodes; in each zone, distinct nodes while the zone has enough of them, else
+  the fewest nodes that hold its share, best fit (the least room taken);
 * a gang with ``minMember`` below its size that does not fit whole places as many of its quotas
   as fit (rank order first), never fewer than ``minMember``; a gang some of whose quotas were
   bound in an earlier cycle keeps their GPU model and, when it asks for strict order, the order
@@ -410,6 +411,10 @@ def check_placed(
         open_nodes = [n for n in c.nodes if n.zone == z and slots.get(n.name, 0) > 0]
         if len(open_nodes) >= len(here):
             assert len(set(here)) == len(here), f"{g.name} shares a node in {z} while others are free: {nodes}"
+        else:  # too few: ranks share, on the fewest nodes that hold them, best fit
+            got = (len(set(here)), sum(slots[n] for n in set(here)))
+            least = fewest_nodes([slots[n.name] for n in open_nodes], len(here))
+            assert got == least, f"{g.name} takes (nodes, room) {got} in {z}, {least} would do: {nodes}"
     if sum(1 for n in c.nodes if n.zone in zones and slots.get(n.name, 0) > 0) >= need:  # and while they have
         assert len({n.name for n in chosen}) == need, f"{g.name} shares a node while its zones have free ones: {nodes}"
 

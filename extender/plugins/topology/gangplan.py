@@ -19,10 +19,13 @@ The rules, in the order the planner applies them:
    partly bound gang fills them before it takes room elsewhere), then the zone with the most
    capacity, so the largest part of the gang shares one switch.
 3. **Nodes in a zone** (:func:`choose_nodes`): by default distinct nodes while the zone has enough
-   of them, best QN score first (ties: lower index), and consecutive ranks share a node only when
-   needed (then spread round-robin, so no node takes more ranks than it must). A node holding a
-   bound sibling of the gang is no distinct node: nodes free of the gang come first, and the
-   round-robin counts the siblings. With ``pack=True`` as few nodes as possible — the siblings'
+   of them — at least one node with room, free of the gang, per quota of its share — best QN
+   score first (ties: lower index). Consecutive ranks share a node only when needed, i.e. when the
+   zone has fewer such nodes than its share: then, as with ``pack``, on the fewest nodes that hold
+   the share and among those the least capacity taken (best fit: 8 workers of 1 GPU on two empty
+   nodes take one of them, which leaves the other whole for an 8-GPU worker; spreading them 4 + 4
+   would break both). A node holding a bound sibling of the gang is no distinct node: nodes free
+   of the gang come first. With ``pack=True`` as few nodes as possible — the siblings'
    nodes first, which cost no node more — and among those the least capacity taken (best fit;
    ties: fewer of the roomiest nodes) — of all the chosen zones at once beyond the bound
    siblings' (the planner pools them: the fewest nodes of the zones, not of each zone's share).
@@ -357,47 +360,24 @@ def choose_ranked(
     """:func:`choose_nodes` of candidates already in :func:`rank_key` order (the planner's memo
     keeps each zone's candidates so: a bind re-ranks only the nodes it changed). ``held``: node →
     the gang's bound siblings there. A node that holds a sibling is no distinct node: by default
-    the nodes free of the gang come first, and nodes share ranks (siblings counted) only when
-    those run out; with ``pack`` the siblings' nodes come first, as they cost no node more."""
+    one quota per node free of the gang while there are ``need`` of them; else ranks must share,
+    and take what ``pack`` takes: the siblings' nodes first, as they cost no node more, then the
+    fewest nodes that hold the rest, best fit (:func:`_fewest_best_fit`)."""
     if need <= 0:
         return []
     mine = [c for c in ranked if c.name in held] if held else []
-    if pack:
-        room = sum(c.capacity for c in mine)
-        if not mine:
-            counts = _fewest_best_fit(ranked, need)
-        elif room >= need:
-            counts = _fewest_best_fit(mine, need)
-        else:
-            counts = {c.name: c.capacity for c in mine}
-            counts.update(_fewest_best_fit([c for c in ranked if c.name not in counts], need - room))
-        chosen = [(c, counts[c.name]) for c in ranked if counts.get(c.name)]
+    if not pack and len(ranked) - len(mine) >= need:  # distinct nodes: the zone has enough of them
+        order = [c for c in ranked if c.name not in held] if mine and held else ranked
+        return sorted(((c, 1) for c in order[:need]), key=lambda cn: (cn[0].index, cn[0].name))
+    room = sum(c.capacity for c in mine)  # ranks share nodes: the fewest that hold them, best fit
+    if not mine:
+        counts = _fewest_best_fit(ranked, need)
+    elif room >= need:
+        counts = _fewest_best_fit(mine, need)
     else:
-        order = [*(c for c in ranked if c.name not in held), *mine] if mine and held else ranked
-        if len(order) - len(mine) >= need:
-            chosen = [(c, 1) for c in order[:need]]
-        else:
-            chosen = [(c, n) for c, n in zip(order, _round_robin(order, need, held), strict=True) if n]
-    return sorted(chosen, key=lambda cn: (cn[0].index, cn[0].name))
-
-
-def _round_robin(ranked: Sequence[Candidate], need: int, held: Mapping[str, int] | None = None) -> list[int]:
-    """Slots per node when there are fewer free nodes than ``need``: level by level, each node in
-    rank order takes one more while it holds fewer of the gang's quotas than the level (its bound
-    siblings, ``held``, counted) and has room, so no node takes more ranks than it must."""
-    base = [held.get(c.name, 0) if held else 0 for c in ranked]
-    counts = [0] * len(ranked)
-    left = need
-    for level in range(1, max(base, default=0) + need + 1):
-        for i, c in enumerate(ranked):
-            if left == 0:
-                return counts
-            if base[i] + counts[i] < level and counts[i] < c.capacity:
-                counts[i] += 1
-                left -= 1
-    if left > 0:
-        raise ValueError(f"candidates hold fewer than {need} slots")
-    return counts
+        counts = {c.name: c.capacity for c in mine}
+        counts.update(_fewest_best_fit([c for c in ranked if c.name not in counts], need - room))
+    return sorted(((c, counts[c.name]) for c in ranked if counts.get(c.name)), key=lambda cn: (cn[0].index, cn[0].name))
 
 
 def _fewest_best_fit(by_score: Sequence[Candidate], need: int) -> dict[str, int]:
