@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
-from tests.core.test_topology_property import Cluster, Gang, clusters, draw_bound, room, run
 from tests.core.topo_cluster import NodeSpec
+from tests.core.topo_gangs import Cluster, Gang, clusters, draw_bound, room, run
 
 PACKED = policy_with_topology({"pack_workers": True})
 

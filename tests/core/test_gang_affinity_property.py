@@ -27,8 +27,8 @@ from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.test_gang_anti_affinity_property import POLICIES
-from tests.core.test_topology_property import Cluster, clusters, room
 from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers
+from tests.core.topo_gangs import Cluster, clusters, room
 
 
 def units(names: dict[int, int], workers: int, strict: bool) -> list[list[int]]:

@@ -25,8 +25,8 @@ from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
-from tests.core.test_topology_property import Cluster, Gang, clusters, fewest_zones, room
 from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers
+from tests.core.topo_gangs import Cluster, Gang, clusters, fewest_zones, room
 
 POLICIES: dict[bool, Policy] = {pack: policy_with_topology({"pack_workers": pack}) for pack in (False, True)}
 

@@ -16,8 +16,8 @@ from hypothesis import example, given
 
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
-from tests.core.test_topology_property import Cluster, Gang, clusters, run
 from tests.core.topo_cluster import NodeSpec
+from tests.core.topo_gangs import Cluster, Gang, clusters, run
 
 PACKED = policy_with_topology({"pack_workers": True})
 

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from extender.conf import default_policy_text, load_policy_text
 from extender.framework.policy import Policy
 from tests.core.props import PROPERTY
-from tests.core.test_topology_property import Cluster, Gang, clusters, run
 from tests.core.topo_cluster import NodeSpec
+from tests.core.topo_gangs import Cluster, Gang, clusters, run
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "scenarios"
 FILTERS = ("qn.select", "qn.predicate")
