@@ -27,8 +27,8 @@ from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
-from tests.core.test_topology_property import CONTINUITY, POLICY, Cluster, Gang, draw_bound, room, run
 from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers
+from tests.core.topo_gangs import CONTINUITY, POLICY, Cluster, Gang, draw_bound, room, run
 
 PACKED = policy_with_topology({"pack_workers": True})
 
@@ -301,10 +301,19 @@ def _runs_across_leaves() -> Cluster:
     return Cluster(nodes, [Gang("g0", 2, 8, False)])
 
 
+def _run_with_a_half_node() -> Cluster:
+    """n0, n1 (half used), n2 in one leaf; four 4-GPU workers under continuity. The shortest run
+    is n0–n2 and ranks must share: n0 and n2 alone hold them, but skipping n1 leaves a gap in
+    the run; every node of it takes one, the fourth shares n0."""
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, busy) for i, busy in enumerate((0, 4, 0))]
+    return Cluster(nodes, [Gang("g0", 4, 4, False)])
+
+
 @PROPERTY
 @given(domain_clusters())
 @example(c=_runs_of_two())
 @example(c=_runs_across_leaves())
+@example(c=_run_with_a_half_node())
 def test_under_continuity_the_shortest_run_in_the_fewest_leaves_and_domains(c: Cluster) -> None:
     """By default the gang takes every node of its run; among the shortest runs, the one in the
     fewest leaves, then the fewest NVLink domains (the tiers' rule as a tie-break: a run stays
@@ -326,7 +335,11 @@ def test_under_continuity_the_shortest_run_in_the_fewest_leaves_and_domains(c: C
 
 
 def test_under_continuity_equally_short_runs_go_to_the_fewest_leaves_then_domains() -> None:
-    for c, want in ((_runs_of_two(), ["n1", "n2"]), (_runs_across_leaves(), ["n2", "n3"])):
+    for c, want in (
+        (_runs_of_two(), ["n1", "n2"]),
+        (_runs_across_leaves(), ["n2", "n3"]),
+        (_run_with_a_half_node(), ["n0", "n0", "n1", "n2"]),
+    ):
         result = run(c, liveness=True, policy=CONTINUITY, zone_rules=False)
         assert [result.session.quota(q).node_name for q in c.gangs[0].quotas] == want  # type: ignore[union-attr]
 

@@ -66,6 +66,7 @@ __all__ = [
     "domain_parts",
     "fewest_to_reach",
     "fewest_zones_that",
+    "fill_run",
     "rank_key",
     "shortest_run",
     "single_zone_key",
@@ -441,6 +442,19 @@ def continuity_block(
     breaks a run."""
     by_index = {c.index: c for c in candidates}
     return shortest_run(by_index, indices, lambda run: sum(c.capacity for c in run) >= need, cost)
+
+
+def fill_run(run: Sequence[Candidate], need: int) -> list[tuple[Candidate, int]]:
+    """How many of ``need`` slots each node of a continuity run takes by default (``pack``: the
+    run's nodes by :func:`choose_nodes` instead): every node one, so the gang's nodes stay
+    consecutive — a shortest run has no node the gang can skip without a gap —, and the ranks that
+    must share a node, beyond one a node, on the fewest nodes of the run's spare room, best fit
+    (rule 3 on what is left). In node-index order; ``run`` must hold ``need`` slots."""
+    if need <= len(run):
+        return choose_nodes(run, need)
+    spare = [Candidate(c.name, c.index, c.capacity - 1, c.score) for c in sorted(run, key=rank_key) if c.capacity > 1]
+    more = _fewest_best_fit(spare, need - len(run))
+    return [(c, 1 + more.get(c.name, 0)) for c in sorted(run, key=lambda c: (c.index, c.name))]
 
 
 def shortest_run(

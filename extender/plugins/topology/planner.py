@@ -51,6 +51,7 @@ from extender.plugins.topology.gangplan import (
     choose_nodes,
     choose_zones,
     continuity_block,
+    fill_run,
     slots_in,
 )
 from extender.plugins.topology.holds import HoldBook
@@ -374,7 +375,8 @@ class GangPlanner:
         )
         if block is None:
             return None
-        slots = [Slot(c.name, c.index) for c, n in choose_nodes(block, need, pack=self.pack) for _ in range(n)]
+        taken = choose_nodes(block, need, pack=True) if self.pack else fill_run(block, need)
+        slots = [Slot(c.name, c.index) for c, n in taken for _ in range(n)]
         zids = sorted({memo.zone_of[c.name] for c in block})
         offers = [self.offer(job, head, sid, z) for z in zids]
         key = (memo.span(zids), len(block), 0, 0, sum(c.capacity for c in block), len(block), block[0].index, spec)
