@@ -158,3 +158,45 @@ def zone_cost(
         (z,) = zones
         return (cap[z], size[z], first[z])
     return (sum(cap[z] for z in zones if untouched[z]), sum(cap.values()), sum(size.values()))
+
+
+def fewest_nodes(needs: Sequence[Need], rooms: Mapping[str, Need], *, ordered: bool) -> tuple[int, int] | None:
+    """Rule 3 when ranks must share (``docs/placement.md``): the fewest of the nodes ``rooms``
+    (name → room, node-index order) that hold ``needs`` (task order; ``ordered``: in rank order),
+    and among sets of that many the least capacity for the largest quota (best fit), as (nodes,
+    capacity); None when all of them do not."""
+    head = max(needs, key=lambda n: (n["gpu"], n["cpu"]))
+    names = list(rooms)
+    for k in range(1, len(names) + 1):
+        caps = [
+            sum(capacity(head, rooms[n]) for n in combo)
+            for combo in itertools.combinations(names, k)
+            if packs(needs, [rooms[n] for n in combo], ordered=ordered)
+        ]
+        if caps:
+            return k, min(caps)
+    return None
+
+
+def check_shares(
+    name: str,
+    nodes: Sequence[NodeSpec],
+    placed: Sequence[str],
+    needs: Sequence[Need],
+    room: Mapping[str, Need],
+    strict: bool,
+) -> None:
+    """Rule 3 by default for a gang with nothing bound before, its quotas ``needs`` placed on
+    ``placed`` (``room``: each usable node's room then): when its zones have fewer nodes with room
+    for some quota of it than quotas (ranks must share), it takes the fewest nodes of those zones
+    that hold it — in rank order when they allow it — and of those the least room (best fit), as
+    a gang of one size does; not every node of its zones."""
+    zones = {n.zone for n in nodes if n.name in placed}
+    rooms = {n.name: room[n.name] for n in sorted(nodes, key=_index) if n.zone in zones and n.name in room}
+    if sum(1 for r in rooms.values() if any(fits(m, r) for m in needs)) >= len(needs):
+        return  # distinct nodes
+    ordered = strict or packs(needs, list(rooms.values()), ordered=True)
+    best = fewest_nodes(needs, rooms, ordered=ordered)
+    head = max(needs, key=lambda n: (n["gpu"], n["cpu"]))
+    got = (len(set(placed)), sum(capacity(head, rooms[n]) for n in set(placed)))
+    assert got == best, f"{name} shares {sorted(set(placed))} ({got}: nodes, room) where {best} would do: {placed}"

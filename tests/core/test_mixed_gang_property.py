@@ -53,7 +53,7 @@ from extender.framework.policy import Policy
 from extender.framework.status import Reason
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
-from tests.core.mixed_oracle import charge, fewest_sets, fewest_zones, fits, packs, zone_cost
+from tests.core.mixed_oracle import charge, check_shares, fewest_sets, fewest_zones, fits, packs, zone_cost
 from tests.core.props import PROPERTY
 from tests.core.topo_cluster import (
     NODE_ROOM,
@@ -283,6 +283,11 @@ def run(c: MixedCluster, *, alone: bool = False, policy: Policy | None = None) -
         check_placed(c, g, nodes, new, free_room(c.nodes, before[g.name]), runs=policy is not None)
         if policy is None:
             check_zone_choice(c, g, nodes, new, free_room(c.nodes, before[g.name]), before[g.name])
+            if not c.pack and not g.bound:
+                needs = [g.members[i].need() for i in new]
+                check_shares(
+                    g.name, c.nodes, [nodes[i] for i in new], needs, free_room(c.nodes, before[g.name]), g.strict
+                )
     return result
 
 
@@ -428,9 +433,10 @@ def where(c: MixedCluster, result: CycleResult) -> dict[str, str]:
 def test_a_strict_gang_whose_small_ranks_share_a_node_is_placed_in_rank_order() -> None:
     c = _strict_refused()
     result = run(c, alone=True)
-    # distinct nodes while the rest can still follow in order: rank 1 moves on to n1, rank 2
-    # joins it there (n1 keeps 8 − 4 GPUs), rank 3 takes the whole n2
-    assert where(c, result) == {"q-g0-0": "n0", "q-g0-1": "n1", "q-g0-2": "n1", "q-g0-3": "n2"}
+    # four quotas, three nodes: ranks must share, so the nodes fill up in turn (each rank on the
+    # previous one's node first, as pack_workers places): ranks 0 and 1 fill n0's 8 GPUs, rank 2
+    # takes n1 (which keeps 4 GPUs), rank 3 the whole n2
+    assert where(c, result) == {"q-g0-0": "n0", "q-g0-1": "n0", "q-g0-2": "n1", "q-g0-3": "n2"}
 
 
 def test_a_mixed_gang_that_one_leaf_holds_takes_one_leaf_the_fullest() -> None:

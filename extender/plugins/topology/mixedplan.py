@@ -24,20 +24,24 @@ The rules:
    cheapest first, and a set holds the gang iff :func:`mixedorder.next_fit` places it so. Past
    :data:`gangplan.SEARCH_LIMIT` sets, every zone is taken if together they hold it so (the gang
    runs, in more zones than it might need, rather than wait).
-3. **Which nodes** (:func:`preferred`, unless ``pack_workers``): of the chosen zones' nodes, the
-   best scored (the QN ``node_order`` stage: binpack, eviction cost …; ties: lower index), one per
-   quota while there are enough (distinct nodes), and as few more as hold the gang — in the rank
-   order the chosen zones allow (:func:`mixedorder.order_kept`: inside the fences, else among the
-   gang's own quotas, else none). With ``pack_workers`` (:func:`packed`): the fewest nodes that
-   hold the gang (in that rank order), and among those the least capacity taken (best fit, as for
-   gangs of one kind).
+3. **Which nodes** (:func:`preferred`, unless ``pack_workers`` or ranks must share): of the
+   chosen zones' nodes, while they count at least one node with room for some quota of the gang,
+   free of the gang (not its bound siblings'), per quota (:func:`must_share`), the best scored
+   (the QN ``node_order`` stage: binpack, eviction cost …; ties: lower index), one per quota
+   (distinct nodes), and as few more as hold the gang — in the rank order the chosen zones allow
+   (:func:`mixedorder.order_kept`: inside the fences, else among the gang's own quotas, else
+   none). With ``pack_workers``, or when they count fewer (ranks must share: as
+   ``gangplan.choose_ranked`` for a gang of one kind, not over every node; :func:`packed`): the
+   bound siblings' nodes first (they cost no node more; only those when they hold the gang),
+   then the fewest nodes that hold the gang (in that rank order), and among those the least
+   capacity taken (best fit, as for gangs of one kind).
 4. **Nodes and ranks** (:func:`place`): on those nodes, quotas in task order, each on the
-   lowest-index node inside its fence after the previous quota's (pack: the previous quota's node
-   first) that still lets the rest follow in order (:func:`mixedorder.place_ordered`); so rank
-   order holds, around the bound siblings too, whenever the chosen zones allow it (always, for a
-   strict-order gang). When they do not (only a gang that does not ask for strict order gets
-   there), a placement from the frontiers, in which each kind's quotas still ascend with the node
-   index.
+   lowest-index node inside its fence after the previous quota's (pack, or ranks that must share:
+   the previous quota's node first) that still lets the rest follow in order
+   (:func:`mixedorder.place_ordered`); so rank order holds, around the bound siblings too,
+   whenever the chosen zones allow it (always, for a strict-order gang). When they do not (only a
+   gang that does not ask for strict order gets there), a placement from the frontiers, in which
+   each kind's quotas still ascend with the node index.
 
 :func:`plan_mixed` applies the four rules for the planner (``planner.py``), which supplies the
 zones' nodes and its tier walk.
@@ -47,7 +51,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from extender.plugins.topology.gangplan import (
@@ -79,6 +83,7 @@ __all__ = [
     "choose_zones_mixed",
     "continuity_run",
     "frontier_of",
+    "must_share",
     "next_fit",
     "nodes_and_ranks",
     "packed",
@@ -109,6 +114,7 @@ class MixedGang:
     pack: bool = False  # pack_workers (rule 3)
     head: int = 0  # the kind of the gang's largest quota (pack's best fit counts room in it)
     fences: Fences = ()  # each quota's node-index range between its bound siblings (empty: open)
+    held: frozenset[str] = frozenset()  # the nodes of its bound siblings (rule 3: no distinct nodes)
 
 
 def states(kinds: Sequence[Kind]) -> int:
@@ -204,13 +210,13 @@ def choose_zones_mixed(
 def preferred(
     nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences = ()
 ) -> list[MixedNode]:
-    """Rule 3: the best-scored of ``nodes`` (which hold the gang), at least one per quota while
-    there are enough, as few more as hold it (in the rank order all of ``nodes`` allow:
-    :func:`mixedorder.order_kept`); index order."""
-    kept = order_kept(nodes, kinds, order, fences)
+    """Rule 3 by default while the gang need not share nodes (:func:`must_share`): the
+    best-scored of ``nodes`` (which hold the gang), one per quota, and as few more as hold it (in
+    the rank order all of ``nodes`` allow: :func:`mixedorder.order_kept`); index order."""
     need = tuple(k.count for k in kinds)
+    kept = order_kept(nodes, kinds, order, fences)
     ranked = sorted(nodes, key=lambda n: (-n.score, n.index, n.name))
-    for k in range(min(len(ranked), len(order)), len(ranked)):
+    for k in range(len(order), len(ranked)):
         subset = sorted(ranked[:k], key=lambda n: (n.index, n.name))
         if next_fit(subset, kinds, order, kept) if kept is not None else need in frontier_of(subset, kinds):
             return subset
@@ -225,8 +231,11 @@ def packed(
     head: int = 0,
     fences: Fences = (),
     limit: int = SEARCH_LIMIT,
+    held: Collection[str] = (),
 ) -> list[MixedNode]:
-    """Rule 3 with ``pack_workers``: the fewest of ``nodes`` (which hold the gang) that hold it —
+    """Rule 3 with ``pack_workers``: the nodes of ``held`` (the bound siblings') first, as they
+    cost no node more — only those when they hold the gang — then the fewest of ``nodes`` (which
+    hold the gang) that hold it —
     in the rank order all of ``nodes`` allow (:func:`mixedorder.order_kept`) — and among those
     the least capacity taken (best fit, as :func:`gangplan.choose_nodes` packs; a node's
     capacity: how many quotas of kind ``head``, the gang's largest, its room takes), then fewer
@@ -245,9 +254,10 @@ def packed(
     usable = sorted(
         (n for n in nodes if slots[n.name] > 0), key=lambda n: (-slots[n.name], -room[n.name], -n.score, n.index)
     )
+    base: list[MixedNode] = []  # the bound siblings' nodes the gang takes whatever else it takes
 
     def holds(subset: Iterable[MixedNode]) -> bool:
-        ranked = sorted(subset, key=lambda n: (n.index, n.name))
+        ranked = sorted([*base, *subset], key=lambda n: (n.index, n.name))
         return (
             next_fit(ranked, kinds, order, kept)
             if kept is not None
@@ -258,7 +268,13 @@ def packed(
         caps = sorted((room[n.name] for n in subset), reverse=True)
         return (sum(caps), caps, -sum(n.score for n in subset), sorted(n.index for n in subset))
 
-    fewest = fewest_to_reach((slots[n.name] for n in usable), len(order)) or len(usable)
+    mine = [n for n in usable if n.name in held]
+    if mine and holds(mine):
+        usable = mine
+    elif mine:
+        base, usable = mine, [n for n in usable if n.name not in held]
+    left = len(order) - sum(slots[n.name] for n in base)
+    fewest = fewest_to_reach((slots[n.name] for n in usable), left) or len(usable)
     tried = 0
     for k in range(fewest, len(usable) + 1):
         tried += math.comb(len(usable), k)
@@ -267,9 +283,9 @@ def packed(
         found = [s for s in itertools.combinations(usable, k) if holds(s)]
         if found:
             best = min(found, key=cost)
-            return sorted(best, key=lambda n: (n.index, n.name))
+            return sorted([*base, *best], key=lambda n: (n.index, n.name))
     chosen = _most_then_best_fit(usable, room, holds)
-    return sorted(chosen, key=lambda n: (n.index, n.name))
+    return sorted([*base, *chosen], key=lambda n: (n.index, n.name))
 
 
 def room_for(request: Room, room: Room) -> int:
@@ -401,11 +417,27 @@ def nodes_and_ranks(gang: MixedGang, nodes: Sequence[MixedNode]) -> list[str] | 
     """Rules 3–4 on ``nodes`` (index order), which hold the gang: which of them it takes, and the
     node of each quota (None: they do not hold it)."""
     kinds, order, fences = gang.kinds, gang.order, gang.fences
-    if gang.pack:
-        nodes = packed(nodes, kinds, order, head=gang.head, fences=fences)
+    share = gang.pack or must_share(nodes, kinds, order, gang.held)
+    if share:
+        nodes = packed(nodes, kinds, order, head=gang.head, fences=fences, held=gang.held)
     else:
         nodes = preferred(nodes, kinds, order, fences)
-    return place(nodes, kinds, order, pack=gang.pack, fences=fences)
+    return place(nodes, kinds, order, pack=share, fences=fences)
+
+
+def must_share(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], held: Collection[str]) -> bool:
+    """Rule 3: whether the gang's ranks must share a node — ``nodes`` count fewer nodes with room
+    for some quota of it, free of the gang (not in ``held``: its bound siblings'), than quotas.
+    Then they share as ``pack_workers`` packs (:func:`packed`: the siblings' nodes first, then the
+    fewest nodes that hold the gang, best fit; each quota on the previous one's node first), as a
+    gang of one size does (``gangplan.choose_ranked``), not over every node."""
+    free = 0
+    for n in nodes:
+        if n.name not in held and any(any(v) for v in node_frontier(n, kinds)):
+            free += 1
+            if free >= len(order):
+                return False
+    return True
 
 
 def plan_run(

@@ -47,7 +47,8 @@ class MixedPlanner:
         sid = self.p.memo.shape_of(head)
         specs, bound_zones = self.p.specs(quotas, head)
         fences = rank_ranges(quotas, unbound, self.p.ssn.node)  # strict order keeps to them (mixedplan rule 2)
-        mix, gang, best = self._glued_best(job, mix, fences, specs, bound_zones)
+        held = frozenset(q.node_name for q in quotas if q.node_name)  # its bound siblings' nodes (rule 3)
+        mix, gang, best = self._glued_best(job, mix, fences, specs, bound_zones, held=held)
         if self.p.holds.any():
             free = self.p.without_holds().mixed.best(job, mix, gang, specs, bound_zones)
             kept_off = self.p.kept_off(job, best, free, unbound)
@@ -65,7 +66,14 @@ class MixedPlanner:
         return GangPlan(nodes, [z.id for z in best.zones])
 
     def _glued_best(
-        self, job: JobInfo, given: Mix, fences: Sequence[Range], specs: Collection[str], bound_zones: list[ZoneId]
+        self,
+        job: JobInfo,
+        given: Mix,
+        fences: Sequence[Range],
+        specs: Collection[str],
+        bound_zones: list[ZoneId],
+        *,
+        held: frozenset[str] = frozenset(),
     ) -> tuple[Mix, MixedGang, SpecPlan | None]:
         """The gang as the exact planner takes it (``gangparts.for_planning``) and its best plan.
         A quota whose ``quotaAffinity`` term selects bound quotas and an earlier quota of the gang
@@ -83,7 +91,7 @@ class MixedPlanner:
             )
             if first is not None and mix.glued == first[0].glued:
                 break
-            gang = MixedGang(mix.kinds, mix.order, job.strict_order, self.p.pack, mix.head_kind, kept)
+            gang = MixedGang(mix.kinds, mix.order, job.strict_order, self.p.pack, mix.head_kind, kept, held)
             best = self.best(job, mix, gang, specs, bound_zones)
             if best is not None and best.nodes is not None:
                 return mix, gang, best
