@@ -61,3 +61,17 @@ def test_mixed_gangs_under_continuity_are_placed_valid_whenever_they_fit(c: Mixe
 def test_a_launcher_heavier_in_cpu_than_its_worker_takes_the_shortest_run_that_holds_both() -> None:
     c = _cpu_heavy_launcher()
     assert where(c, run(c, alone=True, policy=CONTINUITY[False])) == {"q-g0-0": "n1", "q-g0-1": "n2"}
+
+
+def _run_with_a_half_node() -> MixedCluster:
+    """A 1-GPU launcher and three 4-GPU workers (13 GPUs) on n0 (empty), n1 (half used), n2
+    (empty) in one leaf: the shortest run is n0–n2 and ranks must share. n0 and n2 alone hold the
+    gang, but skipping n1 leaves a gap in the run the continuity algorithm chose."""
+    gang = MixedGang("g0", [Member(1, 1), Member(4, 1), Member(4, 1), Member(4, 1)])
+    return MixedCluster([_node(0, 1), _node(1, 1, busy=4), _node(2, 1)], [gang])
+
+
+def test_under_continuity_a_mixed_gang_takes_every_node_of_its_run() -> None:
+    c = _run_with_a_half_node()
+    placed = where(c, run(c, alone=True, policy=CONTINUITY[False]))
+    assert set(placed.values()) == {"n0", "n1", "n2"}, placed

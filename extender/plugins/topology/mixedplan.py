@@ -413,11 +413,13 @@ def plan_mixed(
     return [z for z in chosen if any(n.name in used for n in members[z.id])], placed
 
 
-def nodes_and_ranks(gang: MixedGang, nodes: Sequence[MixedNode]) -> list[str] | None:
+def nodes_and_ranks(gang: MixedGang, nodes: Sequence[MixedNode], *, run: bool = False) -> list[str] | None:
     """Rules 3–4 on ``nodes`` (index order), which hold the gang: which of them it takes, and the
-    node of each quota (None: they do not hold it)."""
+    node of each quota (None: they do not hold it). ``run``: ``nodes`` are a continuity run, which
+    the gang takes whole by default (its nodes stay consecutive: a shortest run has no node it
+    can skip without a gap), ranks sharing in turn where they must."""
     kinds, order, fences = gang.kinds, gang.order, gang.fences
-    share = gang.pack or must_share(nodes, kinds, order, gang.held)
+    share = gang.pack or (not run and must_share(nodes, kinds, order, gang.held))
     if share:
         nodes = packed(nodes, kinds, order, head=gang.head, fences=fences, held=gang.held)
     else:
@@ -448,7 +450,7 @@ def plan_run(
 ) -> tuple[list[MixedNode], list[str]] | None:
     """:func:`continuity_run`, then rules 3–4 on it: the run, and each quota's node."""
     run = continuity_run(gang, nodes, indices, spanned)
-    placed = nodes_and_ranks(gang, run) if run is not None else None
+    placed = nodes_and_ranks(gang, run, run=True) if run is not None else None
     return None if run is None or placed is None else (run, placed)
 
 
