@@ -61,3 +61,58 @@ def test_a_topology_gang_refused_at_zone_selection_tells_each_node_its_own_reaso
     assert got["n0"].startswith("NoZoneFits(") and got["n0"] == got["n2"], got
     assert "no zone holds 3×8 GPU" in got["n0"], got
     assert all("not bound" in m for m in got.values()), got
+
+
+def verdict_and_reasons(objs: list[dict[str, Any]], pod: str) -> tuple[str, dict[str, str]]:
+    """The gang's verdict (``/diagnose``, the PodGroup condition) and :func:`filter_reasons`."""
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    verdicts = Scheduler(default_policy()).run_once(cache.snapshot(NOW)).verdicts
+    job = next(k for k in verdicts if k.endswith("train"))
+    return str(verdicts[job].status), filter_reasons(objs, pod)
+
+
+def _leaf(*nodes: str) -> list[dict[str, Any]]:
+    return [b.queue("research"), *(b.node(n) for n in nodes), *(b.topology(n, ["s1"]) for n in nodes)]
+
+
+def _running(quota: str, node: str, gpu: int) -> list[dict[str, Any]]:
+    """A quota bound on ``node`` and the running pod that claims it."""
+    return [
+        b.quota(quota, gpu=gpu, hca=None, status={"phase": "QuotaBound", "nodeName": node}),
+        b.pod(f"p-{quota}", group=f"job-{quota}", quota=quota, gpu=gpu, hca=None, node=node, phase="Running"),
+        b.podgroup(f"job-{quota}", min_member=1),
+    ]
+
+
+def _with_affinity(objs: list[dict[str, Any]], affinity: dict[str, Any]) -> list[dict[str, Any]]:
+    for obj in objs:
+        if obj["kind"] == "Quota" and obj["metadata"]["name"].startswith("q-train-"):
+            obj["spec"]["affinity"] = affinity
+    return objs
+
+
+def test_a_gang_repelled_by_anti_affinity_from_the_only_node_with_room_is_told_so() -> None:
+    """n0 has room for the worker but holds ``other``, which the worker's quota repels; n1 is
+    full. The gang waits for the anti-affinity rule, not for room: /diagnose leads with
+    ``QuotaAntiAffinity``; n0 is told that, n1 (full) that no zone has room."""
+    objs = _leaf("n0", "n1")
+    objs += [*_running("other", "n0", 1), *_running("big", "n1", 8)]
+    objs += _with_affinity(b.training_job("train", 1, gpu=4), {"quotaAntiAffinity": [{"quotaNames": ["other"]}]})
+    verdict, got = verdict_and_reasons(objs, "train-worker-0")
+    assert verdict.startswith("QuotaAntiAffinity("), verdict
+    assert got["n0"].startswith("QuotaAntiAffinity(") and "other" in got["n0"], got
+    assert got["n1"].startswith("NoZoneFits("), got
+
+
+def test_a_gang_whose_affinity_partner_sits_on_a_full_node_is_told_so() -> None:
+    """The worker's quota must share a node with ``partner``, bound on n1, which is full; n0 is
+    empty. /diagnose leads with ``QuotaAffinityNotMatch`` (n0 has room, the rule keeps the gang
+    off it); n0 is told that, n1 that no zone has room."""
+    objs = _leaf("n0", "n1")
+    objs += _running("partner", "n1", 8)
+    objs += _with_affinity(b.training_job("train", 1, gpu=4), {"quotaAffinity": [{"quotaNames": ["partner"]}]})
+    verdict, got = verdict_and_reasons(objs, "train-worker-0")
+    assert verdict.startswith("QuotaAffinityNotMatch("), verdict
+    assert got["n0"].startswith("QuotaAffinityNotMatch(") and "partner" in got["n0"], got
+    assert got["n1"].startswith("NoZoneFits("), got

@@ -351,10 +351,14 @@ class FitMemo:
         first = self.ssn.node(members[0])
         return ZoneOffer(zid, len(members), capacity, self.untouched(zid), first.index if first else 0)
 
-    def refusals(self, sid: int | None, spec: str) -> dict[str, Status]:
-        """Why nodes of ``spec`` refuse the shape (only the nodes looked at so far)."""
+    def refusals(self, quota: QuotaInfo, sid: int | None, spec: str) -> dict[str, Status]:
+        """Why nodes of ``spec`` refuse quotas like ``quota``: for a shape, the nodes looked at so
+        far; for a quota judged on its own (quota affinity, anti-affinity, a static node), every
+        node of ``spec`` judged again — its refusal (``QuotaAntiAffinity``, …) is kept nowhere, and
+        this is read only for a gang that gets no plan."""
         if sid is None:
-            return {}
+            nodes = (n for z in self.spec_zones.get(spec, ()) for n in self._nodes(z))
+            return {n.name: st for n in nodes if not (st := self.judge(quota, n)).ok}
         zones = set(self.spec_zones.get(spec, ()))
         return {n: s for n, s in self._fit(sid).refusals.items() if self.zone_of.get(n) in zones}
 

@@ -420,7 +420,7 @@ class GangPlanner:
         if not specs:
             return Status.unresolvable(Reason.NO_ZONE_FITS, f"no node has GPU model {head.spec}")
         room = {z: self.offer(job, head, sid, z).capacity for s in specs for z in memo.spec_zones.get(s, [])}
-        refusals = {n: st for spec in specs for n, st in memo.refusals(sid, spec).items()}
+        refusals = {n: st for spec in specs for n, st in memo.refusals(head, sid, spec).items()}
         refused_room: Counter[ZoneId] = Counter()  # what the refusing nodes would take, were they to accept
         for node in filter(None, map(self.ssn.node, refusals)):
             refused_room[memo.zone_of[node.name]] += capacity_for(head.request, node.quota_room())
