@@ -391,3 +391,101 @@ def test_a_gang_held_to_one_nvlink_domain_runs_whenever_one_holds_it(c: Cluster,
 
 def test_four_workers_held_to_one_domain_share_its_two_nodes() -> None:
     assert placed_within_nvlink(_two_nodes_a_domain(), pack=False) == ["n0", "n0", "n1", "n1"]
+
+
+def in_siblings_domain(c: Cluster) -> bool:
+    """The exhaustive oracle for a partly bound gang held to one NVLink domain: its bound siblings
+    sit in one named domain whose slots take the rest of it — a strict-order one in rank order
+    (task *i* on a node index ≥ task *i−1*'s, around the bound ones)."""
+    g = c.gangs[0]
+    spec = {n.name: n for n in c.nodes}
+    domains = {spec[n].domain for n in g.bound.values()}
+    if len(domains) != 1 or not next(iter(domains)):
+        return False
+    slots = room(c, c.start(), g.gpu)
+    nodes = sorted((n for n in c.nodes if n.domain in domains and slots.get(n.name, 0) > 0), key=lambda n: n.index)
+    if not g.strict:
+        return sum(slots[n.name] for n in nodes) >= g.workers - len(g.bound)
+    left = {n.name: slots[n.name] for n in nodes}
+
+    def go(i: int, low: int) -> bool:
+        if i == g.workers:
+            return True
+        if i in g.bound:
+            return spec[g.bound[i]].index >= low and go(i + 1, spec[g.bound[i]].index)
+        for n in nodes:
+            if n.index >= low and left[n.name] > 0:
+                left[n.name] -= 1
+                found = go(i + 1, n.index)
+                left[n.name] += 1
+                if found:
+                    return True
+        return False
+
+    return go(0, -1)
+
+
+def _rank_0_bound_beside_a_free_node() -> Cluster:
+    """One leaf, domains a (n0, n1) and b (n2, n3), all empty; two whole-node workers, rank 0 bound
+    on n0. n1 holds rank 1 within a: it runs there (it was refused as a leaf-wide span)."""
+    doms = ["1a", "1a", "1b", "1b"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 2, 8, False, bound={0: "n0"})])
+
+
+def _rank_1_bound_above_its_domain() -> Cluster:
+    """Domains b (n0, n1) and a (n2, n3), all empty; three 4-GPU workers, rank 1 bound on n2. Rank
+    order puts rank 0 below n2, in b (n0, n1): in a it shares n2 or takes n3 out of order."""
+    doms = ["1b", "1b", "1a", "1a"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain=d) for i, d in enumerate(doms)]
+    return Cluster(nodes, [Gang("g0", 3, 4, False, bound={1: "n2"})])
+
+
+@PROPERTY
+@given(partly_bound(), st.booleans())
+@example(c=_rank_0_bound_beside_a_free_node(), pack=False)
+@example(c=_rank_0_bound_beside_a_free_node(), pack=True)
+@example(c=_rank_1_bound_above_its_domain(), pack=False)
+def test_a_partly_bound_gang_held_to_one_nvlink_domain_runs_whenever_its_siblings_domain_holds_it(
+    c: Cluster, pack: bool
+) -> None:
+    """Issue 16 item 2 under a hard NVLink limit: the rest of a partly bound gang runs whenever its
+    siblings' one domain holds it (sharing nodes if it must), never outside that domain; else it
+    waits."""
+    g = c.gangs[0]
+    spec = {n.name: n for n in c.nodes}
+    slots = room(c, c.start(), g.gpu)
+    where = placed_within_nvlink(c, pack=pack)
+    new = [where[i] for i in range(g.workers) if i not in g.bound]
+    if not in_siblings_domain(c):
+        assert not any(new), f"{g.name} placed beyond its siblings' NVLink domain: {where}"
+        return
+    assert all(new), f"{g.name} waits while its siblings' NVLink domain holds the rest: {where}"
+    assert {spec[n].domain for n in where} == {spec[n].domain for n in g.bound.values()}, where
+    assert all(new.count(n) <= slots[n] for n in set(new)), where
+
+
+def test_the_rest_of_a_bound_gang_held_to_nvlink_joins_its_siblings_domain() -> None:
+    assert placed_within_nvlink(_rank_0_bound_beside_a_free_node(), pack=False) == ["n0", "n1"]
+    assert placed_within_nvlink(_rank_1_bound_above_its_domain(), pack=False) == ["n2", "n2", "n3"]
+
+
+def test_a_bound_gang_whose_siblings_domain_is_full_waits_told_in_nvlink_domains() -> None:
+    """Rank 0 bound on n0 of domain a, whose n1 is full; domain b has two empty nodes. Rank 1 may
+    not leave a: it waits, and the refusal names the NVLink limit and domains, not leaves."""
+    doms = ["1a", "1a", "1b", "1b"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 8 if i == 1 else 0, domain=d) for i, d in enumerate(doms)]
+    c = Cluster(nodes, [Gang("g0", 2, 8, False, bound={0: "n0"})])
+    objs = c.objects()
+    for o in objs:
+        if o["kind"] == "PodGroup":
+            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    result = Scheduler(POLICY).run_once(cache.snapshot(NOW))
+    assert not result.session.quota(c.gangs[0].quotas[1]).node_name  # type: ignore[union-attr]
+    (status,) = (v.status for v in result.verdicts.values())
+    assert status.message() == (
+        "FitsOnlyAboveAllowedTier(1×8 GPU fits only across a leaf (tier 1); highestTierAllowed is nvlink "
+        "(tier 0), and the roomiest NVLink domain, 1b, takes 2 of 1)"
+    )

@@ -143,6 +143,10 @@ class GangPlanner:
         """Nodes for ``unbound``, every one counted as ``head`` (of shape ``sid``); ``judged``: all
         of ``unbound`` have that shape, so the plan's nodes were judged for each of them."""
         specs, bound_zones = self.specs(quotas, head)
+        if bound_zones and job.tier_hard and job.highest_tier == 0 and self.memo.domain_of:
+            in_domain = self._plan_siblings_domain(job, quotas, unbound, head, sid, judged=judged)
+            if in_domain is not None:
+                return in_domain
         best = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
         if self.holds.any():
             free = self.without_holds()._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
@@ -179,6 +183,52 @@ class GangPlanner:
                 return out_of_rank_order(unbound, broken)
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
         return GangPlan(nodes, zones, judged)
+
+    def _plan_siblings_domain(
+        self,
+        job: JobInfo,
+        quotas: Sequence[QuotaInfo],
+        unbound: Sequence[QuotaInfo],
+        head: QuotaInfo,
+        sid: int | None,
+        *,
+        judged: bool,
+    ) -> GangPlan | Status | None:
+        """Tier 0 around bound siblings: a gang held to one NVLink domain (``highestTierAllowed:
+        nvlink``, hard) whose bound siblings sit in one named domain places the rest there — its
+        slots, distinct nodes free of the gang first, ranks sharing rather than wait — in rank order
+        if it can (a strict-order gang only so: else ``TopologyOrder``). None when the siblings span
+        more than that one domain or it has too little room: the gang's plan by zones then tells
+        why it waits (:meth:`above_limit`)."""
+        memo = self.memo
+        held = Counter(q.node_name for q in quotas if q.node_name)
+        (domain, *others) = {memo.domain_of.get(n, "") for n in held}
+        if others or not domain:
+            return None
+        home = sorted({memo.zone_of[n] for n in held if n in memo.zone_of})
+
+        def cands(zid: ZoneId) -> list[Candidate]:
+            return [c for c in self._candidates(job, head, sid, zid) if memo.domain_of.get(c.name) == domain]
+
+        offers = [
+            ZoneOffer(z, o.size, sum(c.capacity for c in cands(z)), o.untouched, o.first_index)
+            for z in home
+            for o in (self.offer(job, head, sid, z),)
+        ]
+        if sum(z.capacity for z in offers) < len(unbound):
+            return None
+        slots = slots_in(cands, offers, len(unbound), home=home, pack=self.pack, held=held, domains=memo.domain_of)
+        ranges = rank_ranges(quotas, unbound, self.ssn.node)
+        placed = assign_ranks(slots, ranges)
+        broken = order_break(placed, ranges)
+        if broken is not None:
+            ordered = ordered_in_zones(cands, home, ranges, home=home, pack=self.pack, held=held)
+            if ordered is not None:
+                placed = ordered[0]
+            elif job.strict_order:
+                return out_of_rank_order(unbound, broken)
+        nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
+        return GangPlan(nodes, [z.id for z in offers], judged)
 
     def _in_order(
         self,
@@ -403,12 +453,18 @@ class GangPlanner:
     def above_limit(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, best: SpecPlan, unbound: Sequence[QuotaInfo]
     ) -> Status:
-        """A hard ``highestTierAllowed`` the gang fits only above: it waits (``refusals.py``)."""
-        limit = max(job.highest_tier or 0, 1)  # an NVLink-domain limit is told with the leaves
+        """A hard ``highestTierAllowed`` the gang fits only above: it waits (``refusals.py``),
+        told with the room of each unit of its limit's tier (NVLink domains: their slots)."""
+        limit = job.highest_tier or 0
         units: dict[str, int] = {}
         spec = best.zones[0].id[0] if best.zones else ""
         for zid in self.memo.spec_zones.get(spec, []):
-            name = zid[1] if limit <= 1 else self.memo.zone_tiers[zid].get(limit, zid[1])
+            if limit == 0:
+                for c in self._candidates(job, head, sid, zid):
+                    if domain := self.memo.domain_of.get(c.name):
+                        units[domain] = units.get(domain, 0) + c.capacity
+                continue
+            name = zid[1] if limit == 1 else self.memo.zone_tiers[zid].get(limit, zid[1])
             units[name] = units.get(name, 0) + self.offer(job, head, sid, zid).capacity
         what = describe_gang(unbound, self.ssn.gpu_resources)
         return fits_only_above(what, len(unbound), span=best.key[0], levels=self.memo.levels, limit=limit, room=units)

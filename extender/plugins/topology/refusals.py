@@ -48,10 +48,11 @@ def fits_only_above(what: str, need: int, *, span: int, levels: int, limit: int,
     above = describe_tier(span) if span <= levels else "cluster"
     unit, most = max(room.items(), key=lambda kv: (kv[1], kv[0])) if room else ("-", 0)
     allowed = describe_tier(limit)
+    noun = "NVLink domain" if limit == 0 else allowed  # "the roomiest nvlink" names no thing
     return Status.unschedulable(
         Reason.FITS_ONLY_ABOVE_ALLOWED_TIER,
         f"{what} fits only across a {above} (tier {span}); highestTierAllowed is {allowed} "
-        f"(tier {limit}), and the roomiest {allowed}, {unit}, takes {most} of {need}",
+        f"(tier {limit}), and the roomiest {noun}, {unit}, takes {most} of {need}",
     )
 
 
