@@ -23,7 +23,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from extender.cache.cache import ClusterCache
-from extender.scheduler import Scheduler
+from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
@@ -344,9 +344,8 @@ def test_under_continuity_equally_short_runs_go_to_the_fewest_leaves_then_domain
         assert [result.session.quota(q).node_name for q in c.gangs[0].quotas] == want  # type: ignore[union-attr]
 
 
-def placed_within_nvlink(c: Cluster, *, pack: bool) -> list[str]:
-    """The gang's nodes after one cycle when its PodGroup sets ``highestTierAllowed: nvlink``,
-    ``mode: hard`` ("" for a quota left unbound)."""
+def run_within_nvlink(c: Cluster, *, pack: bool) -> CycleResult:
+    """One cycle when the gangs' PodGroups set ``highestTierAllowed: nvlink``, ``mode: hard``."""
     objs = c.objects()
     for o in objs:
         if o["kind"] == "PodGroup":
@@ -355,6 +354,12 @@ def placed_within_nvlink(c: Cluster, *, pack: bool) -> list[str]:
     b.feed(cache, objs)
     result = Scheduler(PACKED if pack else POLICY).run_once(cache.snapshot(NOW))
     check_ledgers(result.session)
+    return result
+
+
+def placed_within_nvlink(c: Cluster, *, pack: bool) -> list[str]:
+    """The gang's nodes after one cycle under the hard NVLink limit ("" for a quota left unbound)."""
+    result = run_within_nvlink(c, pack=pack)
     return [result.session.quota(q).node_name or "" for q in c.gangs[0].quotas]  # type: ignore[union-attr]
 
 
@@ -476,13 +481,7 @@ def test_a_bound_gang_whose_siblings_domain_is_full_waits_told_in_nvlink_domains
     doms = ["1a", "1a", "1b", "1b"]
     nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 8 if i == 1 else 0, domain=d) for i, d in enumerate(doms)]
     c = Cluster(nodes, [Gang("g0", 2, 8, False, bound={0: "n0"})])
-    objs = c.objects()
-    for o in objs:
-        if o["kind"] == "PodGroup":
-            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}
-    cache = ClusterCache(clock=lambda: NOW)
-    b.feed(cache, objs)
-    result = Scheduler(POLICY).run_once(cache.snapshot(NOW))
+    result = run_within_nvlink(c, pack=False)
     assert not result.session.quota(c.gangs[0].quotas[1]).node_name  # type: ignore[union-attr]
     (status,) = (v.status for v in result.verdicts.values())
     assert status.message() == (
