@@ -30,7 +30,7 @@ from extender.framework.status import SUCCESS, Code, Reason, Status
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.resources import Resource
-from extender.plugins.topology.gangplan import Candidate, ZoneId, ZoneOffer, rank_key
+from extender.plugins.topology.gangplan import Candidate, ZoneId, ZoneOffer, domain_unit, rank_key
 from extender.plugins.topology.ranking import ZoneRanking
 
 __all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for"]
@@ -379,7 +379,7 @@ class FitMemo:
         leaves, the NVLink domains (a node without one is a domain of its own)."""
         names = list(nodes)
         zones = sorted({self.zone_of[n] for n in names})
-        return self.span(zones), len(zones), len({self.domain_of.get(n) or f"node#{n}" for n in names})
+        return self.span(zones), len(zones), len({domain_unit(n, self.domain_of) for n in names})
 
     def untouched(self, zid: ZoneId) -> bool:
         return self._touched.get(zid, 0) == 0

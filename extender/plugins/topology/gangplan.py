@@ -64,6 +64,7 @@ __all__ = [
     "choose_zones",
     "continuity_block",
     "domain_parts",
+    "domain_unit",
     "fewest_to_reach",
     "fewest_zones_that",
     "fill_run",
@@ -288,6 +289,12 @@ def slots_in(
     return slots
 
 
+def domain_unit(node: str, domains: Mapping[str, str]) -> str:
+    """The NVLink domain ``node`` counts in (``domains``: node → domain): its own, a domain of one
+    node, when it names none."""
+    return domains.get(node) or f"node#{node}"
+
+
 def domain_parts(
     ranked: Sequence[Candidate],
     need: int,
@@ -314,8 +321,8 @@ def domain_parts(
         return [(ranked, need)]
     units: dict[str, list[Candidate]] = {}  # domain → its candidates, best first
     for c in ranked:
-        units.setdefault(domains.get(c.name) or f"node#{c.name}", []).append(c)
-    home = {domains.get(n) or f"node#{n}" for n in held} & units.keys()
+        units.setdefault(domain_unit(c.name, domains), []).append(c)
+    home = {domain_unit(n, domains) for n in held} & units.keys()
     if len(units) == len(ranked) and not any(domains.get(n) in units for n in held):  # nothing to choose
         return [(ranked, need)]
     offers = {
@@ -329,7 +336,7 @@ def domain_parts(
     chosen = [*(offers[key] for key in sorted(home)), *further]
     if pack:
         keep = {z.id[1] for z in chosen}
-        return [([c for c in ranked if (domains.get(c.name) or f"node#{c.name}") in keep], need)]
+        return [([c for c in ranked if domain_unit(c.name, domains) in keep], need)]
     return [(units[z.id[1]], m) for z, m in split_slots(chosen, need, home={("", key) for key in home})]
 
 

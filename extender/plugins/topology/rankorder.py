@@ -14,6 +14,7 @@ from extender.plugins.topology.gangplan import (
     Slot,
     ZoneId,
     ZoneOffer,
+    domain_unit,
     fewest_to_reach,
     fewest_zones_that,
 )
@@ -113,15 +114,16 @@ def assign_in_domains(
         return whole
     units: dict[str, list[Candidate]] = {}
     for c in candidates:
-        units.setdefault(_unit(c, domains), []).append(c)
-    home = {domains.get(n) or f"node#{n}" for n in siblings} & units.keys()
+        units.setdefault(domain_unit(c.name, domains), []).append(c)
+    home = {domain_unit(n, domains) for n in siblings} & units.keys()
     if len(units) == len(candidates) and not any(domains.get(n) in units for n in siblings):  # nothing to choose
         return whole
     shared = None if pack else _shared(whole, siblings)
 
     def place(zs: Sequence[ZoneOffer]) -> list[Slot] | None:
         keys = home | {z.id[1] for z in zs}
-        placed = assign_in_order([c for c in candidates if _unit(c, domains) in keys], ranges, pack=pack, held=held)
+        inside = [c for c in candidates if domain_unit(c.name, domains) in keys]
+        placed = assign_in_order(inside, ranges, pack=pack, held=held)
         if placed is None or (shared is not None and _shared(placed, siblings) > shared):
             return None
         return placed
@@ -137,10 +139,6 @@ def assign_in_domains(
         return whole
     found = fewest_zones_that(further, lambda zs: place(zs) is not None, smallest=smallest)
     return whole if found is None else place(found)
-
-
-def _unit(c: Candidate, domains: Mapping[str, str]) -> str:
-    return domains.get(c.name) or f"node#{c.name}"
 
 
 def _shared(placed: Sequence[Slot], siblings: Collection[str]) -> int:
