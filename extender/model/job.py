@@ -71,7 +71,13 @@ class JobInfo:
     @property
     def tier_hard(self) -> bool:
         """A hard tier limit: the job is never placed above :attr:`highest_tier` (it waits)."""
-        return self.highest_tier is not None and self.tier_mode == "hard"
+        return self.hard_tier is not None
+
+    @property
+    def hard_tier(self) -> int | None:
+        """The tier a hard limit keeps the job within (0: one NVLink domain, 1: one leaf, …);
+        None: no hard limit."""
+        return self.highest_tier if self.tier_mode == "hard" else None
 
     # --- tasks -------------------------------------------------------------------------------
     def add_task(self, task: TaskInfo) -> None:

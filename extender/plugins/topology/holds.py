@@ -315,7 +315,7 @@ def _units(memo: FitMemo, job: JobInfo, zones: list[ZoneId]) -> list[list[ZoneId
     """The sets of zones one hold may span: all of them, unless the job's hard tier limit
     (``highestTierAllowed``, mode hard) keeps it in one unit of that tier — one leaf, one spine, …
     — for a hold the gang could never be placed across would only keep others off its nodes."""
-    limit = job.highest_tier if job.tier_hard else None
+    limit = job.hard_tier
     if limit is None or limit > memo.levels:
         return [zones]
     units: dict[object, list[ZoneId]] = {}

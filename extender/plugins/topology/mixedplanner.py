@@ -58,7 +58,7 @@ class MixedPlanner:
             return self._out_of_order(job, mix, gang, specs, bound_zones) or self.p.failure(
                 job, head, sid, specs, unbound
             )
-        if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
+        if (limit := job.hard_tier) is not None and best.key[0] > limit:
             return self.p.above_limit(job, head, sid, best, unbound)
         nodes = dict(best.nodes)
         for first, rest in mix.glued.items():

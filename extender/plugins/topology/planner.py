@@ -143,7 +143,7 @@ class GangPlanner:
         """Nodes for ``unbound``, every one counted as ``head`` (of shape ``sid``); ``judged``: all
         of ``unbound`` have that shape, so the plan's nodes were judged for each of them."""
         specs, bound_zones = self.specs(quotas, head)
-        if bound_zones and job.tier_hard and job.highest_tier == 0 and self.memo.domain_of:
+        if bound_zones and job.hard_tier == 0 and self.memo.domain_of:
             in_domain = self._plan_siblings_domain(job, quotas, unbound, head, sid, judged=judged)
             if in_domain is not None:
                 return in_domain
@@ -155,7 +155,7 @@ class GangPlanner:
                 return kept_off
         if best is None:
             return self.failure(job, head, sid, specs, unbound)
-        if job.tier_hard and job.highest_tier is not None and best.key[0] > job.highest_tier:
+        if (limit := job.hard_tier) is not None and best.key[0] > limit:
             return self.above_limit(job, head, sid, best, unbound)
         slots = best.slots
         held = Counter(q.node_name for q in quotas if q.node_name) if bound_zones else None
@@ -405,7 +405,7 @@ class GangPlanner:
 
         room: Callable[[list[Candidate]], int] = slot_room if self.pack else len
         holding = [(d, cs) for d, cs in units.items() if room(cs) >= need]
-        if not holding and not self.pack and job.tier_hard and job.highest_tier == 0:
+        if not holding and not self.pack and job.hard_tier == 0:
             room = slot_room  # held to one domain: ranks share its nodes rather than wait
             holding = [(d, cs) for d, cs in units.items() if room(cs) >= need]
         if not holding:
