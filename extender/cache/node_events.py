@@ -5,7 +5,7 @@ A node's :class:`~extender.model.node.NodeInfo` is rebuilt from its Node and its
 the quotas bound to it. A NodeTopology status-only write (the discovery agents' heartbeat)
 changes nothing a node is built from: no rebuild, no generation bump. Also here: which nodes'
 ``zone`` label differs from their NodeTopology's (:func:`zone_label_drift`). A node whose
-``spot-shared`` annotation sizes no spot pool (:func:`extender.plugins.sylas.pools`) is logged
+``spot-shared`` annotation sizes no spot pool (:func:`extender.model.spot.pools`) is logged
 once per value, and kept in ``cache.node_problems`` until it is fixed or the node goes.
 """
 
@@ -19,8 +19,8 @@ from extender.cache import convert
 from extender.cache.convert import ConversionError
 from extender.cache.meta import Obj, name_of
 from extender.model.node import NodeInfo
+from extender.model.spot import pools
 from extender.model.task import ON_NODE, TaskInfo
-from extender.plugins.sylas import pools
 
 if TYPE_CHECKING:
     from extender.cache.cache import ClusterCache

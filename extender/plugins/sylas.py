@@ -6,7 +6,7 @@ they use, so they live in the pod ledger (``idle``) and never in the quota ledge
 its spot resource in two pools: ``shared`` (low power; several pods share GPUs) sized by the node annotation
 ``scheduling.infini-ai.com/spot-shared``, and ``exclusive`` (the rest); an annotation that is no
 quantity, or more than the node has, refuses spot pods on the node with ``SpotPoolInvalid``
-(:func:`pools`). A spot pod picks its pool
+(:func:`extender.model.spot.pools`). A spot pod picks its pool
 with the annotation ``spot-pool`` (default exclusive).
 
 * ``tn.predicate`` — a spot pod fits its pool on the node and the node's ``idle``.
@@ -42,7 +42,8 @@ from extender.framework.status import SKIP, SUCCESS, Reason, Status
 from extender.framework.victims import may_go
 from extender.model.node import NodeInfo, NodeTask
 from extender.model.quota import QuotaInfo
-from extender.model.resources import Resource, to_units
+from extender.model.resources import Resource
+from extender.model.spot import pools
 from extender.model.task import TaskInfo, TaskStatus
 
 NAME: Final = "sylas"
@@ -66,30 +67,6 @@ class SylasArgs(ArgsModel):
 
 
 Args = SylasArgs
-
-
-def pools(node: NodeInfo, resource: str) -> tuple[int, int] | str:
-    """(shared, exclusive) capacity of the node's spot resource, in milli-units: the shared pool
-    is the ``spot-shared`` annotation (none: 0), the exclusive pool the rest. An annotation that
-    is no quantity between 0 and what the node has of ``resource`` (an operator's typo: ``two``,
-    ``-2``, ``80`` on a node of 8) sizes no pool: the answer is why (a str), which the predicate
-    gives spot pods as their reason — as kube-apiserver refuses an out-of-range value rather than
-    clamp it, never a guess (0, or the whole node) that moves GPUs from one pool to the other."""
-    total = node.allocatable.get(resource)
-    raw = node.annotations.get(wellknown.ANNO_SPOT_SHARED)
-    if not raw:
-        return 0, total
-    try:
-        shared = to_units(resource, raw)
-    except ValueError:
-        shared = -1
-    if shared < 0:
-        return f"node annotation {wellknown.ANNO_SPOT_SHARED}: {raw!r} is not a quantity of {resource}"
-    if shared > total:
-        return (
-            f"node annotation {wellknown.ANNO_SPOT_SHARED}: {raw!r} is more than the node's {total / 1000:g} {resource}"
-        )
-    return shared, total - shared
 
 
 def pool_used(node: NodeInfo, resource: str) -> tuple[int, int]:
