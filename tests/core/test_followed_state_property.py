@@ -31,7 +31,7 @@ from extender.plugins.drf import _Shares
 from extender.plugins.jobqueue import _JobQueues
 from extender.plugins.specpool import _QueueClaims
 from extender.plugins.topology.fitmemo import FitMemo
-from extender.plugins.topology.gangplan import Candidate, rank_key
+from extender.plugins.topology.nodechoice import Candidate, rank_key
 from extender.plugins.topology.ranking import ZoneRanking
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology

@@ -1,5 +1,5 @@
-"""The pure rules of gang planning (extender/plugins/topology/gangplan.py), on hand-checked cases
-and against brute force on random small inputs."""
+"""The pure rules of gang planning (extender/plugins/topology/gangplan.py and nodechoice.py), on
+hand-checked cases and against brute force on random small inputs."""
 
 from __future__ import annotations
 
@@ -11,16 +11,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender.plugins.topology.gangplan import (
-    Candidate,
     Slot,
     ZoneOffer,
     best_single_zone,
-    choose_nodes,
     choose_zones,
-    continuity_block,
     single_zone_key,
     split_slots,
 )
+from extender.plugins.topology.nodechoice import Candidate, choose_nodes, continuity_block
 from extender.plugins.topology.rankorder import assign_ranks, ordered_in_zones
 from tests.core.props import PROPERTY
 

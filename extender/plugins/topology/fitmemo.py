@@ -30,7 +30,8 @@ from extender.framework.status import SUCCESS, Code, Reason, Status
 from extender.model.node import NodeInfo
 from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.resources import Resource
-from extender.plugins.topology.gangplan import Candidate, ZoneId, ZoneOffer, domain_unit, rank_key
+from extender.plugins.topology.gangplan import ZoneId, ZoneOffer, domain_unit
+from extender.plugins.topology.nodechoice import Candidate, rank_key
 from extender.plugins.topology.ranking import ZoneRanking
 
 __all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for"]
@@ -221,7 +222,7 @@ class FitMemo:
 
     def candidates(self, quota: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
         """The zone's nodes with room for the shape, with their QN scores, best first
-        (``gangplan.rank_key``)."""
+        (``nodechoice.rank_key``)."""
         if sid is None:
             return sorted(self._scan_alone(quota, zid), key=rank_key)
         fit = self._fit(sid)

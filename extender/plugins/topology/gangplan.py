@@ -18,17 +18,10 @@ The rules, in the order the planner applies them:
 2. **Slots per zone** (:func:`split_slots`): the zones of the gang's bound siblings first (a
    partly bound gang fills them before it takes room elsewhere), then the zone with the most
    capacity, so the largest part of the gang shares one switch.
-3. **Nodes in a zone** (:func:`choose_nodes`): by default distinct nodes while the zone has enough
-   of them — at least one node with room, free of the gang, per quota of its share — best QN
-   score first (ties: lower index). Consecutive ranks share a node only when needed, i.e. when the
-   zone has fewer such nodes than its share: then, as with ``pack``, on the fewest nodes that hold
-   the share and among those the least capacity taken (best fit: 8 workers of 1 GPU on two empty
-   nodes take one of them, which leaves the other whole for an 8-GPU worker; spreading them 4 + 4
-   would break both). A node holding a bound sibling of the gang is no distinct node: nodes free
-   of the gang come first. With ``pack=True`` as few nodes as possible — the siblings'
-   nodes first, which cost no node more — and among those the least capacity taken (best fit;
-   ties: fewer of the roomiest nodes) — of all the chosen zones at once beyond the bound
-   siblings' (the planner pools them: the fewest nodes of the zones, not of each zone's share).
+3. **Nodes in a zone** (``nodechoice``): by default distinct nodes while the zone has enough of
+   them, best QN score first; consecutive ranks share a node only when needed, and then, as with
+   ``pack``, on the fewest nodes that hold the share, best fit. With ``pack`` the zones beyond
+   the bound siblings' are one pool (the fewest nodes of the zones, not of each zone's share).
    Where nodes name NVLink domains, the nodes come from the fewest domains first, best fit among
    them, the bound siblings' domains before any other (:func:`domain_parts`: rules 1 and 2 one
    tier down; a domain's room is its nodes by default, its slots with ``pack``: NVLink first).
@@ -50,44 +43,26 @@ import itertools
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+
+from extender.plugins.topology.nodechoice import Candidate, choose_ranked, fewest_to_reach, rank_key
 
 __all__ = [
     "SEARCH_LIMIT",
-    "Candidate",
     "Range",
     "Slot",
     "ZoneOffer",
     "best_single_zone",
-    "choose_nodes",
-    "choose_ranked",
     "choose_zones",
-    "continuity_block",
     "domain_parts",
     "domain_unit",
-    "fewest_to_reach",
     "fewest_zones_that",
-    "fill_run",
-    "rank_key",
-    "shortest_run",
     "single_zone_key",
     "slots_in",
     "split_slots",
 ]
 
-N = TypeVar("N")  # a node as a caller models it (shortest_run)
 ZoneId = tuple[str, str]  # (GPU spec, zone key)
 Range = tuple[int | None, int | None]  # a quota's closed node-index range (None: open)
-
-
-@dataclass(slots=True)  # not frozen: made for every node scored, and frozen ones cost twice as much to make
-class Candidate:
-    """A node that can take quotas of the gang (read-only: the memo's zone rankings share them)."""
-
-    name: str
-    index: int
-    capacity: int  # slots (≥ 1)
-    score: float = 0.0  # QN score: higher is better
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,17 +119,6 @@ def best_single_zone(zones: Iterable[ZoneOffer], need: int) -> ZoneOffer | None:
             if best_key is None or key < best_key:
                 best, best_key = z, key
     return best
-
-
-def fewest_to_reach(capacities: Iterable[int], need: int) -> int | None:
-    """How many of ``capacities``, the largest first, it takes to reach ``need`` — the fewest that
-    can, since any k of them hold at most the k largest; None when all of them together do not."""
-    covered = 0
-    for k, c in enumerate(sorted(capacities, reverse=True), start=1):
-        covered += c
-        if covered >= need:
-            return k
-    return None
 
 
 SEARCH_LIMIT = 4096
@@ -346,150 +310,3 @@ def _domain_room(cands: Sequence[Candidate], pack: bool, held: Mapping[str, int]
     if pack:
         return sum(c.capacity for c in cands)
     return sum(1 for c in cands if c.name not in held) if held else len(cands)
-
-
-def rank_key(c: Candidate) -> tuple[float, int, str]:
-    """Rule 3's order of a zone's nodes: best QN score first, ties lower index, then name."""
-    return (-c.score, c.index, c.name)
-
-
-def choose_nodes(candidates: Sequence[Candidate], need: int, *, pack: bool = False) -> list[tuple[Candidate, int]]:
-    """Which nodes of one zone take ``need`` slots and how many each (rule 3).
-
-    ``candidates`` (any order) must hold at least ``need`` slots together. Returned in node-index
-    order.
-    """
-    return choose_ranked(sorted(candidates, key=rank_key), need, pack=pack)
-
-
-def choose_ranked(
-    ranked: Sequence[Candidate], need: int, *, pack: bool = False, held: Mapping[str, int] | None = None
-) -> list[tuple[Candidate, int]]:
-    """:func:`choose_nodes` of candidates already in :func:`rank_key` order (the planner's memo
-    keeps each zone's candidates so: a bind re-ranks only the nodes it changed). ``held``: node →
-    the gang's bound siblings there. A node that holds a sibling is no distinct node: by default
-    one quota per node free of the gang while there are ``need`` of them; else ranks must share,
-    and take what ``pack`` takes: the siblings' nodes first, as they cost no node more, then the
-    fewest nodes that hold the rest, best fit (:func:`_fewest_best_fit`)."""
-    if need <= 0:
-        return []
-    mine = [c for c in ranked if c.name in held] if held else []
-    if not pack and len(ranked) - len(mine) >= need:  # distinct nodes: the zone has enough of them
-        order = [c for c in ranked if c.name not in held] if mine and held else ranked
-        return sorted(((c, 1) for c in order[:need]), key=lambda cn: (cn[0].index, cn[0].name))
-    room = sum(c.capacity for c in mine)  # ranks share nodes: the fewest that hold them, best fit
-    if not mine:
-        counts = _fewest_best_fit(ranked, need)
-    elif room >= need:
-        counts = _fewest_best_fit(mine, need)
-    else:
-        counts = {c.name: c.capacity for c in mine}
-        counts.update(_fewest_best_fit([c for c in ranked if c.name not in counts], need - room))
-    return sorted(((c, counts[c.name]) for c in ranked if counts.get(c.name)), key=lambda cn: (cn[0].index, cn[0].name))
-
-
-def _fewest_best_fit(by_score: Sequence[Candidate], need: int) -> dict[str, int]:
-    """Rule 3 with ``pack``: the fewest nodes that hold ``need`` slots; among those, the least
-    capacity taken (best fit: nodes with more room stay whole for wider workers); within one
-    capacity, best score first; ties of capacity taken: fewer of the largest nodes (they stay
-    whole). Each chosen node, the largest first, takes as many as it can.
-
-    Exact: a search over how many nodes of each capacity to take, largest capacity first, keeping
-    only partial choices from which the largest remaining nodes still reach ``need``. Since fewer
-    nodes cannot hold the gang, the chosen capacity exceeds ``need`` by less than one node's
-    room, so each count of nodes taken keeps fewer partial sums than the largest capacity."""
-    groups: dict[int, list[Candidate]] = {}
-    for c in by_score:
-        groups.setdefault(c.capacity, []).append(c)
-    caps = sorted(groups, reverse=True)
-    sizes = [cap for cap in caps for _ in groups[cap]]  # every node's capacity, largest first
-    fewest = fewest_to_reach(sizes, need)
-    if fewest is None:
-        raise ValueError(f"candidates hold fewer than {need} slots")
-    prefix = list(itertools.accumulate(sizes, initial=0))
-    starts = list(itertools.accumulate((len(groups[cap]) for cap in caps), initial=0))
-
-    def reach(group: int, count: int) -> int:  # the most ``count`` nodes of later groups add
-        first = starts[group]
-        return prefix[min(len(sizes), first + count)] - prefix[first]
-
-    # (nodes taken, capacity taken) → nodes taken per capacity so far
-    partial: dict[tuple[int, int], tuple[int, ...]] = {(0, 0): ()}
-    for g, cap in enumerate(caps):
-        grown: dict[tuple[int, int], tuple[int, ...]] = {}
-        for (taken, total), picks in partial.items():
-            for j in range(min(len(groups[cap]), fewest - taken) + 1):
-                state, more = (taken + j, total + j * cap), (*picks, j)
-                if state[1] + reach(g + 1, fewest - state[0]) < need:
-                    continue  # even the largest nodes left cannot reach ``need`` from here
-                if state not in grown or more < grown[state]:
-                    grown[state] = more
-        partial = grown
-    _, picks = min((total, picks) for (taken, total), picks in partial.items() if taken == fewest)
-    counts: dict[str, int] = {}
-    left = need
-    for cap, j in zip(caps, picks, strict=True):
-        for c in groups[cap][:j]:
-            counts[c.name] = min(cap, left)
-            left -= counts[c.name]
-    return counts
-
-
-def continuity_block(
-    candidates: Sequence[Candidate],
-    indices: Sequence[int],
-    need: int,
-    cost: Callable[[Sequence[Candidate]], tuple[int, ...]] | None = None,
-) -> list[Candidate] | None:
-    """The seed's *continuity* algorithm: among runs of consecutive node indices whose nodes all
-    take quotas of the gang, the shortest run that holds ``need`` slots (ties: the least ``cost``,
-    then the lowest index).
-
-    ``indices`` are all node indices of the spec, ascending: a node missing from ``candidates``
-    breaks a run."""
-    by_index = {c.index: c for c in candidates}
-    return shortest_run(by_index, indices, lambda run: sum(c.capacity for c in run) >= need, cost)
-
-
-def fill_run(run: Sequence[Candidate], need: int) -> list[tuple[Candidate, int]]:
-    """How many of ``need`` slots each node of a continuity run takes by default (``pack``: the
-    run's nodes by :func:`choose_nodes` instead): every node one, so the gang's nodes stay
-    consecutive — a shortest run has no node the gang can skip without a gap —, and the ranks that
-    must share a node, beyond one a node, on the fewest nodes of the run's spare room, best fit
-    (rule 3 on what is left). In node-index order; ``run`` must hold ``need`` slots."""
-    if need <= len(run):
-        return choose_nodes(run, need)
-    spare = [Candidate(c.name, c.index, c.capacity - 1, c.score) for c in sorted(run, key=rank_key) if c.capacity > 1]
-    more = _fewest_best_fit(spare, need - len(run))
-    return [(c, 1 + more.get(c.name, 0)) for c in sorted(run, key=lambda c: (c.index, c.name))]
-
-
-def shortest_run(
-    by_index: Mapping[int, N],
-    indices: Sequence[int],
-    holds: Callable[[Sequence[N]], bool],
-    cost: Callable[[Sequence[N]], tuple[int, ...]] | None = None,
-) -> list[N] | None:
-    """The shortest run of consecutive ``indices`` whose every index names a node of ``by_index``
-    that ``holds`` the gang (ties: the least ``cost`` — the planner's is the tiers' rule, the
-    fewest leaves, then NVLink domains, the run spans — then the lowest index); ``holds`` must stay
-    true as a run grows. ``indices``: every node index of the spec, ascending (an index missing
-    from ``by_index``, or a gap between two, breaks a run)."""
-    best: list[N] | None = None
-    best_cost: tuple[int, ...] = ()
-    run: list[N] = []
-    prev: int | None = None
-    for i in indices:
-        node = by_index.get(i)
-        if node is None or (prev is not None and i != prev + 1):
-            run = []
-        if node is not None:
-            run.append(node)
-            while len(run) > 1 and holds(run[1:]):  # shrink from the left: the shortest ending here
-                run.pop(0)
-            if (best is None or len(run) <= len(best)) and holds(run):
-                mine = cost(run) if cost is not None else ()
-                if best is None or len(run) < len(best) or mine < best_cost:
-                    best, best_cost = list(run), mine
-        prev = i
-    return best

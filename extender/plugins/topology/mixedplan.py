@@ -31,7 +31,7 @@ The rules:
    (distinct nodes), and as few more as hold the gang — in the rank order the chosen zones allow
    (:func:`mixedorder.order_kept`: inside the fences, else among the gang's own quotas, else
    none). With ``pack_workers``, or when they count fewer (ranks must share: as
-   ``gangplan.choose_ranked`` for a gang of one kind, not over every node; :func:`packed`): the
+   ``nodechoice.choose_ranked`` for a gang of one kind, not over every node; :func:`packed`): the
    bound siblings' nodes first (they cost no node more; only those when they hold the gang),
    then the fewest nodes that hold the gang (in that rank order), and among those the least
    capacity taken (best fit, as for gangs of one kind).
@@ -54,15 +54,7 @@ import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from extender.plugins.topology.gangplan import (
-    SEARCH_LIMIT,
-    ZoneId,
-    ZoneOffer,
-    fewest_to_reach,
-    fewest_zones_that,
-    shortest_run,
-    single_zone_key,
-)
+from extender.plugins.topology.gangplan import SEARCH_LIMIT, ZoneId, ZoneOffer, fewest_zones_that, single_zone_key
 from extender.plugins.topology.mixedorder import (
     Fences,
     Kind,
@@ -74,6 +66,7 @@ from extender.plugins.topology.mixedorder import (
     order_kept,
     place_ordered,
 )
+from extender.plugins.topology.nodechoice import fewest_to_reach, shortest_run
 
 __all__ = [
     "STATE_LIMIT",
@@ -237,7 +230,7 @@ def packed(
     cost no node more — only those when they hold the gang — then the fewest of ``nodes`` (which
     hold the gang) that hold it —
     in the rank order all of ``nodes`` allow (:func:`mixedorder.order_kept`) — and among those
-    the least capacity taken (best fit, as :func:`gangplan.choose_nodes` packs; a node's
+    the least capacity taken (best fit, as :func:`nodechoice.choose_nodes` packs; a node's
     capacity: how many quotas of kind ``head``, the gang's largest, its room takes), then fewer
     of the roomiest, the best scores, lower indices.
     Returned in index order.
@@ -432,7 +425,7 @@ def must_share(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequenc
     for some quota of it, free of the gang (not in ``held``: its bound siblings'), than quotas.
     Then they share as ``pack_workers`` packs (:func:`packed`: the siblings' nodes first, then the
     fewest nodes that hold the gang, best fit; each quota on the previous one's node first), as a
-    gang of one size does (``gangplan.choose_ranked``), not over every node."""
+    gang of one size does (``nodechoice.choose_ranked``), not over every node."""
     free = 0
     for n in nodes:
         if n.name not in held and any(any(v) for v in node_frontier(n, kinds)):
@@ -460,7 +453,7 @@ def continuity_run(
     indices: Sequence[int],
     spanned: Callable[[Iterable[str]], tuple[int, ...]] | None = None,
 ) -> list[MixedNode] | None:
-    """The seed's *continuity* algorithm (as :func:`gangplan.continuity_block` for a gang of one
+    """The seed's *continuity* algorithm (as :func:`nodechoice.continuity_block` for a gang of one
     kind): among runs of consecutive node indices whose nodes all take some quota of the gang,
     the shortest that holds it — by its frontier, or in rank order inside the fences for a
     strict-order gang — ties: the least ``spanned`` of their node names (the planner's: the

@@ -41,21 +41,10 @@ from extender.model.quota import QuotaInfo
 from extender.plugins.gang import quotas_bound
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
 from extender.plugins.topology.gangparts import GangPlan, SpecPlan, kinds_of, most_that_fit, plan_key
-from extender.plugins.topology.gangplan import (
-    Candidate,
-    Range,
-    Slot,
-    ZoneId,
-    ZoneOffer,
-    best_single_zone,
-    choose_nodes,
-    choose_zones,
-    continuity_block,
-    fill_run,
-    slots_in,
-)
+from extender.plugins.topology.gangplan import Range, Slot, ZoneId, ZoneOffer, best_single_zone, choose_zones, slots_in
 from extender.plugins.topology.holds import HoldBook
 from extender.plugins.topology.mixedplanner import MixedPlanner
+from extender.plugins.topology.nodechoice import Candidate, choose_nodes, continuity_block, fill_run
 from extender.plugins.topology.rankorder import assign_ranks, order_break, ordered_in_zones
 from extender.plugins.topology.refusals import (
     describe_gang,
@@ -341,7 +330,7 @@ class GangPlanner:
         ]
 
     def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]:
-        """The zone's candidates for the job, best first (``gangplan.rank_key``)."""
+        """The zone's candidates for the job, best first (``nodechoice.rank_key``)."""
         cands = self.memo.candidates(head, sid, zid)
         if not self.holds.any():
             return cands

@@ -1,4 +1,4 @@
-"""A zone's candidate nodes for one quota shape, kept in rule 3's order (``gangplan.rank_key``:
+"""A zone's candidate nodes for one quota shape, kept in rule 3's order (``nodechoice.rank_key``:
 best QN score first, ties lower index, then name) as binds and releases change single nodes.
 
 Planning a gang reads the zone's candidates best first; a bind or release then changes the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable
 
-from extender.plugins.topology.gangplan import Candidate, rank_key
+from extender.plugins.topology.nodechoice import Candidate, rank_key
 
 __all__ = ["ZoneRanking"]
 

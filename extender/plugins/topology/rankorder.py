@@ -8,16 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from extender.plugins.topology.gangplan import (
-    Candidate,
-    Range,
-    Slot,
-    ZoneId,
-    ZoneOffer,
-    domain_unit,
-    fewest_to_reach,
-    fewest_zones_that,
-)
+from extender.plugins.topology.gangplan import Range, Slot, ZoneId, ZoneOffer, domain_unit, fewest_zones_that
+from extender.plugins.topology.nodechoice import Candidate, fewest_to_reach
 
 __all__ = ["assign_in_domains", "assign_in_order", "assign_ranks", "order_break", "ordered_in_zones"]
 
