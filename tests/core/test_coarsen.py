@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
 from extender.plugins.topology.gangparts import Mix, coarsen
-from extender.plugins.topology.mixedplan import Kind, states
+from extender.plugins.topology.mixedfrontier import states
+from extender.plugins.topology.mixedorder import Kind
 from tests.core.props import PROPERTY
 
 REQUESTS = st.fixed_dictionaries({"gpu": st.sampled_from([0, 1, 4, 8]), "cpu": st.sampled_from([1, 8, 32, 90])})

@@ -92,7 +92,7 @@ def check_repelling(c: Cluster, pack: bool) -> None:
 @example(c=_two_leaves(), pack=False)
 @example(c=_two_leaves(), pack=True)
 def test_repelling_quotas_beyond_the_state_limit_still_take_distinct_nodes(c: Cluster, pack: bool) -> None:
-    """The same property with ``mixedplan.STATE_LIMIT`` at 0: every gang of two or more repelling
+    """The same property with ``mixedfrontier.STATE_LIMIT`` at 0: every gang of two or more repelling
     quotas (each a kind of its own) is one the exact planner does not enumerate."""
     with mock.patch.object(gangparts, "STATE_LIMIT", 0):
         check_repelling(c, pack)

@@ -1,4 +1,4 @@
-"""Gangs whose quotas differ in size beyond ``mixedplan.STATE_LIMIT`` count vectors, against an
+"""Gangs whose quotas differ in size beyond ``mixedfrontier.STATE_LIMIT`` count vectors, against an
 exhaustive oracle (issue 16 items 2, 3, 6).
 
 Such a gang (many kinds of many quotas each) is not planned over all its kinds: kinds are merged

@@ -20,7 +20,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender.plugins.topology.gangplan import Range
-from extender.plugins.topology.mixedplan import Kind, MixedNode, frontier_of, next_fit, packed, place
+from extender.plugins.topology.mixedfrontier import frontier_of
+from extender.plugins.topology.mixedplan import Kind, MixedNode, next_fit, packed, place
 from tests.core.props import PROPERTY
 from tests.core.test_mixed_gang_property import packs
 from tests.core.topo_cluster import NODE_ROOM, Need

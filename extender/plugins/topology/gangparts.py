@@ -28,7 +28,8 @@ from typing import TypeVar
 from extender.framework.status import Status
 from extender.model.quota import QuotaInfo
 from extender.plugins.topology.gangplan import Range, Slot, ZoneId, ZoneOffer
-from extender.plugins.topology.mixedplan import STATE_LIMIT, Kind, states
+from extender.plugins.topology.mixedfrontier import STATE_LIMIT, states
+from extender.plugins.topology.mixedorder import Kind
 
 __all__ = [
     "GangPlan",
@@ -141,7 +142,7 @@ def _apart(reps: Sequence[QuotaInfo]) -> list[frozenset[int]]:
 
 
 def coarsen(mix: Mix, limit: int) -> Mix:
-    """``mix`` with kinds merged until its count vectors (``mixedplan.states``) are at most
+    """``mix`` with kinds merged until its count vectors (``mixedfrontier.states``) are at most
     ``limit`` (or one kind is left): first all kinds that ask for the same (the largest such
     group first: nothing of their room is lost), then, pair by pair, the two kinds whose merging
     asks for the least more than their quotas do (per resource, relative to the most any kind
@@ -222,7 +223,7 @@ def for_planning(
 ) -> tuple[Mix, list[Range]]:
     """``mix`` and its quotas' ``fences`` as the exact planner takes them: the quotas that must
     share a node joined (:func:`together`, :func:`glue`; ``beside_earlier``: also those that may
-    go beside a bound quota instead), then kinds merged down to ``mixedplan.STATE_LIMIT`` count
+    go beside a bound quota instead), then kinds merged down to ``mixedfrontier.STATE_LIMIT`` count
     vectors (:func:`coarsen`)."""
     pairs = together(mix.unbound, quotas, strict=strict, beside_earlier=beside_earlier)
     mix, kept = glue(mix, pairs, fences)

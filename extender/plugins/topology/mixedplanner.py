@@ -7,7 +7,7 @@ when one holds the gang (nothing bound yet; :meth:`MixedPlanner._domain`), bound
 first, holds (a hold may delay the gang, never scatter it), a hard tier limit. Inside the chosen
 leaves NVLink domains are not weighed. Under ``continuity``, the shortest run of consecutive
 nodes that holds the gang comes first (``mixedplan.continuity_run``), else the zone rules. A gang
-of more count vectors than ``mixedplan.STATE_LIMIT`` is planned over merged kinds
+of more count vectors than ``mixedfrontier.STATE_LIMIT`` is planned over merged kinds
 (``gangparts.for_planning``); quotas that must share a node (``gangparts.glue``) are planned as
 one and share its node.
 """

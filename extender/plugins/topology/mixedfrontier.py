@@ -1,0 +1,128 @@
+"""What nodes and zones hold of a gang whose quotas differ in size (``mixedplan``), and rule 1,
+the zones such a gang takes. Pure functions: no session, no I/O.
+
+A gang of several **kinds** (``mixedorder.Kind``: its quotas that are alike) is measured in
+**count vectors**: how many quotas of each kind. What a node can hold of the gang is the set of
+count vectors whose summed request fits its room on every resource (kinds its predicates refuse:
+none); a set of nodes holds the sum of what each holds. Such a set is downward closed and is kept
+as its maximal vectors, capped at the gang's counts: its **frontier** (:func:`node_frontier`,
+:func:`frontier_of`). A zone set holds the gang iff its frontier reaches the gang's counts: never
+an over-promise, never a refusal of a gang that fits (:func:`choose_zones_mixed`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from extender.plugins.topology.gangplan import ZoneOffer, single_zone_key
+from extender.plugins.topology.mixedorder import Kind, MixedNode, add, fits
+
+__all__ = [
+    "STATE_LIMIT",
+    "Counts",
+    "Frontier",
+    "choose_zones_mixed",
+    "combine",
+    "combined",
+    "frontier_of",
+    "node_frontier",
+    "states",
+]
+
+Counts = tuple[int, ...]
+Frontier = tuple[Counts, ...]
+
+STATE_LIMIT = 4096
+"""Count vectors a gang may have (Π (count + 1)) for this exact planning; a gang of more (many
+kinds of many quotas each) is planned over merged kinds (``gangparts.coarsen``: sound, may wait
+longer)."""
+
+
+def states(kinds: Sequence[Kind]) -> int:
+    out = 1
+    for k in kinds:
+        out *= k.count + 1
+    return out
+
+
+def _maximal(vectors: Iterable[Counts]) -> Frontier:
+    """The vectors no other vector dominates (componentwise ≥ and different)."""
+    uniq = sorted(set(vectors), key=sum, reverse=True)
+    out: list[Counts] = []
+    for v in uniq:
+        if not any(all(a >= b for a, b in zip(w, v, strict=True)) for w in out):
+            out.append(v)
+    return tuple(out)
+
+
+def node_frontier(node: MixedNode, kinds: Sequence[Kind]) -> Frontier:
+    """What ``node`` can hold of the gang, as maximal count vectors."""
+    found: list[Counts] = []
+
+    def grow(t: int, total: dict[str, int], vec: list[int]) -> None:
+        if t == len(kinds):
+            found.append(tuple(vec))
+            return
+        n = 0
+        apart = kinds[t].apart  # a kind an earlier one on the node repels takes none here
+        allowed = node.eligible[t] and not (apart and any(vec[k] for k in apart if k < t))
+        most = 1 if t in apart else kinds[t].count  # a kind that repels itself: one a node
+        while allowed and n < most and fits(add(total, kinds[t].request, n + 1), node.room):
+            n += 1
+        for c in range(n, -1, -1):  # the largest first: the others matter only when later kinds fill up
+            vec.append(c)
+            grow(t + 1, add(total, kinds[t].request, c), vec)
+            vec.pop()
+            if t == len(kinds) - 1:
+                break
+
+    grow(0, {}, [])
+    return _maximal(found)
+
+
+def combine(a: Frontier, b: Frontier, need: Counts) -> Frontier:
+    """What two disjoint sets of nodes hold together, capped at ``need``."""
+    return _maximal(tuple(min(x + y, n) for x, y, n in zip(u, v, need, strict=True)) for u in a for v in b)
+
+
+def frontier_of(nodes: Iterable[MixedNode], kinds: Sequence[Kind]) -> Frontier:
+    return combined((node_frontier(node, kinds) for node in nodes), tuple(k.count for k in kinds))
+
+
+def combined(fronts: Iterable[Frontier], need: Counts) -> Frontier:
+    """What disjoint sets of nodes with these frontiers hold together, capped at ``need``."""
+    out: Frontier = (tuple(0 for _ in need),)
+    for front in fronts:
+        out = combine(out, front, need)
+    return out
+
+
+def choose_zones_mixed(
+    zones: Sequence[tuple[ZoneOffer, Frontier]], need: Counts, start: Frontier = ()
+) -> list[ZoneOffer] | None:
+    """Rule 1: the zones that together (with ``start``, what the gang's bound siblings' zones
+    still hold) reach ``need``, fewest first, then by :func:`gangplan.choose_zones`'s costs."""
+    base = start or (tuple(0 for _ in need),)
+    if need in base:
+        return []
+    single = [z for z, f in zones if need in combine(base, f, need)]
+    if single:
+        return [min(single, key=single_zone_key)]
+    Cost = tuple[int, int, int, int]
+    best: dict[tuple[int, Counts], tuple[Cost, tuple[int, ...]]] = {(0, c): ((0, 0, 0, 0), ()) for c in base}
+    for pos, (z, front) in enumerate(zones):
+        step: Cost = (-z.affinity, z.capacity if z.untouched else 0, z.capacity, z.size)
+        for (taken, covered), (cost, chosen) in list(best.items()):
+            if covered == need:
+                continue
+            added: Cost = (cost[0] + step[0], cost[1] + step[1], cost[2] + step[2], cost[3] + step[3])
+            for part in front:
+                state = (taken + 1, tuple(min(c + p, n) for c, p, n in zip(covered, part, need, strict=True)))
+                held = best.get(state)
+                if held is None or (added, (*chosen, pos)) < held:
+                    best[state] = (added, (*chosen, pos))
+    done = [(taken, v) for (taken, covered), v in best.items() if covered == need]
+    if not done:
+        return None
+    _, (_, chosen) = min(done)
+    return [zones[p][0] for p in chosen]
