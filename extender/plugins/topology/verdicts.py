@@ -5,6 +5,8 @@
   gang would take fewer zones than it can now: it waits rather than spread, told every gang
   holding nodes of the zones it would take (:meth:`PlanVerdicts.holders_keeping_off` gives them
   to the keeper, which may end those after it in hold order);
+  the same for a gang held hard to its bound siblings' NVLink domain that the domain would
+  take were nothing held there (:meth:`PlanVerdicts.kept_off_domain`);
 * ``FitsOnlyAboveAllowedTier`` (:meth:`PlanVerdicts.above_limit`) — a hard tier limit it fits only
   above;
 * ``NoZoneFits`` (:meth:`PlanVerdicts.failure`) — no zone, or set of zones, holds it.
@@ -21,7 +23,7 @@ from extender.framework.status import Reason, Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.topology.fitmemo import FitMemo, capacity_for
-from extender.plugins.topology.gangparts import SpecPlan
+from extender.plugins.topology.gangparts import GangPlan, SpecPlan
 from extender.plugins.topology.gangplan import ZoneId
 from extender.plugins.topology.holds import HoldBook
 from extender.plugins.topology.refusals import describe_gang, fits_only_above, held_for_others, no_zone_fits
@@ -48,6 +50,19 @@ class PlanVerdicts:
 
         def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]: ...
 
+        def without_holds(self) -> PlanVerdicts: ...
+
+        def _plan_siblings_domain(
+            self,
+            job: JobInfo,
+            quotas: Sequence[QuotaInfo],
+            unbound: Sequence[QuotaInfo],
+            head: QuotaInfo,
+            sid: int | None,
+            *,
+            judged: bool,
+        ) -> GangPlan | Status | None: ...
+
     def kept_off(
         self, job: JobInfo, best: SpecPlan | None, free: SpecPlan | None, unbound: Sequence[QuotaInfo]
     ) -> Status | None:
@@ -55,8 +70,30 @@ class PlanVerdicts:
         ``best``: a hold may make a gang wait, never make it span more zones than it would without."""
         if free is None or (best is not None and free.key[:2] >= best.key[:2]):
             return None
-        holders = sorted({self.holds.holder(n) for z in free.zones for n in self.memo.zone_nodes[z.id]} - {"", job.key})
-        refusal = held_for_others(free.key[1], describe_gang(unbound, self.ssn.gpu_resources), holders)
+        nodes = [n for z in free.zones for n in self.memo.zone_nodes[z.id]]
+        return self._held_for(job, free.key[1], nodes, unbound)
+
+    def kept_off_domain(
+        self, job: JobInfo, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo], head: QuotaInfo, sid: int | None
+    ) -> Status | None:
+        """``NodeHeldForGang`` for a gang held to its bound siblings' NVLink domain
+        (``highestTierAllowed: nvlink``, hard) that this domain would take were nothing held for
+        another gang: it waits for the holders of the domain's nodes, not for a tier it fits only
+        above (``FitsOnlyAboveAllowedTier`` would hide the hold, and keep the keeper from ending a
+        lower gang's hold there)."""
+        free = self.without_holds()._plan_siblings_domain(job, quotas, unbound, head, sid, judged=False)
+        if not isinstance(free, GangPlan):
+            return None
+        domain_of = self.memo.domain_of
+        domains = {domain_of.get(q.node_name) for q in quotas if q.node_name}
+        nodes = [n for z in free.zones for n in self.memo.zone_nodes[z] if domain_of.get(n) in domains]
+        return self._held_for(job, len(free.zones), nodes, unbound)
+
+    def _held_for(self, job: JobInfo, zones: int, nodes: Sequence[str], unbound: Sequence[QuotaInfo]) -> Status:
+        """The refusal naming every gang but ``job`` that holds one of ``nodes`` (the keeper reads
+        them back: :meth:`holders_keeping_off`)."""
+        holders = sorted({self.holds.holder(n) for n in nodes} - {"", job.key})
+        refusal = held_for_others(zones, describe_gang(unbound, self.ssn.gpu_resources), holders)
         self._kept_off_by[refusal] = tuple(holders)
         return refusal
 
