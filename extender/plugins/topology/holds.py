@@ -152,7 +152,7 @@ class HoldBook:
         # ended by time (or, in the session, displaced): their gangs wait anew before holding; one
         # ended because the book is full (max_holds lowered, holds off) keeps its gang's count
         self.expired = {job for job, h in holds.items() if now - h.since >= hold_seconds}
-        self._holder = {n: job for job, h in self._holds.items() for n in h.nodes}
+        self._holders = _holders_of(self._holds)
 
     @classmethod
     def none(cls) -> HoldBook:
@@ -169,17 +169,19 @@ class HoldBook:
         h = self._holds.get(job)
         return h.nodes if h is not None else None
 
-    def holder(self, node: str) -> str:
-        return self._holder.get(node, "")
+    def holders(self, node: str) -> tuple[str, ...]:
+        """Every gang holding ``node`` (most often one; two holds may overlap — a gang whose binds
+        the binder could not write gets its hold back beside the one that took its place)."""
+        return self._holders.get(node, ())
 
     def held_for_other(self, node: str, job: str) -> bool:
-        holder = self._holder.get(node)
-        return holder is not None and holder != job
+        """``node`` is held, and not for ``job``: ``job`` is kept off it (a holder may use it)."""
+        holders = self._holders.get(node)
+        return holders is not None and job not in holders
 
     def add(self, job: str, nodes: tuple[str, ...]) -> None:
         self._holds[job] = Hold(nodes, self._now)
-        for n in nodes:
-            self._holder.setdefault(n, job)
+        self._holders = _holders_of(self._holds)
 
     def after(self, job: str) -> list[str]:
         """The holders ``job`` may take the place of: those strictly after it in hold order, the
@@ -195,22 +197,15 @@ class HoldBook:
         """The job's hold ends now (``displaced``: its gang waits anew before holding again)."""
         h = self._holds.pop(job, None)
         if h is not None:
-            for n in h.nodes:
-                if self._holder.get(n) == job:
-                    del self._holder[n]
+            self._holders = _holders_of(self._holds)
         if displaced:
             self.expired.add(job)
         return h
 
     def move(self, job: str, nodes: tuple[str, ...]) -> None:
         """The job's hold now covers ``nodes`` instead; it keeps its start time."""
-        old = self._holds[job]
-        for n in old.nodes:
-            if self._holder.get(n) == job:
-                del self._holder[n]
-        self._holds[job] = Hold(nodes, old.since)
-        for n in nodes:
-            self._holder.setdefault(n, job)
+        self._holds[job] = Hold(nodes, self._holds[job].since)
+        self._holders = _holders_of(self._holds)
 
     def current(self) -> dict[str, Hold]:
         return dict(self._holds)
@@ -218,16 +213,22 @@ class HoldBook:
     @contextmanager
     def lifted(self, jobs: Collection[str]) -> Iterator[None]:
         """Inside, the holds of ``jobs`` count as absent (a trial plan); after, all are as before."""
-        holds, holder = self._holds, self._holder
+        holds, holders = self._holds, self._holders
         self._holds = {job: h for job, h in holds.items() if job not in jobs}
-        self._holder = {}
-        for job, h in self._holds.items():
-            for n in h.nodes:
-                self._holder.setdefault(n, job)
+        self._holders = _holders_of(self._holds)
         try:
             yield
         finally:
-            self._holds, self._holder = holds, holder
+            self._holds, self._holders = holds, holders
+
+
+def _holders_of(holds: Mapping[str, Hold]) -> dict[str, tuple[str, ...]]:
+    """Node → the gangs holding it, in the order of ``holds``."""
+    out: dict[str, tuple[str, ...]] = {}
+    for job, h in holds.items():
+        for n in h.nodes:
+            out[n] = (*out.get(n, ()), job)
+    return out
 
 
 def _head(quotas: Sequence[QuotaInfo]) -> tuple[QuotaInfo | None, int]:
@@ -276,8 +277,9 @@ def choose_hold(
     book = planner.holds
     need = _need(memo, quotas, count, kept)
 
-    def held(n: str) -> bool:
-        return book.held_for_other(n, job.key) and book.holder(n) not in ignoring
+    def held(n: str) -> bool:  # kept for another gang, one whose place the job does not take
+        holders = book.holders(n)
+        return job.key not in holders and any(h not in ignoring for h in holders)
 
     best: tuple[Key, tuple[str, ...]] | None = None
     for spec in specs:

@@ -92,7 +92,7 @@ class PlanVerdicts:
     def _held_for(self, job: JobInfo, zones: int, nodes: Sequence[str], unbound: Sequence[QuotaInfo]) -> Status:
         """The refusal naming every gang but ``job`` that holds one of ``nodes`` (the keeper reads
         them back: :meth:`holders_keeping_off`)."""
-        holders = sorted({self.holds.holder(n) for n in nodes} - {"", job.key})
+        holders = sorted({h for n in nodes for h in self.holds.holders(n)} - {job.key})
         refusal = held_for_others(zones, describe_gang(unbound, self.ssn.gpu_resources), holders)
         self._kept_off_by[refusal] = tuple(holders)
         return refusal
