@@ -27,7 +27,9 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   gang waits anew before it holds again.
 * **What it holds** (:func:`choose_hold`): the zone that would fit it *soonest* — among the zones
   whose nodes could hold the whole gang once empty, the one with the most room for it now; within
-  it, the nodes with the most room now, as many as the gang needs when they are empty. When no
+  it, the nodes with the most room now, as many as the gang needs when they are empty. Room is
+  counted in the gang's quotas (:class:`Left`): a gang whose quotas differ in size is not
+  measured in copies of its largest. When no
   single zone could ever hold it, the fewest zones by that measure, roomiest first. Only zones of
   a GPU model the gang may use (its bound quotas' model, if some are bound: ``GangPlanner.specs``),
   and "empty" is empty of other jobs: the room the gang's own bound quotas take stays taken. A
@@ -231,22 +233,21 @@ def _holders_of(holds: Mapping[str, Hold]) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _head(quotas: Sequence[QuotaInfo]) -> tuple[QuotaInfo | None, int]:
-    """The gang's largest unbound quota (the shape a hold is measured in) and how many are unbound."""
+def _head(quotas: Sequence[QuotaInfo]) -> QuotaInfo | None:
+    """The gang's largest unbound quota (the shape whose QN stages judge the nodes a hold takes)."""
     unbound = [q for q in quotas if not q.node_name]
-    if not unbound:
-        return None, 0
-    return max(unbound, key=lambda q: (sum(q.request.q.values()), q.name)), len(unbound)
+    return max(unbound, key=lambda q: (sum(q.request.q.values()), q.name)) if unbound else None
 
 
 def room_now(memo: FitMemo, quotas: Sequence[QuotaInfo], nodes: Sequence[str]) -> int:
-    """How many of the gang's unbound quotas (counted in its largest shape) ``nodes`` take now."""
-    head, _ = _head(quotas)
+    """How many of the gang's unbound quotas ``nodes`` take now (:meth:`Left.now`: copies of its
+    one kind, else its quotas, largest first, in each node's room in turn)."""
+    head = _head(quotas)
     if head is None:
         return 0
     sid = memo.shape_of(head)
-    node = memo.ssn.node
-    return sum(memo.node_capacity(head, sid, n) for n in map(node, nodes) if n is not None)
+    rows = [(memo.node_capacity(head, sid, n), 0, n.index, n.name) for n in map(memo.ssn.node, nodes) if n]
+    return _need(memo, quotas, _bound_room(quotas), head, sid).now(rows)
 
 
 def better_hold(
@@ -268,14 +269,14 @@ def choose_hold(
 ) -> tuple[str, ...]:
     """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them);
     the nodes held for the jobs ``ignoring`` (holds the job would displace) count as free."""
-    head, count = _head(quotas)
+    head = _head(quotas)
     if head is None:
         return ()
     sid = memo.shape_of(head)
     specs, _ = planner.specs(quotas, head)  # the GPU models the gang may use: its bound quotas' one
     kept = _bound_room(quotas)
     book = planner.holds
-    need = _need(memo, quotas, count, kept)
+    need = _need(memo, quotas, kept, head, sid)
 
     def held(n: str) -> bool:  # kept for another gang, one whose place the job does not take
         holders = book.holders(n)
@@ -284,7 +285,7 @@ def choose_hold(
     best: tuple[Key, tuple[str, ...]] | None = None
     for spec in specs:
         # per zone: the nodes that could take the gang
-        rows = {z: memo.hold_rows(head, sid, z, held, kept) for z in memo.spec_zones.get(spec, [])}
+        rows = {z: need.rows(memo.hold_rows(head, sid, z, held, kept)) for z in memo.spec_zones.get(spec, [])}
         for unit in _units(memo, job, list(rows)):
             found = _hold_in({z: rows[z] for z in unit}, need)
             if found is not None and (best is None or found[0] < best[0]):
@@ -296,12 +297,16 @@ def choose_hold(
     return tuple(sorted(best[1], key=lambda n: (index.get(n, 0), n)))
 
 
-def _need(memo: FitMemo, quotas: Sequence[QuotaInfo], count: int, kept: Mapping[str, Resource]) -> Left:
-    """The gang's ``count`` unbound quotas as a hold makes room for them (:class:`Left`): copies of
-    its one kind, else each quota (largest first) in the room a node has once empty of others."""
+def _need(
+    memo: FitMemo, quotas: Sequence[QuotaInfo], kept: Mapping[str, Resource], head: QuotaInfo, sid: int | None
+) -> Left:
+    """The gang's unbound quotas as a hold makes room for them (:class:`Left`): copies of
+    its one kind, else each quota (largest first) in the room a node has once empty of others —
+    or, for its room now, the room the node has now (a node the QN stages refuse ``head``
+    none)."""
     unbound = sorted((q.request for q in quotas if not q.node_name), key=lambda r: -sum(r.q.values()))
     if len(set(unbound)) <= 1:
-        return Left(count)
+        return Left(len(unbound))
 
     def empty(name: str) -> Resource | None:
         node = memo.ssn.node(name)
@@ -310,7 +315,11 @@ def _need(memo: FitMemo, quotas: Sequence[QuotaInfo], count: int, kept: Mapping[
         own = kept.get(name)
         return node.allocatable - own if own is not None else node.allocatable
 
-    return Left(count, unbound, empty)
+    def now(name: str) -> Resource | None:
+        node = memo.ssn.node(name)
+        return node.quota_room() if node is not None and memo.eligible(head, sid, node) else None
+
+    return Left(len(unbound), unbound, empty, now)
 
 
 def _units(memo: FitMemo, job: JobInfo, zones: list[ZoneId]) -> list[list[ZoneId]]:
@@ -333,11 +342,11 @@ def _hold_in(rows: Mapping[ZoneId, Sequence[Row]], need: Left) -> tuple[Key, tup
     that measure, roomiest first (None: these zones could never hold it)."""
     whole = [z for z, r in rows.items() if need.after(r).count <= 0]
     if whole:
-        zone = max(whole, key=lambda z: (sum(x[0] for x in rows[z]), -len(rows[z]), z))
+        zone = max(whole, key=lambda z: (need.now(rows[z]), -len(rows[z]), z))
         picked, _ = _take(rows[zone], need)
-        key = (1, -sum(x[0] for x in rows[zone]), 0)
+        key = (1, -need.now(rows[zone]), 0)
     else:
-        order = sorted(rows, key=lambda z: (-sum(x[0] for x in rows[z]), -sum(x[1] for x in rows[z]), z))
+        order = sorted(rows, key=lambda z: (-need.now(rows[z]), -sum(x[1] for x in rows[z]), z))
         picked, left, count = [], need, 0
         for z in order:
             if left.count <= 0:
@@ -365,31 +374,57 @@ class Left:
     unbound quotas. A gang of one kind counts copies, each node taking its room when empty (a
     ``Row``'s); a gang of several kinds (``requests``, largest first) gives each node, once empty
     (``empty``: its room then, None if unknown), those of the remaining quotas that still fit it —
-    its largest quota is only the measure of room now: one 8-GPU and seven 1-GPU quotas take two
-    8-GPU nodes, not eight."""
+    one 8-GPU and seven 1-GPU quotas take two 8-GPU nodes, not eight. Its room *now* is counted the
+    same way (:meth:`now`, ``now``: a node's room now), not in copies of its largest quota: nodes
+    one GPU short of fifteen 1-GPU quotas and an 8-GPU one are closer to holding it than nodes
+    with two 8-GPU nodes free and seven GPUs short."""
 
-    __slots__ = ("_empty", "count", "requests")
+    __slots__ = ("_empty", "_now", "count", "requests")
 
     def __init__(
-        self, count: int, requests: Sequence[Resource] = (), empty: Callable[[str], Resource | None] | None = None
+        self,
+        count: int,
+        requests: Sequence[Resource] = (),
+        empty: Callable[[str], Resource | None] | None = None,
+        now: Callable[[str], Resource | None] | None = None,
     ) -> None:
-        self.count, self.requests, self._empty = count, requests, empty
+        self.count, self.requests, self._empty, self._now = count, requests, empty, now
 
     def after(self, rows: Iterable[Row]) -> Left:
         """What is left once the nodes of ``rows`` (in this order) join the hold."""
         if self._empty is None:
             return Left(self.count - sum(r[1] for r in rows))
-        left = list(self.requests)
-        for row in rows:
-            room = self._empty(row[3])
-            rest: list[Resource] = []
-            for request in left:
-                if room is not None and capacity_for(request, room) > 0:
-                    room = room - request
-                else:
-                    rest.append(request)
-            left = rest
-        return Left(len(left), left, self._empty)
+        left = _unfitted(self.requests, (self._empty(row[3]) for row in rows))
+        return Left(len(left), left, self._empty, self._now)
+
+    def now(self, rows: Iterable[Row]) -> int:
+        """How many of the quotas the nodes of ``rows`` (in this order) take now: copies of its one
+        kind (the rows' room now), else its quotas, largest first, each node taking those that
+        still fit its room now."""
+        if self._now is None:
+            return sum(r[0] for r in rows)
+        return self.count - len(_unfitted(self.requests, (self._now(row[3]) for row in rows)))
+
+    def rows(self, rows: list[Row]) -> list[Row]:
+        """``rows`` with each node's room now counted as :meth:`now` counts it (what orders the
+        nodes a hold takes, roomiest first)."""
+        if self._now is None:
+            return rows
+        return [(self.now((r,)), *r[1:]) for r in rows]
+
+
+def _unfitted(requests: Sequence[Resource], rooms: Iterable[Resource | None]) -> list[Resource]:
+    """The ``requests`` (largest first) left once each room in turn takes those that still fit it."""
+    left = list(requests)
+    for given in rooms:
+        room, rest = given, list[Resource]()
+        for request in left:
+            if room is not None and capacity_for(request, room) > 0:
+                room = room - request
+            else:
+                rest.append(request)
+        left = rest
+    return left
 
 
 def _take(rows: Sequence[Row], need: Left) -> tuple[list[str], Left]:

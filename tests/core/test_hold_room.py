@@ -1,0 +1,58 @@
+"""Where a gang whose quotas differ in size holds, and when its hold moves (issue 16 item 4, "a
+hold on the zone(s) that would fit it soonest"; ``holds.choose_hold`` and ``holds.better_hold``):
+room is counted in its quotas, as the hold itself is sized, not in copies of its largest quota.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from extender.cache.cache import ClusterCache
+from extender.plugins.topology.holds import Hold
+from extender.scheduler import Scheduler
+from tests import builders as b
+from tests.core.scenarios import policy_with_topology
+from tests.core.topo_cluster import NOW
+
+S1, S2 = ("n0", "n1", "n2"), ("n3", "n4", "n5")
+BUSY = {"n1": 1, "n2": 1, "n5": 8}  # node → GPUs of the one-pod job running there
+
+
+def _mixed_gang_between_two_leaves(held: tuple[str, ...] | None) -> Scheduler:
+    """Leaves s1 = n0–n2 and s2 = n3–n5 (8 GPUs each); one-pod jobs run as ``BUSY`` says: s1 has
+    8 + 7 + 7 GPUs free, s2 8 + 8 + 0. ``mix`` (one 8-GPU launcher and fifteen 1-GPU workers, 23
+    GPUs, kept to one leaf) fits neither now: s1 takes fifteen of its sixteen quotas (one GPU
+    short), s2 nine (seven short). Counted in 8-GPU copies, s1 has room for one, s2 for two.
+    ``held``: ``mix`` holds these nodes already. The scheduler, after one cycle."""
+    cache = ClusterCache(clock=lambda: NOW)
+    objs: list[dict[str, Any]] = [b.queue("research")]
+    for i, n in enumerate((*S1, *S2)):
+        objs += [b.node(n, index=i), b.topology(n, ["s1" if n in S1 else "s2"])]
+    for n, gpu in BUSY.items():
+        bound = {"phase": "QuotaBound", "nodeName": n}
+        objs.append(b.quota(f"q-fill-{n}", gpu=gpu, hca=None, status=bound))
+        objs.append(b.pod(f"fill-{n}", quota=f"q-fill-{n}", gpu=gpu, hca=None, node=n, phase="Running"))
+    objs.append(b.podgroup("mix", min_member=16, topology={"highestTierAllowed": "leaf", "mode": "hard"}))
+    for i in range(16):
+        gpu = 8 if i == 0 else 1
+        objs += [
+            b.quota(f"q-mix-{i}", gpu=gpu),
+            b.pod(f"mix-worker-{i}", group="mix", quota=f"q-mix-{i}", gpu=gpu, index=i),
+        ]
+    b.feed(cache, objs)
+    sched = Scheduler(policy_with_topology({"reserve_after_cycles": 1}))
+    sched.memory.gang_waits["default/mix"] = 1
+    if held is not None:
+        sched.memory.holds["default/mix"] = Hold(held, NOW)
+    result = sched.run_once(cache.snapshot(NOW))
+    assert not any(cache.quotas[f"q-mix-{i}"].node_name for i in range(16)), result.verdicts["default/mix"]
+    return sched
+
+
+@pytest.mark.parametrize("held", [None, S1, S2], ids=["new", "on-s1", "on-s2"])
+def test_a_mixed_gang_holds_the_leaf_with_room_for_more_of_its_quotas(held: tuple[str, ...] | None) -> None:
+    """``mix`` holds s1, one GPU short, not s2, seven short: a new hold goes there, a hold there
+    stays, and a hold on s2 moves there (keeping its start)."""
+    assert {job: h.nodes for job, h in _mixed_gang_between_two_leaves(held).memory.holds.items()} == {"default/mix": S1}
