@@ -14,7 +14,8 @@ from extender.plugins.topology.holds import Hold
 from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.scenarios import policy_with_topology
-from tests.core.topo_cluster import NOW
+from tests.core.topo_cluster import NOW, NodeSpec
+from tests.core.topo_gangs import Cluster, Gang
 
 S1, S2 = ("n0", "n1", "n2"), ("n3", "n4", "n5")
 BUSY = {"n1": 1, "n2": 1, "n5": 8}  # node → GPUs of the one-pod job running there
@@ -56,3 +57,25 @@ def test_a_mixed_gang_holds_the_leaf_with_room_for_more_of_its_quotas(held: tupl
     """``mix`` holds s1, one GPU short, not s2, seven short: a new hold goes there, a hold there
     stays, and a hold on s2 moves there (keeping its start)."""
     assert {job: h.nodes for job, h in _mixed_gang_between_two_leaves(held).memory.holds.items()} == {"default/mix": S1}
+
+
+def test_a_gang_held_to_one_nvlink_domain_holds_nodes_of_one_domain() -> None:
+    """Domains a (n0, n1) and b (n2, n3) of one leaf; one-pod jobs fill n0 and n3. ``g`` (two
+    whole-node workers, ``highestTierAllowed: nvlink``, hard) fits no domain now. Its hold must
+    lie within one domain — it can never run across two — not on n1 and n2, the roomiest nodes
+    of the leaf, which would keep others off two nodes it cannot use together."""
+    doms = ["1a", "1a", "1b", "1b"]
+    nodes = [
+        NodeSpec(f"n{i}", i, 1, "A100", True, False, 8 if i in (0, 3) else 0, domain=d) for i, d in enumerate(doms)
+    ]
+    objs = Cluster(nodes, [Gang("g", 2, 8, False)]).objects()
+    for o in objs:
+        if o["kind"] == "PodGroup":
+            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    sched = Scheduler(policy_with_topology({"reserve_after_cycles": 1}))
+    sched.memory.gang_waits["default/g"] = 1
+    result = sched.run_once(cache.snapshot(NOW))
+    held = sched.memory.holds["default/g"].nodes
+    assert held in (("n0", "n1"), ("n2", "n3")), result.verdicts["default/g"].status.message()

@@ -33,7 +33,7 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   single zone could ever hold it, the fewest zones by that measure, roomiest first. Only zones of
   a GPU model the gang may use (its bound quotas' model, if some are bound: ``GangPlanner.specs``),
   and "empty" is empty of other jobs: the room the gang's own bound quotas take stays taken. A
-  gang with a hard tier limit holds within one unit of that tier (one leaf, one spine, …).
+  gang with a hard tier limit holds within one unit of that tier (one NVLink domain, one leaf, …).
 * **A hold follows the room** (:func:`better_hold`): every cycle the gang still waits, the choice
   is made again (its own held nodes count as candidates); when the new set has more room for the
   gang now than the held one, the hold moves there, keeping its start time (so ``hold_seconds``
@@ -78,7 +78,7 @@ from extender.model.job import JobInfo, JobQueueInfo, governing_jobqueue
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
 from extender.plugins.topology.fitmemo import capacity_for
-from extender.plugins.topology.gangplan import ZoneId
+from extender.plugins.topology.gangplan import ZoneId, domain_unit
 
 if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
@@ -286,8 +286,8 @@ def choose_hold(
     for spec in specs:
         # per zone: the nodes that could take the gang
         rows = {z: need.rows(memo.hold_rows(head, sid, z, held, kept)) for z in memo.spec_zones.get(spec, [])}
-        for unit in _units(memo, job, list(rows)):
-            found = _hold_in({z: rows[z] for z in unit}, need)
+        for unit in _units(memo, job, rows):
+            found = _hold_in(unit, need)
             if found is not None and (best is None or found[0] < best[0]):
                 best = found
     if best is None:
@@ -322,17 +322,22 @@ def _need(
     return Left(len(unbound), unbound, empty, now)
 
 
-def _units(memo: FitMemo, job: JobInfo, zones: list[ZoneId]) -> list[list[ZoneId]]:
-    """The sets of zones one hold may span: all of them, unless the job's hard tier limit
-    (``highestTierAllowed``, mode hard) keeps it in one unit of that tier — one leaf, one spine, …
-    — for a hold the gang could never be placed across would only keep others off its nodes."""
+def _units(memo: FitMemo, job: JobInfo, rows: Mapping[ZoneId, list[Row]]) -> list[dict[ZoneId, list[Row]]]:
+    """The parts of the zones' ``rows`` one hold may span: all of them, unless the job's hard tier
+    limit (``highestTierAllowed``, mode hard) keeps it in one unit of that tier — one NVLink
+    domain (a node naming none is a domain of its own), one leaf, one spine, … — for a hold the
+    gang could never be placed across would only keep others off its nodes."""
     limit = job.hard_tier
     if limit is None or limit > memo.levels:
-        return [zones]
-    units: dict[object, list[ZoneId]] = {}
-    for z in zones:
+        return [dict(rows)]
+    units: dict[object, dict[ZoneId, list[Row]]] = {}
+    for z, zone_rows in rows.items():
+        if limit == 0:
+            for row in zone_rows:
+                units.setdefault(domain_unit(row[3], memo.domain_of), {}).setdefault(z, []).append(row)
+            continue
         name = memo.zone_tiers[z].get(limit) if limit >= 2 else None
-        units.setdefault(name if name else z, []).append(z)
+        units.setdefault(name if name else z, {})[z] = zone_rows
     return list(units.values())
 
 
