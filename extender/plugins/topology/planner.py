@@ -352,7 +352,8 @@ class GangPlanner(PlanVerdicts):
             if picked is None:
                 return None
             chosen = picked
-        return SpecPlan(plan_key(chosen, spec, self.memo.span([z.id for z in chosen])), chosen, None)
+        span = self.memo.span(sorted({*bound_zones, *(z.id for z in chosen)}))  # the gang's, bound quotas' too
+        return SpecPlan(plan_key(chosen, spec, span), chosen, None)
 
     def _plan_domain(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, *, need: int) -> SpecPlan | None:
         """Tier 0: the NVLink domain with the least room that holds the whole gang (no RDMA hop at
