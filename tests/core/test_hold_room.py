@@ -79,3 +79,21 @@ def test_a_gang_held_to_one_nvlink_domain_holds_nodes_of_one_domain() -> None:
     result = sched.run_once(cache.snapshot(NOW))
     held = sched.memory.holds["default/g"].nodes
     assert held in (("n0", "n1"), ("n2", "n3")), result.verdicts["default/g"].status.message()
+
+
+def test_a_partly_bound_gang_with_a_hard_leaf_limit_holds_in_its_siblings_leaf() -> None:
+    """Leaves s1 (n0, n1) and s2 (n2, n3); ``g`` (two whole-node workers, kept hard to one leaf)
+    has rank 0 bound on n0, and a one-pod job fills n1; s2 is empty. Rank 1 can only ever run in
+    s1, beside its sibling: its hold is n1, not a node of s2, where it would keep others off a
+    node the gang can never use."""
+    nodes = [NodeSpec(f"n{i}", i, 1 if i < 2 else 2, "A100", True, False, 8 if i == 1 else 0) for i in range(4)]
+    objs = Cluster(nodes, [Gang("g", 2, 8, False, bound={0: "n0"})]).objects()
+    for o in objs:
+        if o["kind"] == "PodGroup":
+            o["spec"]["topology"] = {"highestTierAllowed": "leaf", "mode": "hard"}
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    sched = Scheduler(policy_with_topology({"reserve_after_cycles": 1}))
+    sched.memory.gang_waits["default/g"] = 1
+    result = sched.run_once(cache.snapshot(NOW))
+    assert sched.memory.holds["default/g"].nodes == ("n1",), result.verdicts["default/g"].status.message()

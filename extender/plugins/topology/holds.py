@@ -33,7 +33,8 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   single zone could ever hold it, the fewest zones by that measure, roomiest first. Only zones of
   a GPU model the gang may use (its bound quotas' model, if some are bound: ``GangPlanner.specs``),
   and "empty" is empty of other jobs: the room the gang's own bound quotas take stays taken. A
-  gang with a hard tier limit holds within one unit of that tier (one NVLink domain, one leaf, …).
+  gang with a hard tier limit holds within one unit of that tier (one NVLink domain, one leaf, …):
+  its bound quotas' unit, if some are bound.
 * **A hold follows the room** (:func:`better_hold`): every cycle the gang still waits, the choice
   is made again (its own held nodes count as candidates); when the new set has more room for the
   gang now than the held one, the hold moves there, keeping its start time (so ``hold_seconds``
@@ -286,7 +287,7 @@ def choose_hold(
     for spec in specs:
         # per zone: the nodes that could take the gang
         rows = {z: need.rows(memo.hold_rows(head, sid, z, held, kept)) for z in memo.spec_zones.get(spec, [])}
-        for unit in _units(memo, job, rows):
+        for unit in _units(memo, job, rows, kept):
             found = _hold_in(unit, need)
             if found is not None and (best is None or found[0] < best[0]):
                 best = found
@@ -322,23 +323,32 @@ def _need(
     return Left(len(unbound), unbound, empty, now)
 
 
-def _units(memo: FitMemo, job: JobInfo, rows: Mapping[ZoneId, list[Row]]) -> list[dict[ZoneId, list[Row]]]:
+def _units(
+    memo: FitMemo, job: JobInfo, rows: Mapping[ZoneId, list[Row]], bound: Collection[str]
+) -> list[dict[ZoneId, list[Row]]]:
     """The parts of the zones' ``rows`` one hold may span: all of them, unless the job's hard tier
     limit (``highestTierAllowed``, mode hard) keeps it in one unit of that tier — one NVLink
-    domain (a node naming none is a domain of its own), one leaf, one spine, … — for a hold the
-    gang could never be placed across would only keep others off its nodes."""
+    domain (a node naming none is a domain of its own), one leaf, one spine, … — and, when some
+    of its quotas are bound (on the nodes ``bound``), in theirs: a hold the gang could never be
+    placed across would only keep others off its nodes."""
     limit = job.hard_tier
     if limit is None or limit > memo.levels:
         return [dict(rows)]
     units: dict[object, dict[ZoneId, list[Row]]] = {}
     for z, zone_rows in rows.items():
-        if limit == 0:
-            for row in zone_rows:
-                units.setdefault(domain_unit(row[3], memo.domain_of), {}).setdefault(z, []).append(row)
-            continue
-        name = memo.zone_tiers[z].get(limit) if limit >= 2 else None
-        units.setdefault(name if name else z, {})[z] = zone_rows
+        for row in zone_rows:
+            units.setdefault(_unit(memo, limit, z, row[3]), {}).setdefault(z, []).append(row)
+    homes = {_unit(memo, limit, memo.zone_of[n], n) for n in bound if n in memo.zone_of}
+    if homes:  # the siblings' one unit (none when they span several: the gang can never run)
+        return [units[u] for u in homes if u in units] if len(homes) == 1 else []
     return list(units.values())
+
+
+def _unit(memo: FitMemo, limit: int, zone: ZoneId, node: str) -> object:
+    """The unit of tier ``limit`` that ``node`` (of ``zone``) is in."""
+    if limit == 0:
+        return domain_unit(node, memo.domain_of)
+    return (memo.zone_tiers[zone].get(limit) if limit >= 2 else None) or zone
 
 
 def _hold_in(rows: Mapping[ZoneId, Sequence[Row]], need: Left) -> tuple[Key, tuple[str, ...]] | None:
