@@ -1,14 +1,16 @@
 """Holds over random histories (issue 16 item 4, ``extender/plugins/topology/holds.py``).
 
 Random small clusters (1–3 leaves of 2–4 nodes, one or two GPU models) live through random steps:
-gangs (some of priority 10) and one-pod jobs arrive, running jobs finish or are evicted (their
+gangs (some of priority 10, some of one 8-GPU launcher beside smaller workers, some kept hard to
+one leaf) and one-pod jobs arrive, running jobs finish or are evicted (their
 places kept for ``reservation_ttl``), waiting jobs are deleted with their PodGroup, nodes go (their
 jobs fail as a whole) or flip Ready, the clock jumps, and the scheduler restarts (a new process
 taking over the holds the PodGroups' ``status.hold`` recorded). Every cycle runs the real scheduler on a real
 cache, its writes applied as the binder plans them, and checks:
 
 - what every cycle must keep (``check_cycle``: invariant 1, whole gangs, one GPU model, no more
-  leaves than needed);
+  leaves than needed — for gangs whose quotas differ in size too, :func:`check_spread`: a hold may
+  make a gang wait, never span more leaves; a gang kept hard to one leaf never spans two);
 - at most ``max_holds`` holds, none older than ``hold_seconds``, none of a job that is gone or
   whose quotas are all bound;
 - no quota of another job is bound to a node held for a job at the start and at the end of the
@@ -25,6 +27,7 @@ cluster must have been placed: holds never keep a gang (or another) waiting fore
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from typing import Any
 
 import pytest
@@ -32,24 +35,34 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.cache_writes import apply_plan
+from extender import wellknown
 from extender.binder.plan import plan_writes
 from extender.cache.cache import ClusterCache
-from extender.framework.intents import BindQuota
+from extender.framework.intents import BindQuota, ReleaseQuota
 from extender.framework.status import Reason
-from extender.plugins.topology.fitmemo import capacity_for
 from extender.plugins.topology.holds import EXPIRED_NOTE, FAILED_NOTE
 from extender.plugins.topology.holds import recorded as recorded_holds
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.scenarios import NOW, bumped, policy_with_topology
-from tests.core.test_gang_sequences_property import Node, check_cycle, placed, set_ready, start_bound_pods
+from tests.core.test_gang_sequences_property import (
+    IDLE_REASONS,
+    Node,
+    check_cycle,
+    placed,
+    set_ready,
+    start_bound_pods,
+)
 
 Step = tuple[str, int, int]  # (kind, count | index | seconds, GPUs per worker)
 Holds = dict[str, tuple[tuple[str, ...], float]]  # job → (held nodes, since)
-Gangs = dict[str, tuple[int, int]]  # job name → (workers, GPUs each)
+Gangs = dict[str, tuple[int, int]]  # job name → (quotas, GPUs each of all but an 8-GPU launcher's)
+LAUNCHER = 8  # GPUs of a mixed gang's first quota (its launcher)
 World = tuple[list[dict[str, Any]], dict[str, Node], list[Step], dict[str, Any]]
 DRAIN_CYCLES = 80
+HARD_LEAF = {"highestTierAllowed": "leaf", "mode": "hard"}
+GPU = wellknown.RESOURCE_GPU
 
 
 @st.composite
@@ -62,7 +75,11 @@ def worlds(draw: st.DrawFn) -> World:
             name, model = f"n{len(nodes)}", draw(st.sampled_from(models))
             objs += [b.node(name, gpu_model=model, index=len(nodes)), b.topology(name, [f"s{leaf}"])]
             nodes[name] = (model, f"s{leaf}", True)
-    arrive = st.tuples(st.sampled_from(["arrive", "urgent"]), st.integers(1, 6), st.sampled_from([1, 2, 4, 8]))
+    arrive = st.tuples(
+        st.sampled_from(["arrive", "urgent", "mixed", "hard", "mixed-hard"]),
+        st.integers(1, 6),
+        st.sampled_from([1, 2, 4, 8]),
+    )
     trickle = st.tuples(st.just("trickle"), st.integers(2, 6), st.sampled_from([1, 4, 8]))
     step = st.one_of(  # gangs and trickles twice over: what makes holds and tests them
         arrive,
@@ -144,17 +161,73 @@ def check_hold_order(cache: ClusterCache, result: CycleResult, end: Holds, topol
 
 
 def fits_empty_cluster(cache: ClusterCache, key: str) -> bool:
-    """The job's unbound quotas fit the cluster's Ready nodes of one GPU model once empty."""
+    """The job's unbound quotas fit the cluster's Ready nodes of one GPU model once empty (of one
+    leaf, for a gang kept hard to one)."""
     job = cache.jobs[key]
     quotas = [cache.quotas[t.quota] for t in job.tasks.values() if t.quota in cache.quotas]
     unbound = [q for q in quotas if not q.node_name]
     if not unbound or any(q.node_name for q in quotas):
         return False  # a partly bound gang may use one model only: not judged here
-    models: dict[str, int] = {}
+    units: dict[tuple[str, str], list[int]] = {}
     for node in cache.nodes.values():
         if node.ready:
-            models[node.spec] = models.get(node.spec, 0) + capacity_for(unbound[0].request, node.allocatable)
-    return any(n >= len(unbound) for n in models.values())
+            unit = (node.spec, node.zone if job.hard_tier == 1 else "")
+            units.setdefault(unit, []).append(node.allocatable.get(GPU))
+    return any(packs([q.request.get(GPU) for q in unbound], rooms) for rooms in units.values())
+
+
+def packs(requests: list[int], rooms: list[int]) -> bool:
+    """Whether quotas of these GPUs fit nodes with these GPUs free, each quota on one node
+    (exhaustive: a handful of quotas and nodes)."""
+    need, free = sorted(requests, reverse=True), list(rooms)
+
+    def go(i: int) -> bool:
+        if i == len(need):
+            return True
+        tried: set[int] = set()
+        for k, room in enumerate(free):
+            if room >= need[i] and room not in tried:
+                tried.add(room)
+                free[k] -= need[i]
+                if go(i + 1):
+                    return True
+                free[k] += need[i]
+        return False
+
+    return go(0)
+
+
+def check_spread(cache: ClusterCache, result: CycleResult, nodes: dict[str, Node], gangs: Gangs) -> None:
+    """A gang the cycle bound spans one leaf if it is kept hard to one, and more than one only
+    when no leaf of one GPU model could hold all its quotas beside the others' (a hold makes a
+    gang wait, never spread) — counted exactly, for gangs whose quotas differ in size too."""
+    bound = {i.quota for i in result.intents if isinstance(i, BindQuota)}
+    before = result.session.snap.quotas
+    late = [  # released at the end of the cycle (a stuck job's): they held room while gangs were planned
+        before[i.quota]
+        for i in result.intents
+        if isinstance(i, ReleaseQuota) and i.quota in before and not any(r in i.reason for r in IDLE_REASONS)
+    ]
+    for gang, (count, _) in gangs.items():
+        mine = [f"q-{gang}-{k}" for k in range(count)]
+        if not bound & set(mine) or not all(cache.quotas[m].node_name for m in mine):
+            continue  # check_cycle says why a gang bound in part is wrong
+        leaves = {nodes[cache.quotas[m].node_name][1] for m in mine}
+        job = cache.jobs[f"default/{gang}"]
+        assert job.hard_tier != 1 or len(leaves) == 1, f"{gang}, kept to one leaf, spans {sorted(leaves)}"
+        if len(leaves) == 1:
+            continue
+        used: defaultdict[str, int] = defaultdict(int)
+        for q in [*cache.quotas.values(), *late]:
+            if q.node_name and q.name not in mine:
+                used[q.node_name] += q.request.get(GPU)
+        units: dict[tuple[str, str], list[int]] = {}
+        for name, (model, leaf, ready) in nodes.items():
+            if ready and name in cache.nodes:
+                units.setdefault((model, leaf), []).append(cache.nodes[name].allocatable.get(GPU) - used[name])
+        requests = [cache.quotas[m].request.get(GPU) for m in mine]
+        holding = [unit for unit, rooms in units.items() if packs(requests, rooms)]
+        assert not holding, f"{gang} ({requests} GPUs) spans {sorted(leaves)} though {holding} holds it"
 
 
 class History:
@@ -176,6 +249,7 @@ class History:
         apply_plan(self.cache, plan_writes(self.cache, result, extra_quotas=self.cache.take_dirty_quotas()))
         start_bound_pods(self.cache)
         check_cycle(self.cache, result, self.nodes, {g: w for g, (w, _) in self.gangs.items()})
+        check_spread(self.cache, result, self.nodes, self.gangs)
         check_holds(self.cache, result, start, holds_of(self.sched), self.gangs, self.topology, self.now)
         self.now += 1.0
 
@@ -219,12 +293,16 @@ class History:
 
     def play(self, n: int, step: Step) -> None:
         kind, x, gpu = step
-        if kind in ("arrive", "urgent", "single"):
+        if kind in ("arrive", "urgent", "single", "hard"):
             objs = b.training_job(f"j{n}", x, gpu=gpu, hca=None if kind == "single" else 1)
             for pod in (o for o in objs if kind == "urgent" and o["kind"] == "Pod"):
                 pod["spec"]["priority"] = 10
+            if kind == "hard":
+                objs[0]["spec"]["topology"] = HARD_LEAF
             b.feed(self.cache, objs)
             self.gangs[f"j{n}"] = (x, gpu)
+        elif kind in ("mixed", "mixed-hard"):
+            self.arrive_mixed(f"j{n}", x, gpu, hard=kind == "mixed-hard")
         elif kind == "trickle":  # one-pod jobs arriving one a cycle: what a waiting gang starves of
             for k in range(x):
                 b.feed(self.cache, b.training_job(f"j{n}t{k}", 1, gpu=gpu, hca=None))
@@ -246,6 +324,16 @@ class History:
         for _ in range(x if kind == "cycles" else 1):
             self.cycle()
 
+    def arrive_mixed(self, gang: str, workers: int, gpu: int, *, hard: bool) -> None:
+        """A gang of an 8-GPU launcher (rank 0) and ``workers`` workers of ``gpu`` GPUs."""
+        objs = [b.podgroup(gang, min_member=workers + 1, topology=HARD_LEAF if hard else None)]
+        for k in range(workers + 1):
+            size = LAUNCHER if k == 0 else gpu
+            quota = f"q-{gang}-{k}"
+            objs += [b.quota(quota, gpu=size), b.pod(f"{gang}-worker-{k}", group=gang, quota=quota, gpu=size, index=k)]
+        b.feed(self.cache, objs)
+        self.gangs[gang] = (workers + 1, gpu)
+
     def drain(self) -> Gangs:
         """Everything running finishes, cycle after cycle; returns the gangs that fit the empty
         cluster and still wait."""
@@ -256,11 +344,19 @@ class History:
                 self.end_job(gang, succeeded=True)
             self.now += 50
             self.cycle()
-        return {g: v for g, v in self.gangs.items() if self.fits_empty(*v)}
+        return {g: v for g, v in self.gangs.items() if self.fits_empty(g)}
 
-    def fits_empty(self, workers: int, gpu: int) -> bool:
-        ready = [(m, name) for name, (m, _, r) in self.nodes.items() if r and name in self.cache.nodes]
-        return any(sum(min(8 // gpu, workers) for m, _ in ready if m == model) >= workers for model, _ in ready)
+    def fits_empty(self, gang: str) -> bool:
+        """The gang's quotas fit the Ready nodes of one GPU model once empty (one leaf's, for a
+        gang kept hard to one)."""
+        job = self.cache.jobs[f"default/{gang}"]
+        count = self.gangs[gang][0]
+        requests = [self.cache.quotas[f"q-{gang}-{k}"].request.get(GPU) for k in range(count)]
+        units: dict[tuple[str, str], list[int]] = {}
+        for name, (model, leaf, ready) in self.nodes.items():
+            if ready and name in self.cache.nodes:
+                units.setdefault((model, leaf if job.hard_tier == 1 else ""), []).append(8)
+        return any(packs(requests, rooms) for rooms in units.values())
 
 
 def run(world: World) -> History:

@@ -142,3 +142,28 @@ def test_a_hard_leaf_limit_keeps_a_gang_that_fits_only_across_leaves_waiting() -
     b.feed(cache, objs + job)
     ssn = Scheduler(default_policy()).run_once(cache.snapshot(NOW)).session
     assert all(ssn.quota(f"q-wide-{i}").node_name for i in range(3))  # type: ignore[union-attr]
+
+
+def test_a_hard_leaf_limit_counts_the_leaf_of_the_gangs_bound_quotas() -> None:
+    """Leaves s1 (n0, n1) and s2 (n2, n3); ``g`` (two whole-node workers, kept hard to one leaf)
+    has rank 0 bound on n0, and another queue's quota fills n1. Rank 1 fits only in s2: the
+    gang would then span two leaves, so it waits (``FitsOnlyAboveAllowedTier``) — the limit is
+    the gang's, its bound quotas included, not that of the zones its rest would take."""
+    from extender.framework.status import Reason
+
+    objs: list[dict[str, Any]] = [b.queue("research"), *busy("n1")]
+    for i in range(4):
+        objs += [b.node(f"n{i}", index=i), b.topology(f"n{i}", ["s1" if i < 2 else "s2"])]
+    objs.append(b.podgroup("g", min_member=2, topology={"highestTierAllowed": "leaf", "mode": "hard"}))
+    for i in range(2):
+        status = {"phase": "QuotaBound", "nodeName": "n0"} if i == 0 else None
+        objs += [
+            b.quota(f"q-g-{i}", gpu=8, status=status),
+            b.pod(f"g-{i}", group="g", quota=f"q-g-{i}", gpu=8, index=i),
+        ]
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    result = Scheduler(default_policy()).run_once(cache.snapshot(NOW))
+    assert result.session.quota("q-g-1").node_name == ""  # type: ignore[union-attr]
+    status = result.verdicts["default/g"].status
+    assert status.reason is Reason.FITS_ONLY_ABOVE_ALLOWED_TIER, status.message()

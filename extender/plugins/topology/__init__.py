@@ -239,9 +239,10 @@ class _Topology:
             return SKIP
         if self.keeper.settled != len(self.ssn.intents):
             self.keeper.settle()
-        holder = self.holds.holder(node.name)
-        if holder and (job is None or holder != job.key):
-            return Status.unschedulable(Reason.NODE_HELD_FOR_GANG, f"held for gang {holder}")
+        holders = self.holds.holders(node.name)
+        if holders and (job is None or job.key not in holders):
+            gangs = f"gang {holders[0]}" if len(holders) == 1 else "gangs " + ", ".join(sorted(holders))
+            return Status.unschedulable(Reason.NODE_HELD_FOR_GANG, f"held for {gangs}")
         return SKIP
 
     def spot_zone(self, task: TaskInfo, node: NodeInfo) -> Status:

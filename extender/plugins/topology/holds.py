@@ -27,11 +27,14 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   gang waits anew before it holds again.
 * **What it holds** (:func:`choose_hold`): the zone that would fit it *soonest* — among the zones
   whose nodes could hold the whole gang once empty, the one with the most room for it now; within
-  it, the nodes with the most room now, as many as the gang needs when they are empty. When no
+  it, the nodes with the most room now, as many as the gang needs when they are empty. Room is
+  counted in the gang's quotas (:class:`Left`): a gang whose quotas differ in size is not
+  measured in copies of its largest. When no
   single zone could ever hold it, the fewest zones by that measure, roomiest first. Only zones of
   a GPU model the gang may use (its bound quotas' model, if some are bound: ``GangPlanner.specs``),
   and "empty" is empty of other jobs: the room the gang's own bound quotas take stays taken. A
-  gang with a hard tier limit holds within one unit of that tier (one leaf, one spine, …).
+  gang with a hard tier limit holds within one unit of that tier (one NVLink domain, one leaf, …):
+  its bound quotas' unit, if some are bound.
 * **A hold follows the room** (:func:`better_hold`): every cycle the gang still waits, the choice
   is made again (its own held nodes count as candidates); when the new set has more room for the
   gang now than the held one, the hold moves there, keeping its start time (so ``hold_seconds``
@@ -76,7 +79,7 @@ from extender.model.job import JobInfo, JobQueueInfo, governing_jobqueue
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
 from extender.plugins.topology.fitmemo import capacity_for
-from extender.plugins.topology.gangplan import ZoneId
+from extender.plugins.topology.gangplan import ZoneId, domain_unit
 
 if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
@@ -152,7 +155,7 @@ class HoldBook:
         # ended by time (or, in the session, displaced): their gangs wait anew before holding; one
         # ended because the book is full (max_holds lowered, holds off) keeps its gang's count
         self.expired = {job for job, h in holds.items() if now - h.since >= hold_seconds}
-        self._holder = {n: job for job, h in self._holds.items() for n in h.nodes}
+        self._holders = _holders_of(self._holds)
 
     @classmethod
     def none(cls) -> HoldBook:
@@ -169,17 +172,19 @@ class HoldBook:
         h = self._holds.get(job)
         return h.nodes if h is not None else None
 
-    def holder(self, node: str) -> str:
-        return self._holder.get(node, "")
+    def holders(self, node: str) -> tuple[str, ...]:
+        """Every gang holding ``node`` (most often one; two holds may overlap — a gang whose binds
+        the binder could not write gets its hold back beside the one that took its place)."""
+        return self._holders.get(node, ())
 
     def held_for_other(self, node: str, job: str) -> bool:
-        holder = self._holder.get(node)
-        return holder is not None and holder != job
+        """``node`` is held, and not for ``job``: ``job`` is kept off it (a holder may use it)."""
+        holders = self._holders.get(node)
+        return holders is not None and job not in holders
 
     def add(self, job: str, nodes: tuple[str, ...]) -> None:
         self._holds[job] = Hold(nodes, self._now)
-        for n in nodes:
-            self._holder.setdefault(n, job)
+        self._holders = _holders_of(self._holds)
 
     def after(self, job: str) -> list[str]:
         """The holders ``job`` may take the place of: those strictly after it in hold order, the
@@ -195,22 +200,15 @@ class HoldBook:
         """The job's hold ends now (``displaced``: its gang waits anew before holding again)."""
         h = self._holds.pop(job, None)
         if h is not None:
-            for n in h.nodes:
-                if self._holder.get(n) == job:
-                    del self._holder[n]
+            self._holders = _holders_of(self._holds)
         if displaced:
             self.expired.add(job)
         return h
 
     def move(self, job: str, nodes: tuple[str, ...]) -> None:
         """The job's hold now covers ``nodes`` instead; it keeps its start time."""
-        old = self._holds[job]
-        for n in old.nodes:
-            if self._holder.get(n) == job:
-                del self._holder[n]
-        self._holds[job] = Hold(nodes, old.since)
-        for n in nodes:
-            self._holder.setdefault(n, job)
+        self._holds[job] = Hold(nodes, self._holds[job].since)
+        self._holders = _holders_of(self._holds)
 
     def current(self) -> dict[str, Hold]:
         return dict(self._holds)
@@ -218,34 +216,39 @@ class HoldBook:
     @contextmanager
     def lifted(self, jobs: Collection[str]) -> Iterator[None]:
         """Inside, the holds of ``jobs`` count as absent (a trial plan); after, all are as before."""
-        holds, holder = self._holds, self._holder
+        holds, holders = self._holds, self._holders
         self._holds = {job: h for job, h in holds.items() if job not in jobs}
-        self._holder = {}
-        for job, h in self._holds.items():
-            for n in h.nodes:
-                self._holder.setdefault(n, job)
+        self._holders = _holders_of(self._holds)
         try:
             yield
         finally:
-            self._holds, self._holder = holds, holder
+            self._holds, self._holders = holds, holders
 
 
-def _head(quotas: Sequence[QuotaInfo]) -> tuple[QuotaInfo | None, int]:
-    """The gang's largest unbound quota (the shape a hold is measured in) and how many are unbound."""
+def _holders_of(holds: Mapping[str, Hold]) -> dict[str, tuple[str, ...]]:
+    """Node → the gangs holding it, in the order of ``holds``."""
+    out: dict[str, tuple[str, ...]] = {}
+    for job, h in holds.items():
+        for n in h.nodes:
+            out[n] = (*out.get(n, ()), job)
+    return out
+
+
+def _head(quotas: Sequence[QuotaInfo]) -> QuotaInfo | None:
+    """The gang's largest unbound quota (the shape whose QN stages judge the nodes a hold takes)."""
     unbound = [q for q in quotas if not q.node_name]
-    if not unbound:
-        return None, 0
-    return max(unbound, key=lambda q: (sum(q.request.q.values()), q.name)), len(unbound)
+    return max(unbound, key=lambda q: (sum(q.request.q.values()), q.name)) if unbound else None
 
 
 def room_now(memo: FitMemo, quotas: Sequence[QuotaInfo], nodes: Sequence[str]) -> int:
-    """How many of the gang's unbound quotas (counted in its largest shape) ``nodes`` take now."""
-    head, _ = _head(quotas)
+    """How many of the gang's unbound quotas ``nodes`` take now (:meth:`Left.now`: copies of its
+    one kind, else its quotas, largest first, in each node's room in turn)."""
+    head = _head(quotas)
     if head is None:
         return 0
     sid = memo.shape_of(head)
-    node = memo.ssn.node
-    return sum(memo.node_capacity(head, sid, n) for n in map(node, nodes) if n is not None)
+    rows = [(memo.node_capacity(head, sid, n), 0, n.index, n.name) for n in map(memo.ssn.node, nodes) if n]
+    return _need(memo, quotas, _bound_room(quotas), head, sid).now(rows)
 
 
 def better_hold(
@@ -267,24 +270,25 @@ def choose_hold(
 ) -> tuple[str, ...]:
     """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them);
     the nodes held for the jobs ``ignoring`` (holds the job would displace) count as free."""
-    head, count = _head(quotas)
+    head = _head(quotas)
     if head is None:
         return ()
     sid = memo.shape_of(head)
     specs, _ = planner.specs(quotas, head)  # the GPU models the gang may use: its bound quotas' one
     kept = _bound_room(quotas)
     book = planner.holds
-    need = _need(memo, quotas, count, kept)
+    need = _need(memo, quotas, kept, head, sid)
 
-    def held(n: str) -> bool:
-        return book.held_for_other(n, job.key) and book.holder(n) not in ignoring
+    def held(n: str) -> bool:  # kept for another gang, one whose place the job does not take
+        holders = book.holders(n)
+        return job.key not in holders and any(h not in ignoring for h in holders)
 
     best: tuple[Key, tuple[str, ...]] | None = None
     for spec in specs:
         # per zone: the nodes that could take the gang
-        rows = {z: memo.hold_rows(head, sid, z, held, kept) for z in memo.spec_zones.get(spec, [])}
-        for unit in _units(memo, job, list(rows)):
-            found = _hold_in({z: rows[z] for z in unit}, need)
+        rows = {z: need.rows(memo.hold_rows(head, sid, z, held, kept)) for z in memo.spec_zones.get(spec, [])}
+        for unit in _units(memo, job, rows, kept):
+            found = _hold_in(unit, need)
             if found is not None and (best is None or found[0] < best[0]):
                 best = found
     if best is None:
@@ -294,12 +298,16 @@ def choose_hold(
     return tuple(sorted(best[1], key=lambda n: (index.get(n, 0), n)))
 
 
-def _need(memo: FitMemo, quotas: Sequence[QuotaInfo], count: int, kept: Mapping[str, Resource]) -> Left:
-    """The gang's ``count`` unbound quotas as a hold makes room for them (:class:`Left`): copies of
-    its one kind, else each quota (largest first) in the room a node has once empty of others."""
+def _need(
+    memo: FitMemo, quotas: Sequence[QuotaInfo], kept: Mapping[str, Resource], head: QuotaInfo, sid: int | None
+) -> Left:
+    """The gang's unbound quotas as a hold makes room for them (:class:`Left`): copies of
+    its one kind, else each quota (largest first) in the room a node has once empty of others —
+    or, for its room now, the room the node has now (a node the QN stages refuse ``head``
+    none)."""
     unbound = sorted((q.request for q in quotas if not q.node_name), key=lambda r: -sum(r.q.values()))
     if len(set(unbound)) <= 1:
-        return Left(count)
+        return Left(len(unbound))
 
     def empty(name: str) -> Resource | None:
         node = memo.ssn.node(name)
@@ -308,21 +316,39 @@ def _need(memo: FitMemo, quotas: Sequence[QuotaInfo], count: int, kept: Mapping[
         own = kept.get(name)
         return node.allocatable - own if own is not None else node.allocatable
 
-    return Left(count, unbound, empty)
+    def now(name: str) -> Resource | None:
+        node = memo.ssn.node(name)
+        return node.quota_room() if node is not None and memo.eligible(head, sid, node) else None
+
+    return Left(len(unbound), unbound, empty, now)
 
 
-def _units(memo: FitMemo, job: JobInfo, zones: list[ZoneId]) -> list[list[ZoneId]]:
-    """The sets of zones one hold may span: all of them, unless the job's hard tier limit
-    (``highestTierAllowed``, mode hard) keeps it in one unit of that tier — one leaf, one spine, …
-    — for a hold the gang could never be placed across would only keep others off its nodes."""
+def _units(
+    memo: FitMemo, job: JobInfo, rows: Mapping[ZoneId, list[Row]], bound: Collection[str]
+) -> list[dict[ZoneId, list[Row]]]:
+    """The parts of the zones' ``rows`` one hold may span: all of them, unless the job's hard tier
+    limit (``highestTierAllowed``, mode hard) keeps it in one unit of that tier — one NVLink
+    domain (a node naming none is a domain of its own), one leaf, one spine, … — and, when some
+    of its quotas are bound (on the nodes ``bound``), in theirs: a hold the gang could never be
+    placed across would only keep others off its nodes."""
     limit = job.hard_tier
     if limit is None or limit > memo.levels:
-        return [zones]
-    units: dict[object, list[ZoneId]] = {}
-    for z in zones:
-        name = memo.zone_tiers[z].get(limit) if limit >= 2 else None
-        units.setdefault(name if name else z, []).append(z)
+        return [dict(rows)]
+    units: dict[object, dict[ZoneId, list[Row]]] = {}
+    for z, zone_rows in rows.items():
+        for row in zone_rows:
+            units.setdefault(_unit(memo, limit, z, row[3]), {}).setdefault(z, []).append(row)
+    homes = {_unit(memo, limit, memo.zone_of[n], n) for n in bound if n in memo.zone_of}
+    if homes:  # the siblings' one unit (none when they span several: the gang can never run)
+        return [units[u] for u in homes if u in units] if len(homes) == 1 else []
     return list(units.values())
+
+
+def _unit(memo: FitMemo, limit: int, zone: ZoneId, node: str) -> object:
+    """The unit of tier ``limit`` that ``node`` (of ``zone``) is in."""
+    if limit == 0:
+        return domain_unit(node, memo.domain_of)
+    return (memo.zone_tiers[zone].get(limit) if limit >= 2 else None) or zone
 
 
 def _hold_in(rows: Mapping[ZoneId, Sequence[Row]], need: Left) -> tuple[Key, tuple[str, ...]] | None:
@@ -331,11 +357,11 @@ def _hold_in(rows: Mapping[ZoneId, Sequence[Row]], need: Left) -> tuple[Key, tup
     that measure, roomiest first (None: these zones could never hold it)."""
     whole = [z for z, r in rows.items() if need.after(r).count <= 0]
     if whole:
-        zone = max(whole, key=lambda z: (sum(x[0] for x in rows[z]), -len(rows[z]), z))
+        zone = max(whole, key=lambda z: (need.now(rows[z]), -len(rows[z]), z))
         picked, _ = _take(rows[zone], need)
-        key = (1, -sum(x[0] for x in rows[zone]), 0)
+        key = (1, -need.now(rows[zone]), 0)
     else:
-        order = sorted(rows, key=lambda z: (-sum(x[0] for x in rows[z]), -sum(x[1] for x in rows[z]), z))
+        order = sorted(rows, key=lambda z: (-need.now(rows[z]), -sum(x[1] for x in rows[z]), z))
         picked, left, count = [], need, 0
         for z in order:
             if left.count <= 0:
@@ -363,31 +389,57 @@ class Left:
     unbound quotas. A gang of one kind counts copies, each node taking its room when empty (a
     ``Row``'s); a gang of several kinds (``requests``, largest first) gives each node, once empty
     (``empty``: its room then, None if unknown), those of the remaining quotas that still fit it —
-    its largest quota is only the measure of room now: one 8-GPU and seven 1-GPU quotas take two
-    8-GPU nodes, not eight."""
+    one 8-GPU and seven 1-GPU quotas take two 8-GPU nodes, not eight. Its room *now* is counted the
+    same way (:meth:`now`, ``now``: a node's room now), not in copies of its largest quota: nodes
+    one GPU short of fifteen 1-GPU quotas and an 8-GPU one are closer to holding it than nodes
+    with two 8-GPU nodes free and seven GPUs short."""
 
-    __slots__ = ("_empty", "count", "requests")
+    __slots__ = ("_empty", "_now", "count", "requests")
 
     def __init__(
-        self, count: int, requests: Sequence[Resource] = (), empty: Callable[[str], Resource | None] | None = None
+        self,
+        count: int,
+        requests: Sequence[Resource] = (),
+        empty: Callable[[str], Resource | None] | None = None,
+        now: Callable[[str], Resource | None] | None = None,
     ) -> None:
-        self.count, self.requests, self._empty = count, requests, empty
+        self.count, self.requests, self._empty, self._now = count, requests, empty, now
 
     def after(self, rows: Iterable[Row]) -> Left:
         """What is left once the nodes of ``rows`` (in this order) join the hold."""
         if self._empty is None:
             return Left(self.count - sum(r[1] for r in rows))
-        left = list(self.requests)
-        for row in rows:
-            room = self._empty(row[3])
-            rest: list[Resource] = []
-            for request in left:
-                if room is not None and capacity_for(request, room) > 0:
-                    room = room - request
-                else:
-                    rest.append(request)
-            left = rest
-        return Left(len(left), left, self._empty)
+        left = _unfitted(self.requests, (self._empty(row[3]) for row in rows))
+        return Left(len(left), left, self._empty, self._now)
+
+    def now(self, rows: Iterable[Row]) -> int:
+        """How many of the quotas the nodes of ``rows`` (in this order) take now: copies of its one
+        kind (the rows' room now), else its quotas, largest first, each node taking those that
+        still fit its room now."""
+        if self._now is None:
+            return sum(r[0] for r in rows)
+        return self.count - len(_unfitted(self.requests, (self._now(row[3]) for row in rows)))
+
+    def rows(self, rows: list[Row]) -> list[Row]:
+        """``rows`` with each node's room now counted as :meth:`now` counts it (what orders the
+        nodes a hold takes, roomiest first)."""
+        if self._now is None:
+            return rows
+        return [(self.now((r,)), *r[1:]) for r in rows]
+
+
+def _unfitted(requests: Sequence[Resource], rooms: Iterable[Resource | None]) -> list[Resource]:
+    """The ``requests`` (largest first) left once each room in turn takes those that still fit it."""
+    left = list(requests)
+    for given in rooms:
+        room, rest = given, list[Resource]()
+        for request in left:
+            if room is not None and capacity_for(request, room) > 0:
+                room = room - request
+            else:
+                rest.append(request)
+        left = rest
+    return left
 
 
 def _take(rows: Sequence[Row], need: Left) -> tuple[list[str], Left]:

@@ -23,9 +23,10 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
   the most of its unbound quotas that fit, the lowest ranks first, when they reach ``minMember``.
 * **Holds.** Nodes held for another gang (``holds.py``) are no candidates; and a gang that would
   span more zones because of a hold than without it waits instead (``NodeHeldForGang``, naming
-  the holders: :meth:`GangPlanner.holders_keeping_off`): a hold may delay others, never scatter
+  the holders: :meth:`GangPlanner.holders_keeping_off`, ``verdicts.py``): a hold may delay others, never scatter
   them (the keeper may end the holds of gangs after it in hold order: ``keeper.py``).
-* **Refusals.** A gang without a plan is told why in operators' words (``refusals.py``).
+* **Refusals.** A gang without a plan is told why in operators' words (gathered by the
+  :class:`~extender.plugins.topology.verdicts.PlanVerdicts` it inherits, worded by ``refusals.py``).
 """
 
 from __future__ import annotations
@@ -35,31 +36,26 @@ from collections.abc import Callable, Collection, Sequence
 from functools import partial
 
 from extender.framework.session import Session
-from extender.framework.status import Reason, Status
+from extender.framework.status import Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.gang import quotas_bound
-from extender.plugins.topology.fitmemo import FitMemo, capacity_for
+from extender.plugins.topology.fitmemo import FitMemo
 from extender.plugins.topology.gangparts import GangPlan, SpecPlan, kinds_of, most_that_fit, plan_key
 from extender.plugins.topology.gangplan import Range, Slot, ZoneId, ZoneOffer, best_single_zone, choose_zones, slots_in
 from extender.plugins.topology.holds import HoldBook
 from extender.plugins.topology.mixedplanner import MixedPlanner
 from extender.plugins.topology.nodechoice import Candidate, choose_nodes, continuity_block, fill_run
 from extender.plugins.topology.rankorder import assign_ranks, order_break, ordered_in_zones
-from extender.plugins.topology.refusals import (
-    describe_gang,
-    fits_only_above,
-    held_for_others,
-    no_zone_fits,
-    out_of_rank_order,
-)
+from extender.plugins.topology.refusals import out_of_rank_order
 from extender.plugins.topology.siblings import rank_ranges
 from extender.plugins.topology.tierwalk import by_tier, near_siblings
+from extender.plugins.topology.verdicts import PlanVerdicts
 
 __all__ = ["GangPlan", "GangPlanner"]
 
 
-class GangPlanner:
+class GangPlanner(PlanVerdicts):
     """Plans gangs for one session; nodes the hold book keeps for another gang are no candidates."""
 
     def __init__(
@@ -136,6 +132,8 @@ class GangPlanner:
             in_domain = self._plan_siblings_domain(job, quotas, unbound, head, sid, judged=judged)
             if in_domain is not None:
                 return in_domain
+            if self.holds.any() and (kept_off := self.kept_off_domain(job, quotas, unbound, head, sid)) is not None:
+                return kept_off
         best = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
         if self.holds.any():
             free = self.without_holds()._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
@@ -252,23 +250,6 @@ class GangPlanner:
             domains=self.memo.domain_of,
         )
 
-    def kept_off(
-        self, job: JobInfo, best: SpecPlan | None, free: SpecPlan | None, unbound: Sequence[QuotaInfo]
-    ) -> Status | None:
-        """``NodeHeldForGang`` when the plan were nothing held (``free``) spans fewer zones than
-        ``best``: a hold may make a gang wait, never make it span more zones than it would without."""
-        if free is None or (best is not None and free.key[:2] >= best.key[:2]):
-            return None
-        holders = sorted({self.holds.holder(n) for z in free.zones for n in self.memo.zone_nodes[z.id]} - {"", job.key})
-        refusal = held_for_others(free.key[1], describe_gang(unbound, self.ssn.gpu_resources), holders)
-        self._kept_off_by[refusal] = tuple(holders)
-        return refusal
-
-    def holders_keeping_off(self, refusal: Status) -> tuple[str, ...]:
-        """The gangs whose holds a ``NodeHeldForGang`` refusal of this planner names: those holding
-        nodes of the zones the gang would take were nothing held (empty: not such a refusal)."""
-        return self._kept_off_by.get(refusal, ())
-
     def specs(self, quotas: Sequence[QuotaInfo], head: QuotaInfo) -> tuple[Collection[str], list[ZoneId]]:
         """The GPU specs a gang may plan in (its bound siblings', else the one ``head`` asks for,
         else every spec), and its bound siblings' zones."""
@@ -371,7 +352,8 @@ class GangPlanner:
             if picked is None:
                 return None
             chosen = picked
-        return SpecPlan(plan_key(chosen, spec, self.memo.span([z.id for z in chosen])), chosen, None)
+        span = self.memo.span(sorted({*bound_zones, *(z.id for z in chosen)}))  # the gang's, bound quotas' too
+        return SpecPlan(plan_key(chosen, spec, span), chosen, None)
 
     def _plan_domain(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, *, need: int) -> SpecPlan | None:
         """Tier 0: the NVLink domain with the least room that holds the whole gang (no RDMA hop at
@@ -437,37 +419,3 @@ class GangPlanner:
     ) -> list[ZoneOffer] | None:
         """:func:`tierwalk.by_tier` over this session's tiers."""
         return by_tier(self.memo.zone_tiers, self.memo.levels, offers, choose, holds)
-
-    # --- ranks and failures ------------------------------------------------------------------
-    def above_limit(
-        self, job: JobInfo, head: QuotaInfo, sid: int | None, best: SpecPlan, unbound: Sequence[QuotaInfo]
-    ) -> Status:
-        """A hard ``highestTierAllowed`` the gang fits only above: it waits (``refusals.py``),
-        told with the room of each unit of its limit's tier (NVLink domains: their slots)."""
-        limit = job.highest_tier or 0
-        units: dict[str, int] = {}
-        spec = best.zones[0].id[0] if best.zones else ""
-        for zid in self.memo.spec_zones.get(spec, []):
-            if limit == 0:
-                for c in self._candidates(job, head, sid, zid):
-                    if domain := self.memo.domain_of.get(c.name):
-                        units[domain] = units.get(domain, 0) + c.capacity
-                continue
-            name = zid[1] if limit == 1 else self.memo.zone_tiers[zid].get(limit, zid[1])
-            units[name] = units.get(name, 0) + self.offer(job, head, sid, zid).capacity
-        what = describe_gang(unbound, self.ssn.gpu_resources)
-        return fits_only_above(what, len(unbound), span=best.key[0], levels=self.memo.levels, limit=limit, room=units)
-
-    def failure(
-        self, job: JobInfo, head: QuotaInfo, sid: int | None, specs: Collection[str], unbound: Sequence[QuotaInfo]
-    ) -> Status:
-        memo = self.memo
-        if not specs:
-            return Status.unresolvable(Reason.NO_ZONE_FITS, f"no node has GPU model {head.spec}")
-        room = {z: self.offer(job, head, sid, z).capacity for s in specs for z in memo.spec_zones.get(s, [])}
-        refusals = {n: st for spec in specs for n, st in memo.refusals(head, sid, spec).items()}
-        refused_room: Counter[ZoneId] = Counter()  # what the refusing nodes would take, were they to accept
-        for node in filter(None, map(self.ssn.node, refusals)):
-            refused_room[memo.zone_of[node.name]] += capacity_for(head.request, node.quota_room())
-        what = describe_gang(unbound, self.ssn.gpu_resources)
-        return no_zone_fits(what, len(unbound), room, refusals, refused_room)

@@ -1,0 +1,136 @@
+"""What a gang without a plan is told, gathered from the session: the planner's verdict methods
+(a mixin of :class:`~extender.plugins.topology.planner.GangPlanner`); ``refusals.py`` words them.
+
+* ``NodeHeldForGang`` (:meth:`PlanVerdicts.kept_off`) — were nothing held for another gang, the
+  gang would take fewer zones than it can now: it waits rather than spread, told every gang
+  holding nodes of the zones it would take (:meth:`PlanVerdicts.holders_keeping_off` gives them
+  to the keeper, which may end those after it in hold order);
+  the same for a gang held hard to its bound siblings' NVLink domain that the domain would
+  take were nothing held there (:meth:`PlanVerdicts.kept_off_domain`);
+* ``FitsOnlyAboveAllowedTier`` (:meth:`PlanVerdicts.above_limit`) — a hard tier limit it fits only
+  above;
+* ``NoZoneFits`` (:meth:`PlanVerdicts.failure`) — no zone, or set of zones, holds it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
+
+from extender.framework.session import Session
+from extender.framework.status import Reason, Status
+from extender.model.job import JobInfo
+from extender.model.quota import QuotaInfo
+from extender.plugins.topology.fitmemo import FitMemo, capacity_for
+from extender.plugins.topology.gangparts import GangPlan, SpecPlan
+from extender.plugins.topology.gangplan import ZoneId
+from extender.plugins.topology.holds import HoldBook
+from extender.plugins.topology.refusals import describe_gang, fits_only_above, held_for_others, no_zone_fits
+
+if TYPE_CHECKING:
+    from extender.plugins.topology.gangplan import ZoneOffer
+    from extender.plugins.topology.nodechoice import Candidate
+
+__all__ = ["PlanVerdicts"]
+
+
+class PlanVerdicts:
+    """The verdicts of a :class:`~extender.plugins.topology.planner.GangPlanner` (its session,
+    memo, holds; its offers and candidates, which see the holds)."""
+
+    ssn: Session
+    memo: FitMemo
+    holds: HoldBook
+    _kept_off_by: dict[Status, tuple[str, ...]]  # a NodeHeldForGang refusal → the holders it names
+
+    if TYPE_CHECKING:
+
+        def offer(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer: ...
+
+        def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]: ...
+
+        def without_holds(self) -> PlanVerdicts: ...
+
+        def _plan_siblings_domain(
+            self,
+            job: JobInfo,
+            quotas: Sequence[QuotaInfo],
+            unbound: Sequence[QuotaInfo],
+            head: QuotaInfo,
+            sid: int | None,
+            *,
+            judged: bool,
+        ) -> GangPlan | Status | None: ...
+
+    def kept_off(
+        self, job: JobInfo, best: SpecPlan | None, free: SpecPlan | None, unbound: Sequence[QuotaInfo]
+    ) -> Status | None:
+        """``NodeHeldForGang`` when the plan were nothing held (``free``) spans fewer zones than
+        ``best``: a hold may make a gang wait, never make it span more zones than it would without."""
+        if free is None or (best is not None and free.key[:2] >= best.key[:2]):
+            return None
+        nodes = [n for z in free.zones for n in self.memo.zone_nodes[z.id]]
+        return self._held_for(job, free.key[1], nodes, unbound)
+
+    def kept_off_domain(
+        self, job: JobInfo, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo], head: QuotaInfo, sid: int | None
+    ) -> Status | None:
+        """``NodeHeldForGang`` for a gang held to its bound siblings' NVLink domain
+        (``highestTierAllowed: nvlink``, hard) that this domain would take were nothing held for
+        another gang: it waits for the holders of the domain's nodes, not for a tier it fits only
+        above (``FitsOnlyAboveAllowedTier`` would hide the hold, and keep the keeper from ending a
+        lower gang's hold there)."""
+        free = self.without_holds()._plan_siblings_domain(job, quotas, unbound, head, sid, judged=False)
+        if not isinstance(free, GangPlan):
+            return None
+        domain_of = self.memo.domain_of
+        domains = {domain_of.get(q.node_name) for q in quotas if q.node_name}
+        nodes = [n for z in free.zones for n in self.memo.zone_nodes[z] if domain_of.get(n) in domains]
+        return self._held_for(job, len(free.zones), nodes, unbound)
+
+    def _held_for(self, job: JobInfo, zones: int, nodes: Sequence[str], unbound: Sequence[QuotaInfo]) -> Status:
+        """The refusal naming every gang but ``job`` that holds one of ``nodes`` (the keeper reads
+        them back: :meth:`holders_keeping_off`)."""
+        holders = sorted({h for n in nodes for h in self.holds.holders(n)} - {job.key})
+        refusal = held_for_others(zones, describe_gang(unbound, self.ssn.gpu_resources), holders)
+        self._kept_off_by[refusal] = tuple(holders)
+        return refusal
+
+    def holders_keeping_off(self, refusal: Status) -> tuple[str, ...]:
+        """The gangs whose holds a ``NodeHeldForGang`` refusal of this planner names: those holding
+        nodes of the zones the gang would take were nothing held (empty: not such a refusal)."""
+        return self._kept_off_by.get(refusal, ())
+
+    def above_limit(
+        self, job: JobInfo, head: QuotaInfo, sid: int | None, best: SpecPlan, unbound: Sequence[QuotaInfo]
+    ) -> Status:
+        """A hard ``highestTierAllowed`` the gang fits only above: it waits (``refusals.py``),
+        told with the room of each unit of its limit's tier (NVLink domains: their slots)."""
+        limit = job.highest_tier or 0
+        units: dict[str, int] = {}
+        spec = best.zones[0].id[0] if best.zones else ""
+        for zid in self.memo.spec_zones.get(spec, []):
+            if limit == 0:
+                for c in self._candidates(job, head, sid, zid):
+                    if domain := self.memo.domain_of.get(c.name):
+                        units[domain] = units.get(domain, 0) + c.capacity
+                continue
+            name = zid[1] if limit == 1 else self.memo.zone_tiers[zid].get(limit, zid[1])
+            units[name] = units.get(name, 0) + self.offer(job, head, sid, zid).capacity
+        what = describe_gang(unbound, self.ssn.gpu_resources)
+        return fits_only_above(what, len(unbound), span=best.key[0], levels=self.memo.levels, limit=limit, room=units)
+
+    def failure(
+        self, job: JobInfo, head: QuotaInfo, sid: int | None, specs: Collection[str], unbound: Sequence[QuotaInfo]
+    ) -> Status:
+        memo = self.memo
+        if not specs:
+            return Status.unresolvable(Reason.NO_ZONE_FITS, f"no node has GPU model {head.spec}")
+        room = {z: self.offer(job, head, sid, z).capacity for s in specs for z in memo.spec_zones.get(s, [])}
+        refusals = {n: st for spec in specs for n, st in memo.refusals(head, sid, spec).items()}
+        refused_room: Counter[ZoneId] = Counter()  # what the refusing nodes would take, were they to accept
+        for node in filter(None, map(self.ssn.node, refusals)):
+            refused_room[memo.zone_of[node.name]] += capacity_for(head.request, node.quota_room())
+        what = describe_gang(unbound, self.ssn.gpu_resources)
+        return no_zone_fits(what, len(unbound), room, refusals, refused_room)
