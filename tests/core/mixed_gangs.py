@@ -203,3 +203,47 @@ def fits_first(g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mappin
 
 def node(i: int, leaf: int, busy: int = 0, cpu: int = 0) -> NodeSpec:
     return NodeSpec(f"n{i}", i, leaf, "A100", True, False, busy, cpu)
+
+
+def fence(g: MixedGang, i: int, index: Mapping[str, int]) -> tuple[int, int]:
+    """Task ``i``'s node-index range between ``g``'s bound quotas (``index``: node → its index): the
+    seed's ``[preNode, lastNode]``."""
+    below = [index[n] for j, n in g.bound.items() if j < i]
+    above = [index[n] for j, n in g.bound.items() if j > i]
+    return max(below, default=-1), min(above, default=len(index))
+
+
+def order_due(g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mapping[str, Need]) -> str:
+    """The order a placement of ``g``'s first ``count`` unbound quotas (it has bound ones) keeps on
+    the usable ``nodes`` (``room``) by ``mixedorder.order_kept``: ``"fences"`` (rank order around
+    the bound quotas) when they allow it, else ``"plain"`` (among the new quotas), else ``"none"``."""
+    mine = {n.name: room[n.name] for n in nodes if n.name in room}
+    if fits_around(g, count, nodes, mine, ordered=True):
+        return "fences"
+    ranked = sorted((n for n in nodes if n.name in room), key=lambda n: n.index)
+    needs = [g.members[i].need() for i in g.unbound[:count]]
+    return "plain" if packs(needs, [room[n.name] for n in ranked], ordered=True) else "none"
+
+
+def distinct_exists(
+    g: MixedGang, count: int, free: Sequence[NodeSpec], room: Mapping[str, Need], order: str, index: Mapping[str, int]
+) -> bool:
+    """Whether ``g``'s first ``count`` unbound quotas fit the nodes ``free`` one a node, in
+    ``order`` (:func:`order_due`; ``index``: every node's index, for the fences) — exhaustive."""
+    todo = g.unbound[:count]
+    ranked = sorted(free, key=lambda n: n.index)
+
+    def go(at: int, low: int, used: frozenset[str]) -> bool:
+        if at == len(todo):
+            return True
+        i = todo[at]
+        lo, hi = fence(g, i, index) if order == "fences" else (-1, len(index))
+        for n in ranked:
+            ascending = order == "none" or n.index > low
+            if n.name in used or not ascending or not lo <= n.index <= hi:
+                continue
+            if fits(g.members[i].need(), room[n.name]) and go(at + 1, n.index, used | {n.name}):
+                return True
+        return False
+
+    return go(0, -1, frozenset())

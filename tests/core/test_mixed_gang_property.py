@@ -54,10 +54,12 @@ from tests.core.mixed_gangs import (
     Member,
     MixedCluster,
     MixedGang,
+    distinct_exists,
     fits_around,
     fits_first,
     mixed_clusters,
     node,
+    order_due,
 )
 from tests.core.mixed_oracle import check_shares, fewest_sets, packs, zone_cost
 from tests.core.props import PROPERTY
@@ -113,6 +115,8 @@ def run(c: MixedCluster, *, alone: bool = False, policy: Policy | None = None) -
                 check_shares(
                     g.name, c.nodes, [nodes[i] for i in new], needs, free_room(c.nodes, before[g.name]), g.strict
                 )
+            if not c.pack and g.bound:
+                check_around(c, g, nodes, new, free_room(c.nodes, before[g.name]))
     return result
 
 
@@ -168,6 +172,33 @@ def check_zone_choice(
             min(zone_cost(c.nodes, s, room, used, head) for s in sets),
         )
         assert cost == best, f"{g.name} takes {sorted(further)} of cost {cost}, {best} is cheaper: {nodes}"
+
+
+def check_around(c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int], room: Mapping[str, Need]) -> None:
+    """Rank order and distinct nodes by default for a gang with bound quotas (``new``: its quotas
+    bound now; ``room``: each usable node's room when it was placed), on the usable nodes of its
+    zones (its bound quotas' and the further ones it took): rank order around its bound quotas
+    when those nodes allow it, else among its new quotas when they allow that; and its new quotas
+    on distinct nodes that hold no bound quota whenever some placement in that order does so —
+    a node holding a sibling is no distinct node (exhaustive: ``mixed_gangs.distinct_exists``)."""
+    spec = {n.name: n for n in c.nodes}
+    index = {n.name: n.index for n in c.nodes}
+    zones = {spec[n].zone for n in nodes if n}
+    mine = [n for n in sorted(c.nodes, key=lambda n: n.index) if n.zone in zones and n.name in room]
+    order = order_due(g, len(new), mine, room)
+    placed = [index[n] for n in nodes if n]  # task order, bound quotas included
+    fresh = [index[nodes[i]] for i in new]
+    if order == "fences":
+        assert placed == sorted(placed), f"{g.name} breaks rank order around its bound quotas: {nodes}"
+    if order == "plain":
+        assert fresh == sorted(fresh), f"{g.name} breaks rank order among its new quotas: {nodes}"
+    held = set(g.bound.values())
+    free = [n for n in mine if n.name not in held]
+    if distinct_exists(g, len(new), free, room, order, index):
+        got = [nodes[i] for i in new]
+        assert len(set(got)) == len(got) and not held & set(got), (
+            f"{g.name} shares a node ({got} beside bound {sorted(held)}) where distinct free nodes hold it: {nodes}"
+        )
 
 
 def check_rank_order(
@@ -240,17 +271,36 @@ def _strict_partly_bound() -> MixedCluster:
     return MixedCluster([node(i, 1) for i in range(5)], [gang])
 
 
+def _beside_a_bound_worker() -> MixedCluster:
+    """A 4-GPU worker (rank 0) is bound on n0; a 1-GPU rank and a 4-GPU worker are to place on
+    n0–n2 (empty). n1 and n2 are free of the gang: one new rank each, none beside rank 0."""
+    members = [Member(4, 8), Member(1, 2), Member(4, 8)]
+    return MixedCluster([node(i, 1) for i in range(3)], [MixedGang("g0", members, bound={0: "n0"})])
+
+
 @PROPERTY
 @given(mixed_clusters())
 @example(c=_strict_refused())
 @example(c=_two_zones_for_one())
 @example(c=_strict_partly_bound())
+@example(c=_beside_a_bound_worker())
 def test_mixed_gangs_are_placed_valid_in_the_fewest_zones_whenever_they_fit(c: MixedCluster) -> None:
     run(c, alone=len(c.gangs) == 1)
 
 
 def where(c: MixedCluster, result: CycleResult) -> dict[str, str]:
     return {q: result.session.quota(q).node_name for g in c.gangs for q in g.quotas}  # type: ignore[union-attr]
+
+
+def test_a_node_holding_a_bound_sibling_is_no_distinct_node() -> None:
+    """Issue 16 item 2 around bound siblings: while the zone has a node free of the gang for
+    each new rank, no new rank joins a sibling's node — even the best-scored (binpack favours n0,
+    which holds rank 0). Before, n0 was ranked with the free nodes and took rank 1; n2 stayed
+    empty."""
+    for strict in (False, True):
+        c = _beside_a_bound_worker()
+        c.gangs[0].strict = strict
+        assert where(c, run(c, alone=True)) == {"q-g0-0": "n0", "q-g0-1": "n1", "q-g0-2": "n2"}
 
 
 def test_a_strict_gang_whose_small_ranks_share_a_node_is_placed_in_rank_order() -> None:

@@ -23,7 +23,8 @@ The rules:
 3. **Which nodes** (:func:`preferred`, unless ``pack_workers`` or ranks must share): of the
    chosen zones' nodes, while they count at least one node with room for some quota of the gang,
    free of the gang (not its bound siblings'), per quota (:func:`must_share`), the best scored
-   (the QN ``node_order`` stage: binpack, eviction cost …; ties: lower index), one per quota
+   of those free nodes (the QN ``node_order`` stage: binpack, eviction cost …; ties: lower
+   index; a bound sibling's node only after every free one), one per quota
    (distinct nodes), and as few more as hold the gang — in the rank order the chosen zones allow
    (:func:`mixedorder.order_kept`: inside the fences, else among the gang's own quotas, else
    none). With ``pack_workers``, or when they count fewer (ranks must share: as
@@ -94,14 +95,21 @@ class MixedGang:
 
 
 def preferred(
-    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences = ()
+    nodes: Sequence[MixedNode],
+    kinds: Sequence[Kind],
+    order: Sequence[int],
+    fences: Fences = (),
+    held: Collection[str] = (),
 ) -> list[MixedNode]:
     """Rule 3 by default while the gang need not share nodes (:func:`must_share`): the
     best-scored of ``nodes`` (which hold the gang), one per quota, and as few more as hold it (in
-    the rank order all of ``nodes`` allow: :func:`mixedorder.order_kept`); index order."""
+    the rank order all of ``nodes`` allow: :func:`mixedorder.order_kept`); index order. A node of
+    ``held`` (its bound siblings') is no distinct node: every node free of the gang ranks before
+    it, whatever the scores (binpack scores a sibling's node higher, for it is fuller), as
+    ``nodechoice.choose_ranked`` leaves them out for a gang of one kind."""
     need = tuple(k.count for k in kinds)
     kept = order_kept(nodes, kinds, order, fences)
-    ranked = sorted(nodes, key=lambda n: (-n.score, n.index, n.name))
+    ranked = sorted(nodes, key=lambda n: (n.name in held, -n.score, n.index, n.name))
     for k in range(len(order), len(ranked)):
         subset = sorted(ranked[:k], key=lambda n: (n.index, n.name))
         if next_fit(subset, kinds, order, kept) if kept is not None else need in frontier_of(subset, kinds):
@@ -309,7 +317,7 @@ def nodes_and_ranks(gang: MixedGang, nodes: Sequence[MixedNode], *, run: bool = 
     if share:
         nodes = packed(nodes, kinds, order, head=gang.head, fences=fences, held=gang.held)
     else:
-        nodes = preferred(nodes, kinds, order, fences)
+        nodes = preferred(nodes, kinds, order, fences, gang.held)
     return place(nodes, kinds, order, pack=share, fences=fences)
 
 
