@@ -205,24 +205,57 @@ def node(i: int, leaf: int, busy: int = 0, cpu: int = 0) -> NodeSpec:
     return NodeSpec(f"n{i}", i, leaf, "A100", True, False, busy, cpu)
 
 
+OPEN_END = 1 << 30  # no bound quota above: the range is open
+
+
 def fence(g: MixedGang, i: int, index: Mapping[str, int]) -> tuple[int, int]:
     """Task ``i``'s node-index range between ``g``'s bound quotas (``index``: node → its index): the
     seed's ``[preNode, lastNode]``."""
     below = [index[n] for j, n in g.bound.items() if j < i]
     above = [index[n] for j, n in g.bound.items() if j > i]
-    return max(below, default=-1), min(above, default=len(index))
+    return max(below, default=-1), min(above, default=OPEN_END)
 
 
 def order_due(g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mapping[str, Need]) -> str:
     """The order a placement of ``g``'s first ``count`` unbound quotas (it has bound ones) keeps on
     the usable ``nodes`` (``room``) by ``mixedorder.order_kept``: ``"fences"`` (rank order around
-    the bound quotas) when they allow it, else ``"plain"`` (among the new quotas), else ``"none"``."""
-    mine = {n.name: room[n.name] for n in nodes if n.name in room}
-    if fits_around(g, count, nodes, mine, ordered=True):
-        return "fences"
+    the bound quotas: each new quota inside its :func:`fence`, none below the new one before; the
+    seed's ``[preNode, lastNode]``, even where the bound quotas themselves are out of order) when
+    they allow it, else ``"plain"`` (among the new quotas), else ``"none"``."""
     ranked = sorted((n for n in nodes if n.name in room), key=lambda n: n.index)
-    needs = [g.members[i].need() for i in g.unbound[:count]]
-    return "plain" if packs(needs, [room[n.name] for n in ranked], ordered=True) else "none"
+    index = {n.name: n.index for n in nodes}
+    for order in ("fences", "plain"):
+        if _fits_ordered(g, count, ranked, room, order, index):
+            return order
+    return "none"
+
+
+def _fits_ordered(
+    g: MixedGang, count: int, ranked: Sequence[NodeSpec], room: Mapping[str, Need], order: str, index: Mapping[str, int]
+) -> bool:
+    """Whether ``g``'s first ``count`` unbound quotas fit ``ranked`` (index order; nodes may take
+    several) with node indices that never descend among them, each inside its fence for
+    ``"fences"`` — exhaustive."""
+    todo = g.unbound[:count]
+    left = {n.name: dict(room[n.name]) for n in ranked}
+
+    def go(at: int, low: int) -> bool:
+        if at == len(todo):
+            return True
+        i = todo[at]
+        need = g.members[i].need()
+        lo, hi = fence(g, i, index) if order == "fences" else (-1, OPEN_END)
+        for n in ranked:
+            if n.index < low or not lo <= n.index <= hi or not fits(need, left[n.name]):
+                continue
+            charge(left[n.name], need, 1)
+            ok = go(at + 1, n.index)
+            charge(left[n.name], need, -1)
+            if ok:
+                return True
+        return False
+
+    return go(0, -1)
 
 
 def distinct_exists(
@@ -237,7 +270,7 @@ def distinct_exists(
         if at == len(todo):
             return True
         i = todo[at]
-        lo, hi = fence(g, i, index) if order == "fences" else (-1, len(index))
+        lo, hi = fence(g, i, index) if order == "fences" else (-1, OPEN_END)
         for n in ranked:
             ascending = order == "none" or n.index > low
             if n.name in used or not ascending or not lo <= n.index <= hi:

@@ -55,6 +55,7 @@ from tests.core.mixed_gangs import (
     MixedCluster,
     MixedGang,
     distinct_exists,
+    fence,
     fits_around,
     fits_first,
     mixed_clusters,
@@ -115,7 +116,7 @@ def run(c: MixedCluster, *, alone: bool = False, policy: Policy | None = None) -
                 check_shares(
                     g.name, c.nodes, [nodes[i] for i in new], needs, free_room(c.nodes, before[g.name]), g.strict
                 )
-            if not c.pack and g.bound:
+            if not c.pack:
                 check_around(c, g, nodes, new, free_room(c.nodes, before[g.name]))
     return result
 
@@ -175,25 +176,29 @@ def check_zone_choice(
 
 
 def check_around(c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int], room: Mapping[str, Need]) -> None:
-    """Rank order and distinct nodes by default for a gang with bound quotas (``new``: its quotas
-    bound now; ``room``: each usable node's room when it was placed), on the usable nodes of its
-    zones (its bound quotas' and the further ones it took): rank order around its bound quotas
+    """Rank order and distinct nodes by default for a gang (``new``: its quotas bound now;
+    ``room``: each usable node's room when it was placed), on the usable nodes of its zones (its
+    bound quotas', if any, and the further ones it took): rank order around its bound quotas
     when those nodes allow it, else among its new quotas when they allow that; and its new quotas
     on distinct nodes that hold no bound quota whenever some placement in that order does so —
-    a node holding a sibling is no distinct node (exhaustive: ``mixed_gangs.distinct_exists``)."""
+    a node holding a sibling is no distinct node (exhaustive: ``mixed_gangs.distinct_exists``).
+    Distinct nodes are checked where the quotas to place differ in size: those of one size go
+    to the planner of gangs of one kind, whose rule counts the chosen zone's nodes only."""
     spec = {n.name: n for n in c.nodes}
     index = {n.name: n.index for n in c.nodes}
     zones = {spec[n].zone for n in nodes if n}
     mine = [n for n in sorted(c.nodes, key=lambda n: n.index) if n.zone in zones and n.name in room]
     order = order_due(g, len(new), mine, room)
-    placed = [index[n] for n in nodes if n]  # task order, bound quotas included
     fresh = [index[nodes[i]] for i in new]
     if order == "fences":
-        assert placed == sorted(placed), f"{g.name} breaks rank order around its bound quotas: {nodes}"
+        inside = all(lo <= index[nodes[i]] <= hi for i in new for lo, hi in [fence(g, i, index)])
+        assert inside and fresh == sorted(fresh), f"{g.name} breaks rank order around its bound quotas: {nodes}"
     if order == "plain":
         assert fresh == sorted(fresh), f"{g.name} breaks rank order among its new quotas: {nodes}"
     held = set(g.bound.values())
     free = [n for n in mine if n.name not in held]
+    if len({g.members[i] for i in g.unbound}) == 1:
+        return  # one size: the planner of gangs of one kind, whose rule is per zone (test_distinct_nodes_property)
     if distinct_exists(g, len(new), free, room, order, index):
         got = [nodes[i] for i in new]
         assert len(set(got)) == len(got) and not held & set(got), (
@@ -278,12 +283,42 @@ def _beside_a_bound_worker() -> MixedCluster:
     return MixedCluster([node(i, 1) for i in range(3)], [MixedGang("g0", members, bound={0: "n0"})])
 
 
+def _bound_out_of_order() -> MixedCluster:
+    """Ranks 0 and 1 of a loose gang are bound on n7 and n3 (out of order); rank 2's range is
+    the seed's ``[preNode, lastNode]`` = [7, open]: n7, beside rank 0, keeps rank order, the free
+    n4 does not (the oracle's rank order is the planner's, not a sequence the siblings broke)."""
+    gang = MixedGang("g0", [Member(0, 1)] * 3, bound={0: "n7", 1: "n3"})
+    nodes = [NodeSpec(f"n{i}", i, 1 if i < 4 else 2, "A100", i > 2, i <= 2, 0) for i in range(8)]
+    return MixedCluster(nodes, [gang])
+
+
+def _no_order_left() -> MixedCluster:
+    """Rank 2 (1 GPU) is bound on n2; rank 1 (8 GPUs) fits only n3, above it, so no placement
+    keeps rank order and the frontiers place the gang; n0 and n1 (6 GPUs free) take ranks 0 and
+    3, one each."""
+    members = [Member(0, 1), Member(8, 1), Member(1, 1), Member(1, 1)]
+    nodes = [node(0, 1, busy=2), node(1, 1, busy=2), node(2, 1), node(3, 2)]
+    return MixedCluster(nodes, [MixedGang("g0", members, bound={2: "n2"})])
+
+
+def _best_scored_would_share() -> MixedCluster:
+    """A 1-GPU and a 2-GPU rank (32 and 48 CPUs) and an 8-GPU worker over two leaves: the three
+    best-scored nodes (n1, n3, n4) hold them only with ranks 0 and 1 sharing n1; n2 (2 GPUs
+    free) takes rank 1 alone."""
+    members = [Member(1, 32), Member(2, 48), Member(8, 1)]
+    nodes = [node(1, 1), node(2, 1, busy=6), node(3, 2, cpu=64), node(4, 2, cpu=32)]
+    return MixedCluster(nodes, [MixedGang("g0", members)])
+
+
 @PROPERTY
 @given(mixed_clusters())
 @example(c=_strict_refused())
 @example(c=_two_zones_for_one())
 @example(c=_strict_partly_bound())
 @example(c=_beside_a_bound_worker())
+@example(c=_bound_out_of_order())
+@example(c=_no_order_left())
+@example(c=_best_scored_would_share())
 def test_mixed_gangs_are_placed_valid_in_the_fewest_zones_whenever_they_fit(c: MixedCluster) -> None:
     run(c, alone=len(c.gangs) == 1)
 
@@ -301,6 +336,21 @@ def test_a_node_holding_a_bound_sibling_is_no_distinct_node() -> None:
         c = _beside_a_bound_worker()
         c.gangs[0].strict = strict
         assert where(c, run(c, alone=True)) == {"q-g0-0": "n0", "q-g0-1": "n1", "q-g0-2": "n2"}
+
+
+def test_a_gang_placed_out_of_rank_order_still_takes_distinct_nodes() -> None:
+    """Rank order impossible, the placement from the frontiers spreads one quota a node while
+    the nodes allow it. Before, it took the first share it found: ranks 0 and 3 both on n0,
+    n1 left empty."""
+    c = _no_order_left()
+    assert where(c, run(c, alone=True)) == {"q-g0-0": "n0", "q-g0-1": "n3", "q-g0-2": "n2", "q-g0-3": "n1"}
+
+
+def test_distinct_nodes_beat_better_scores() -> None:
+    """Ranks share a node only when needed (issue 16 item 2), not because the best-scored nodes
+    would make them: before, ranks 0 and 1 shared n1 while n2 was free."""
+    c = _best_scored_would_share()
+    assert where(c, run(c, alone=True)) == {"q-g0-0": "n1", "q-g0-1": "n2", "q-g0-2": "n3"}
 
 
 def test_a_strict_gang_whose_small_ranks_share_a_node_is_placed_in_rank_order() -> None:

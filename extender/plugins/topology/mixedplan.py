@@ -38,7 +38,8 @@ The rules:
    (:func:`mixedorder.place_ordered`); so rank order holds, around the bound siblings too,
    whenever the chosen zones allow it (always, for a strict-order gang). When they do not (only a
    gang that does not ask for strict order gets there), a placement from the frontiers, in which
-   each kind's quotas still ascend with the node index.
+   each kind's quotas still ascend with the node index — by default one quota a node whenever
+   the nodes allow it.
 
 :func:`plan_mixed` applies the four rules for the planner (``planner.py``), which supplies the
 zones' nodes and its tier walk.
@@ -58,6 +59,7 @@ from extender.plugins.topology.mixedorder import (
     Kind,
     MixedNode,
     Room,
+    fits_apart,
     next_fit,
     order_kept,
     place_ordered,
@@ -106,10 +108,22 @@ def preferred(
     the rank order all of ``nodes`` allow: :func:`mixedorder.order_kept`); index order. A node of
     ``held`` (its bound siblings') is no distinct node: every node free of the gang ranks before
     it, whatever the scores (binpack scores a sibling's node higher, for it is fuller), as
-    ``nodechoice.choose_ranked`` leaves them out for a gang of one kind."""
+    ``nodechoice.choose_ranked`` leaves them out for a gang of one kind. Distinct nodes first:
+    the fewest best-scored free nodes that hold the gang one quota a node (in that order:
+    :func:`mixedorder.fits_apart`); only when none do, the fewest best-scored that hold it
+    (ranks then share where they must)."""
     need = tuple(k.count for k in kinds)
     kept = order_kept(nodes, kinds, order, fences)
     ranked = sorted(nodes, key=lambda n: (n.name in held, -n.score, n.index, n.name))
+    free = sum(1 for n in ranked if n.name not in held)
+    for k in range(len(order), free + 1):  # one quota a node, free of the gang, while some such nodes hold it
+        subset = sorted(ranked[:k], key=lambda n: (n.index, n.name))
+        if (
+            fits_apart(subset, kinds, order, kept)
+            if kept is not None
+            else _place_any(subset, kinds, order, one_each=True) is not None
+        ):
+            return subset
     for k in range(len(order), len(ranked)):
         subset = sorted(ranked[:k], key=lambda n: (n.index, n.name))
         if next_fit(subset, kinds, order, kept) if kept is not None else need in frontier_of(subset, kinds):
@@ -225,12 +239,18 @@ def place(
     the rank order they allow (inside ``fences`` if they can), or None when they cannot hold it."""
     kept = order_kept(nodes, kinds, order, fences)
     ordered = None if kept is None else place_ordered(nodes, kinds, order, kept, pack=pack)
-    return ordered if ordered is not None else _place_any(nodes, kinds, order)
+    if ordered is not None:
+        return ordered
+    spread = None if pack else _place_any(nodes, kinds, order, one_each=True)
+    return spread if spread is not None else _place_any(nodes, kinds, order)
 
 
-def _place_any(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int]) -> list[str] | None:
+def _place_any(
+    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], *, one_each: bool = False
+) -> list[str] | None:
     """A placement from the frontiers, node by node (each node's share recorded), then each kind's
-    quotas on that kind's slots in node-index order."""
+    quotas on that kind's slots in node-index order. ``one_each``: at most one quota a node
+    (distinct nodes, rule 3's default; None when ``nodes`` cannot hold the gang so)."""
     need = tuple(k.count for k in kinds)
     zero = tuple(0 for _ in kinds)
     layers: list[dict[Counts, tuple[Counts, Counts]]] = []  # per node: state → (state before, share)
@@ -238,6 +258,9 @@ def _place_any(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequenc
     for node in nodes:
         nxt: dict[Counts, tuple[Counts, Counts]] = {}
         parts = node_frontier(node, kinds)
+        if one_each:  # nothing, or one quota of a kind the node takes one of
+            kinds_here = sorted({t for p in parts for t, c in enumerate(p) if c})
+            parts = (zero, *(tuple(int(k == t) for k in range(len(kinds))) for t in kinds_here))
         for state in reach:
             for part in parts:
                 share = tuple(min(p, n - s) for p, n, s in zip(part, need, state, strict=True))
