@@ -294,8 +294,10 @@ class KubeSchedulerStandIn:
         answered: dict[str, Victims] = {}
         for name, victims in (reply.get("NodeNameToMetaVictims") or {}).items():
             on_node = {p["metadata"]["uid"]: p for p in by_node[name]}
-            chosen = [on_node[v["UID"]] for v in victims.get("Pods") or [] if v.get("UID") in on_node]
-            answered[name] = (chosen, int(victims.get("NumPDBViolations") or 0))
+            uids = [v.get("UID") for v in (victims or {}).get("Pods") or []]
+            if not uids or any(uid not in on_node for uid in uids):
+                return []  # kube-scheduler: an error of a non-ignorable extender, no preemption
+            answered[name] = ([on_node[uid] for uid in uids], int(victims.get("NumPDBViolations") or 0))
         target = pick_node(answered, now)
         if target is None:
             return []

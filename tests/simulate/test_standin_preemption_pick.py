@@ -38,10 +38,12 @@ LOWEST = -(2**31)
 
 class Extender:
     """``/preempt`` keeps every node and victim offered; ``violations``: node → the PDB
-    violations it answers there (else the proposed count)."""
+    violations it answers there (else the proposed count); ``empty``: nodes it answers without
+    victims."""
 
-    def __init__(self, violations: dict[str, int] | None = None) -> None:
+    def __init__(self, violations: dict[str, int] | None = None, empty: tuple[str, ...] = ()) -> None:
         self.violations = violations or {}
+        self.empty = empty
         self.offered: dict[str, list[str]] = {}
 
     async def post_json(self, url: str, body: Any) -> tuple[int, Any]:
@@ -51,10 +53,14 @@ class Extender:
         for node, count in self.violations.items():
             if node in answer:
                 answer[node]["NumPDBViolations"] = count
+        for node in self.empty:
+            answer[node]["Pods"] = []
         return 200, {"NodeNameToMetaVictims": answer}
 
 
-def preempt(nodes: dict[str, list[str]], *, gpu: int = 8, violations: dict[str, int] | None = None) -> list[str]:
+def preempt(
+    nodes: dict[str, list[str]], *, gpu: int = 8, violations: dict[str, int] | None = None, empty: tuple[str, ...] = ()
+) -> list[str]:
     """The pods the stand-in evicts for the pending pod ``train-0`` (``gpu`` GPUs, priority 100)
     on ``nodes``: node → its running pods ``name:gpu:priority[:start offset]``."""
     emu = Emulator()
@@ -70,7 +76,7 @@ def preempt(nodes: dict[str, list[str]], *, gpu: int = 8, violations: dict[str, 
     pending = b.pod("train-0", gpu=gpu, hca=None, priority=100)
     pending["spec"]["schedulerName"] = wellknown.SCHEDULER_NAME
     emu.apply(strip_server_fields(pending))
-    sched = KubeSchedulerStandIn(emu, "http://extender", Extender(violations))  # type: ignore[arg-type]
+    sched = KubeSchedulerStandIn(emu, "http://extender", Extender(violations, empty))  # type: ignore[arg-type]
     (pod,) = sched.pending()
     attempt = asyncio.run(sched.schedule_one(pod))
     assert not attempt.node
@@ -101,6 +107,13 @@ def test_a_node_gives_up_only_the_victims_it_must() -> None:
     is enough: reprieved most important first, the 6-GPU pod does not fit back, the 2-GPU one
     does. The lowest first until the pod fits took both."""
     assert preempt({"n0": ["low:2:0", "mid:6:5"]}, gpu=4) == ["default/mid"]
+
+
+def test_an_answer_without_victims_for_a_node_fails_the_preemption() -> None:
+    """kube-scheduler's callExtenders: a node the extender answers with no victims is an error of
+    a non-ignorable extender (the chart's ``ignorable: false``): no preemption at all. Before, the
+    stand-in evicted on n0 anyway."""
+    assert preempt({"n0": ["a:8:10"], "n1": ["b:8:10"]}, empty=("n1",)) == []
 
 
 def test_the_last_tie_is_broken_by_node_name() -> None:
