@@ -10,8 +10,10 @@
   kube-scheduler does with an extender configured ``nodeCacheCapable: true``: in-tree resource
   fit (NodeResourcesFit, taints, nodeSelector, readiness), then ``POST /filter`` with
   ``NodeNames``, ``/prioritize`` when more than one node passes, ``/bind``; and, when the
-  extender says preemption may help (``FailedNodes``), a dry run choosing lower-priority victims
-  and ``POST /preempt``, then evictions — unless the pod's ``preemptionPolicy`` is ``Never``.
+  extender says preemption may help (``FailedNodes``), DefaultPreemption: a dry run choosing
+  each node's lower-priority victims, ``POST /preempt``, and of the nodes the extender answers
+  the one kube-scheduler picks (:mod:`extender.simulate.preemption`), whose victims are deleted —
+  unless the pod's ``preemptionPolicy`` is ``Never``.
 * :class:`Kubelet` marks bound pods Running; node lifecycle and a training operator (recreate the
   pods of a job that lost them) are small helpers of the runner.
 
@@ -39,6 +41,7 @@ from extender.emulator.admission import pod_create_review
 from extender.emulator.patch import apply_json_patch
 from extender.model.resources import Resource
 from extender.model.selectors import Taint, Toleration, untolerated_taint
+from extender.simulate.preemption import Victims, pick_node, priority, select_victims
 
 __all__ = ["ApiServerStandIn", "Attempt", "HttpClient", "KubeSchedulerStandIn", "Kubelet"]
 
@@ -259,14 +262,15 @@ class KubeSchedulerStandIn:
         return attempt
 
     async def _preempt(self, pod: Obj, candidates: list[str], nodes: list[Obj], pods: list[Obj]) -> list[str]:
-        """kube-scheduler's DefaultPreemption dry run over the resolvable nodes, then the extender.
-        None for a pod whose ``preemptionPolicy`` is ``Never`` (a non-preempting PriorityClass):
-        kube-scheduler finds it not eligible to preempt others, and neither dry-runs nor calls
-        ``/preempt``."""
+        """kube-scheduler's DefaultPreemption (:mod:`extender.simulate.preemption`): the dry run
+        over the resolvable nodes (each node's victims), ``/preempt``, then of the nodes the
+        extender answers the one ``pickOneNodeForPreemption`` picks, whose victims are deleted (at
+        once: the emulator has no graceful termination). Nothing for a pod whose
+        ``preemptionPolicy`` is ``Never`` (a non-preempting PriorityClass): kube-scheduler finds it
+        not eligible to preempt others, and neither dry-runs nor calls ``/preempt``."""
         if (pod.get("spec") or {}).get("preemptionPolicy") == "Never":
             return []
-        prio = int((pod.get("spec") or {}).get("priority") or 0)
-        need = pod_request(pod)
+        now = _now()
         by_node: defaultdict[str, list[Obj]] = defaultdict(list)
         for p in pods:
             n = (p.get("spec") or {}).get("nodeName")
@@ -279,33 +283,28 @@ class KubeSchedulerStandIn:
             if node is None:
                 continue
             free = _free(node, by_node[name])
-            lower = sorted(
-                (p for p in by_node[name] if int((p.get("spec") or {}).get("priority") or 0) < prio),
-                key=lambda p: int((p.get("spec") or {}).get("priority") or 0),
-            )
-            chosen = []
-            for victim in lower:
-                if need.less_equal(free):
-                    break
-                chosen.append(victim)
-                free.iadd(pod_request(victim))
-            if chosen and need.less_equal(free):
+            chosen = select_victims(pod_request(pod), priority(pod), free, by_node[name], now)
+            if chosen:
                 meta_victims[name] = {"Pods": [{"UID": v["metadata"]["uid"]} for v in chosen], "NumPDBViolations": 0}
         if not meta_victims:
             return []
         reply = await self._post(
             "preempt", {"Pod": pod, "NodeNameToVictims": None, "NodeNameToMetaVictims": meta_victims}
         )
-        allowed = reply.get("NodeNameToMetaVictims") or {}
-        if not allowed:
+        answered: dict[str, Victims] = {}
+        for name, victims in (reply.get("NodeNameToMetaVictims") or {}).items():
+            on_node = {p["metadata"]["uid"]: p for p in by_node[name]}
+            uids = [v.get("UID") for v in (victims or {}).get("Pods") or []]
+            if not uids or any(uid not in on_node for uid in uids):
+                return []  # kube-scheduler: an error of a non-ignorable extender, no preemption
+            answered[name] = ([on_node[uid] for uid in uids], int(victims.get("NumPDBViolations") or 0))
+        target = pick_node(answered, now)
+        if target is None:
             return []
-        node, victims = next(iter(sorted(allowed.items())))
-        uids = {v["UID"] for v in victims.get("Pods") or []}
         evicted = []
-        for p in by_node[node]:
-            if p["metadata"]["uid"] in uids:
-                self.emulator.delete("v1", "pods", p["metadata"]["name"], p["metadata"]["namespace"])
-                evicted.append(f"{p['metadata']['namespace']}/{p['metadata']['name']}")
+        for p in answered[target][0]:
+            self.emulator.delete("v1", "pods", p["metadata"]["name"], p["metadata"]["namespace"])
+            evicted.append(f"{p['metadata']['namespace']}/{p['metadata']['name']}")
         return evicted
 
 

@@ -14,18 +14,12 @@ from __future__ import annotations
 from hypothesis import example, given
 
 from extender.framework.policy import Policy
+from tests.core.mixed_gangs import Member, MixedCluster, MixedGang, mixed_clusters
+from tests.core.mixed_gangs import node as _node
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology
-from tests.core.test_mixed_gang_property import (
-    Member,
-    MixedCluster,
-    MixedGang,
-    NodeSpec,
-    _node,
-    mixed_clusters,
-    run,
-    where,
-)
+from tests.core.test_mixed_gang_property import run, where
+from tests.core.topo_cluster import NodeSpec
 
 CONTINUITY: dict[bool, Policy] = {
     pack: policy_with_topology({"continuity_weight": 200, "pack_workers": pack}) for pack in (False, True)

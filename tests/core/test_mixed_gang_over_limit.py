@@ -29,17 +29,10 @@ from extender.cache.cache import ClusterCache
 from extender.plugins.topology import gangparts
 from extender.scheduler import Scheduler
 from tests import builders as b
+from tests.core.mixed_gangs import PACKING, POLICY, Member, MixedCluster, MixedGang, mixed_clusters
+from tests.core.mixed_gangs import node as _node
 from tests.core.mixed_oracle import fewest_zones
 from tests.core.props import PROPERTY
-from tests.core.test_mixed_gang_property import (
-    PACKING,
-    POLICY,
-    Member,
-    MixedCluster,
-    MixedGang,
-    _node,
-    mixed_clusters,
-)
 from tests.core.topo_cluster import NODE_ROOM, NOW, check_ledgers, free_room, used_before_each_gang
 
 

@@ -31,7 +31,8 @@ wait); the policy packs workers (``pack_workers``) or not. One cycle of the real
   order among its quotas of one size always, and among all its quotas whenever the nodes of the
   zones it was given allow it.
 
-The oracle (``mixed_oracle.py``) is a depth-first bin-packing over the nodes of every set of zones
+The clusters, gangs and the oracle of a gang with bound quotas live in ``mixed_gangs.py``; the
+oracle (``mixed_oracle.py``) is a depth-first bin-packing over the nodes of every set of zones
 of one model, smallest sets first (quotas largest first, equal quotas in node order, equal rooms
 tried once).
 """
@@ -39,21 +40,29 @@ tried once).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-import yaml
 from hypothesis import example, given
-from hypothesis import strategies as st
 
-from extender import wellknown
 from extender.cache.cache import ClusterCache
-from extender.conf import default_policy, default_policy_text, load_policy_text
 from extender.framework.policy import Policy
 from extender.framework.status import Reason
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
-from tests.core.mixed_oracle import charge, check_shares, fewest_sets, fewest_zones, fits, packs, zone_cost
+from tests.core.mixed_gangs import (
+    PACKING,
+    POLICY,
+    Member,
+    MixedCluster,
+    MixedGang,
+    distinct_exists,
+    fence,
+    fits_around,
+    fits_first,
+    mixed_clusters,
+    node,
+    order_due,
+)
+from tests.core.mixed_oracle import check_shares, fewest_sets, packs, zone_cost
 from tests.core.props import PROPERTY
 from tests.core.topo_cluster import (
     NODE_ROOM,
@@ -61,190 +70,9 @@ from tests.core.topo_cluster import (
     Need,
     NodeSpec,
     check_ledgers,
-    exists_in_rank_order,
     free_room,
-    node_objects,
     used_before_each_gang,
 )
-
-POLICY = default_policy()
-
-
-def _packing_policy() -> Policy:
-    doc = yaml.safe_load(default_policy_text())
-    doc["plugins"]["topology"]["pack_workers"] = True
-    return load_policy_text(yaml.safe_dump(doc), "default_policy.yaml + pack_workers")
-
-
-PACKING = _packing_policy()
-STRICT = {wellknown.ANNO_ENABLE_TOPOLOGY: "true"}
-
-
-@dataclass(frozen=True)
-class Member:
-    gpu: int
-    cpu: int
-
-    def need(self) -> Need:
-        return {"gpu": self.gpu, "hca": 1, "cpu": self.cpu}
-
-
-@dataclass
-class MixedGang:
-    name: str
-    members: list[Member]  # in task-index order
-    strict: bool = False
-    quotas: list[str] = field(default_factory=list)
-    min_member: int = 0  # 0: every quota
-    bound: dict[int, str] = field(default_factory=dict)  # task index → its quota's node, bound in an earlier cycle
-
-    @property
-    def least(self) -> int:
-        """How many of its quotas must be bound for the gang to run (its PodGroup's minMember)."""
-        return self.min_member or len(self.members)
-
-    @property
-    def unbound(self) -> list[int]:
-        return [i for i in range(len(self.members)) if i not in self.bound]
-
-
-@dataclass
-class MixedCluster:
-    nodes: list[NodeSpec]
-    gangs: list[MixedGang]
-    pack: bool = False  # the policy sets pack_workers
-
-    def objects(self) -> list[dict[str, Any]]:
-        objs = node_objects(self.nodes)
-        for g in self.gangs:
-            objs.append(b.podgroup(g.name, min_member=g.least))
-            g.quotas = []
-            for i, m in enumerate(g.members):
-                q = f"q-{g.name}-{i}"
-                g.quotas.append(q)
-                gpu = m.gpu or None
-                status = {"phase": "QuotaBound", "nodeName": g.bound[i]} if i in g.bound else None
-                objs.append(b.quota(q, gpu=gpu, hca=1, request={"cpu": str(m.cpu)}, status=status))
-                objs.append(
-                    b.pod(
-                        f"{g.name}-{i}",
-                        group=g.name,
-                        quota=q,
-                        gpu=gpu,
-                        hca=1,
-                        cpu=str(m.cpu),
-                        index=i,
-                        annotations=STRICT if g.strict else None,
-                    )
-                )
-        return objs
-
-    def start(self) -> dict[str, Need]:
-        """What each node's quotas hold before the cycle: its busy quota's, the gangs' bound ones'."""
-        used = {n.name: n.load() for n in self.nodes}
-        for g in self.gangs:
-            for i, node in g.bound.items():
-                charge(used[node], g.members[i].need(), -1)
-        return used
-
-
-members = st.builds(Member, st.sampled_from([0, 1, 2, 4, 8]), st.sampled_from([1, 2, 8, 16, 32, 48]))
-
-
-NODE_STATES = st.tuples(
-    st.integers(0, 9).map(lambda r: r > 0),  # Ready, 9 in 10
-    st.integers(0, 9).map(lambda r: r == 0),  # tainted, 1 in 10
-    st.sampled_from([0, 0, 0, 2, 4, 6, 8]),  # GPUs held by another job
-    st.sampled_from([0, 0, 32, 64, 90]),  # CPUs it holds
-)
-
-
-@st.composite
-def mixed_clusters(draw: st.DrawFn, max_gangs: int = 3) -> MixedCluster:
-    models = draw(st.sampled_from([["A100"], ["A100", "H100"]]))
-    mixed_leaves = draw(st.booleans())
-    nodes: list[NodeSpec] = []
-    for leaf in range(1, draw(st.integers(1, 3)) + 1):
-        if len(nodes) == 8:
-            break
-        leaf_model = draw(st.sampled_from(models))
-        for _ in range(draw(st.integers(1, min(4, 8 - len(nodes))))):
-            ready, tainted, busy, busy_cpu = draw(NODE_STATES)
-            model = draw(st.sampled_from(models)) if mixed_leaves else leaf_model
-            k = len(nodes)
-            nodes.append(NodeSpec(f"n{k}", k, leaf, model, ready, tainted, busy, busy_cpu))
-    used = {n.name: n.load() for n in nodes}
-    gangs = []
-    for j in range(draw(st.integers(1, max_gangs))):
-        g = MixedGang(f"g{j}", draw(st.lists(members, min_size=1, max_size=5)), draw(st.booleans()))
-        size = len(g.members)
-        if size > 1 and draw(st.integers(0, 3)) == 0:  # an elastic gang: minMember below its size
-            g.min_member = draw(st.integers(1, size - 1))
-        if size > 1 and draw(st.integers(0, 2)) == 0:
-            draw_bound(draw, g, nodes, used)
-        gangs.append(g)
-    return MixedCluster(nodes, gangs, draw(st.booleans()))
-
-
-def draw_bound(draw: st.DrawFn, g: MixedGang, nodes: list[NodeSpec], used: dict[str, Need]) -> None:
-    """Some quotas of ``g`` bound in an earlier cycle (their pods still pending), on usable nodes of
-    one GPU model with room; a strict gang's in rank order (each on a node index ≥ the one before)."""
-    tasks = sorted(draw(st.sets(st.integers(0, len(g.members) - 1), min_size=1, max_size=len(g.members) - 1)))
-    model, low = "", -1
-    for i in tasks:
-        need = g.members[i].need()
-        fits = [
-            n
-            for n in nodes
-            if n.usable
-            and model in ("", n.model)
-            and (not g.strict or n.index >= low)
-            and all(used[n.name][k] + v <= NODE_ROOM[k] for k, v in need.items())
-        ]
-        if not fits:
-            continue
-        node = draw(st.sampled_from(fits))
-        model, low = node.model, node.index
-        g.bound[i] = node.name
-        charge(used[node.name], need, -1)
-
-
-# --- the oracle (beside mixed_oracle.py) --------------------------------------------------------
-def fits_around(
-    g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mapping[str, Need], *, ordered: bool
-) -> bool:
-    """Whether the first ``count`` unbound quotas of ``g``, which has bound ones, fit the usable
-    nodes (``room``) of its bound quotas' GPU model, in any zones; ``ordered``: with node indices
-    that never descend as task indices ascend, its bound quotas' included (exhaustive)."""
-    spec = {n.name: n for n in nodes}
-    model = spec[next(iter(g.bound.values()))].model
-    mine = sorted((n for n in nodes if n.name in room and n.model == model), key=lambda n: n.index)
-    todo = g.unbound[:count]
-    if not ordered:
-        return packs([g.members[i].need() for i in todo], [room[n.name] for n in mine], ordered=False)
-    left = {n.name: dict(room[n.name]) for n in mine}
-
-    def take(i: int, node: str) -> bool:
-        need = g.members[i].need()
-        if not fits(need, left[node]):
-            return False
-        charge(left[node], need, 1)
-        return True
-
-    def give(i: int, node: str) -> None:
-        charge(left[node], g.members[i].need(), -1)
-
-    bound = {i: spec[n].index for i, n in g.bound.items()}
-    return exists_in_rank_order(todo, bound, [(n.index, n.name) for n in mine], take, give)
-
-
-def fits_first(g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mapping[str, Need]) -> bool:
-    """Whether the first ``count`` unbound quotas of ``g`` could be bound on ``room``, by the rules
-    (one GPU model, in rank order around the bound ones for a strict gang)."""
-    if g.bound:
-        return fits_around(g, count, nodes, room, ordered=g.strict)
-    needs = [g.members[i].need() for i in g.unbound[:count]]
-    return fewest_zones(nodes, room, needs, ordered=g.strict) is not None
 
 
 # --- the property ------------------------------------------------------------------------------
@@ -288,6 +116,8 @@ def run(c: MixedCluster, *, alone: bool = False, policy: Policy | None = None) -
                 check_shares(
                     g.name, c.nodes, [nodes[i] for i in new], needs, free_room(c.nodes, before[g.name]), g.strict
                 )
+            if not c.pack:
+                check_around(c, g, nodes, new, free_room(c.nodes, before[g.name]))
     return result
 
 
@@ -345,6 +175,37 @@ def check_zone_choice(
         assert cost == best, f"{g.name} takes {sorted(further)} of cost {cost}, {best} is cheaper: {nodes}"
 
 
+def check_around(c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int], room: Mapping[str, Need]) -> None:
+    """Rank order and distinct nodes by default for a gang (``new``: its quotas bound now;
+    ``room``: each usable node's room when it was placed), on the usable nodes of its zones (its
+    bound quotas', if any, and the further ones it took): rank order around its bound quotas
+    when those nodes allow it, else among its new quotas when they allow that; and its new quotas
+    on distinct nodes that hold no bound quota whenever some placement in that order does so —
+    a node holding a sibling is no distinct node (exhaustive: ``mixed_gangs.distinct_exists``).
+    Distinct nodes are checked where the quotas to place differ in size: those of one size go
+    to the planner of gangs of one kind, whose rule counts the chosen zone's nodes only."""
+    spec = {n.name: n for n in c.nodes}
+    index = {n.name: n.index for n in c.nodes}
+    zones = {spec[n].zone for n in nodes if n}
+    mine = [n for n in sorted(c.nodes, key=lambda n: n.index) if n.zone in zones and n.name in room]
+    order = order_due(g, len(new), mine, room)
+    fresh = [index[nodes[i]] for i in new]
+    if order == "fences":
+        inside = all(lo <= index[nodes[i]] <= hi for i in new for lo, hi in [fence(g, i, index)])
+        assert inside and fresh == sorted(fresh), f"{g.name} breaks rank order around its bound quotas: {nodes}"
+    if order == "plain":
+        assert fresh == sorted(fresh), f"{g.name} breaks rank order among its new quotas: {nodes}"
+    held = set(g.bound.values())
+    free = [n for n in mine if n.name not in held]
+    if len({g.members[i] for i in g.unbound}) == 1:
+        return  # one size: the planner of gangs of one kind, whose rule is per zone (test_distinct_nodes_property)
+    if distinct_exists(g, len(new), free, room, order, index):
+        got = [nodes[i] for i in new]
+        assert len(set(got)) == len(got) and not held & set(got), (
+            f"{g.name} shares a node ({got} beside bound {sorted(held)}) where distinct free nodes hold it: {nodes}"
+        )
+
+
 def check_rank_order(
     name: str,
     members: Sequence[Member],
@@ -390,22 +251,20 @@ def _a_run(
 
 
 # --- counterexamples once found ------------------------------------------------------------------
-def _node(i: int, leaf: int, busy: int = 0, cpu: int = 0) -> NodeSpec:
-    return NodeSpec(f"n{i}", i, leaf, "A100", True, False, busy, cpu)
 
 
 def _strict_refused() -> MixedCluster:
     """Counted as four 8-GPU quotas the strict gang needs four nodes and leaf 1 has three; but
     ranks 0 and 1 (4 GPUs each) share n0, so it fits in rank order."""
     members = [Member(4, 1), Member(4, 32), Member(4, 16), Member(8, 32)]
-    return MixedCluster([_node(0, 1, cpu=32), _node(1, 1), _node(2, 1)], [MixedGang("g0", members, strict=True)])
+    return MixedCluster([node(0, 1, cpu=32), node(1, 1), node(2, 1)], [MixedGang("g0", members, strict=True)])
 
 
 def _two_zones_for_one() -> MixedCluster:
     """Counted as five 4-GPU quotas the gang fits neither leaf, so it took both; yet each leaf
     holds its 9 GPUs (leaf 1: 4 + 6 free, leaf 2: 8 + 4)."""
     members = [Member(2, 2), Member(0, 16), Member(2, 2), Member(4, 32), Member(1, 32)]
-    nodes = [_node(0, 1, busy=4), _node(1, 1, busy=2), _node(2, 2), _node(3, 2, busy=4)]
+    nodes = [node(0, 1, busy=4), node(1, 1, busy=2), node(2, 2), node(3, 2, busy=4)]
     return MixedCluster(nodes, [MixedGang("g0", members)])
 
 
@@ -414,7 +273,41 @@ def _strict_partly_bound() -> MixedCluster:
     n0–n2, its workers of ranks 2 and 3 on n3 and n4, though n0 and n1 come first."""
     members = [Member(1, 2), Member(8, 8), Member(8, 8), Member(8, 8)]
     gang = MixedGang("g0", members, strict=True, bound={1: "n2"})
-    return MixedCluster([_node(i, 1) for i in range(5)], [gang])
+    return MixedCluster([node(i, 1) for i in range(5)], [gang])
+
+
+def _beside_a_bound_worker() -> MixedCluster:
+    """A 4-GPU worker (rank 0) is bound on n0; a 1-GPU rank and a 4-GPU worker are to place on
+    n0–n2 (empty). n1 and n2 are free of the gang: one new rank each, none beside rank 0."""
+    members = [Member(4, 8), Member(1, 2), Member(4, 8)]
+    return MixedCluster([node(i, 1) for i in range(3)], [MixedGang("g0", members, bound={0: "n0"})])
+
+
+def _bound_out_of_order() -> MixedCluster:
+    """Ranks 0 and 1 of a loose gang are bound on n7 and n3 (out of order); rank 2's range is
+    the seed's ``[preNode, lastNode]`` = [7, open]: n7, beside rank 0, keeps rank order, the free
+    n4 does not (the oracle's rank order is the planner's, not a sequence the siblings broke)."""
+    gang = MixedGang("g0", [Member(0, 1)] * 3, bound={0: "n7", 1: "n3"})
+    nodes = [NodeSpec(f"n{i}", i, 1 if i < 4 else 2, "A100", i > 2, i <= 2, 0) for i in range(8)]
+    return MixedCluster(nodes, [gang])
+
+
+def _no_order_left() -> MixedCluster:
+    """Rank 2 (1 GPU) is bound on n2; rank 1 (8 GPUs) fits only n3, above it, so no placement
+    keeps rank order and the frontiers place the gang; n0 and n1 (6 GPUs free) take ranks 0 and
+    3, one each."""
+    members = [Member(0, 1), Member(8, 1), Member(1, 1), Member(1, 1)]
+    nodes = [node(0, 1, busy=2), node(1, 1, busy=2), node(2, 1), node(3, 2)]
+    return MixedCluster(nodes, [MixedGang("g0", members, bound={2: "n2"})])
+
+
+def _best_scored_would_share() -> MixedCluster:
+    """A 1-GPU and a 2-GPU rank (32 and 48 CPUs) and an 8-GPU worker over two leaves: the three
+    best-scored nodes (n1, n3, n4) hold them only with ranks 0 and 1 sharing n1; n2 (2 GPUs
+    free) takes rank 1 alone."""
+    members = [Member(1, 32), Member(2, 48), Member(8, 1)]
+    nodes = [node(1, 1), node(2, 1, busy=6), node(3, 2, cpu=64), node(4, 2, cpu=32)]
+    return MixedCluster(nodes, [MixedGang("g0", members)])
 
 
 @PROPERTY
@@ -422,12 +315,42 @@ def _strict_partly_bound() -> MixedCluster:
 @example(c=_strict_refused())
 @example(c=_two_zones_for_one())
 @example(c=_strict_partly_bound())
+@example(c=_beside_a_bound_worker())
+@example(c=_bound_out_of_order())
+@example(c=_no_order_left())
+@example(c=_best_scored_would_share())
 def test_mixed_gangs_are_placed_valid_in_the_fewest_zones_whenever_they_fit(c: MixedCluster) -> None:
     run(c, alone=len(c.gangs) == 1)
 
 
 def where(c: MixedCluster, result: CycleResult) -> dict[str, str]:
     return {q: result.session.quota(q).node_name for g in c.gangs for q in g.quotas}  # type: ignore[union-attr]
+
+
+def test_a_node_holding_a_bound_sibling_is_no_distinct_node() -> None:
+    """Issue 16 item 2 around bound siblings: while the zone has a node free of the gang for
+    each new rank, no new rank joins a sibling's node — even the best-scored (binpack favours n0,
+    which holds rank 0). Before, n0 was ranked with the free nodes and took rank 1; n2 stayed
+    empty."""
+    for strict in (False, True):
+        c = _beside_a_bound_worker()
+        c.gangs[0].strict = strict
+        assert where(c, run(c, alone=True)) == {"q-g0-0": "n0", "q-g0-1": "n1", "q-g0-2": "n2"}
+
+
+def test_a_gang_placed_out_of_rank_order_still_takes_distinct_nodes() -> None:
+    """Rank order impossible, the placement from the frontiers spreads one quota a node while
+    the nodes allow it. Before, it took the first share it found: ranks 0 and 3 both on n0,
+    n1 left empty."""
+    c = _no_order_left()
+    assert where(c, run(c, alone=True)) == {"q-g0-0": "n0", "q-g0-1": "n3", "q-g0-2": "n2", "q-g0-3": "n1"}
+
+
+def test_distinct_nodes_beat_better_scores() -> None:
+    """Ranks share a node only when needed (issue 16 item 2), not because the best-scored nodes
+    would make them: before, ranks 0 and 1 shared n1 while n2 was free."""
+    c = _best_scored_would_share()
+    assert where(c, run(c, alone=True)) == {"q-g0-0": "n1", "q-g0-1": "n2", "q-g0-2": "n3"}
 
 
 def test_a_strict_gang_whose_small_ranks_share_a_node_is_placed_in_rank_order() -> None:
@@ -449,7 +372,7 @@ def test_a_mixed_gang_that_one_leaf_holds_takes_one_leaf_the_fullest() -> None:
 def _launcher_fits_only_after() -> MixedCluster:
     """A 1-GPU launcher ranked before two 8-GPU workers; the only room left for it is n2's last GPU."""
     members = [Member(1, 2), Member(8, 8), Member(8, 8)]
-    return MixedCluster([_node(0, 1), _node(1, 1), _node(2, 1, busy=7)], [MixedGang("g0", members)])
+    return MixedCluster([node(0, 1), node(1, 1), node(2, 1, busy=7)], [MixedGang("g0", members)])
 
 
 def test_rank_order_gives_way_only_where_the_zones_allow_no_ordered_placement() -> None:
@@ -473,7 +396,7 @@ def test_a_packed_mixed_gang_takes_the_fewest_nodes() -> None:
     """``pack_workers``: a launcher and four 4-GPU workers on n0 and n1 (4 GPUs free each), n2
     and n3 (8 each) take n2 and n3 — two nodes, not the three the lowest indices first would take."""
     members = [Member(0, 1), Member(4, 8), Member(4, 8), Member(4, 8), Member(4, 8)]
-    nodes = [_node(0, 1, busy=4), _node(1, 1, busy=4), _node(2, 1), _node(3, 1)]
+    nodes = [node(0, 1, busy=4), node(1, 1, busy=4), node(2, 1), node(3, 1)]
     c = MixedCluster(nodes, [MixedGang("g0", members)], pack=True)
     placed = where(c, run(c, alone=True))
     assert placed == {"q-g0-0": "n2", "q-g0-1": "n2", "q-g0-2": "n2", "q-g0-3": "n3", "q-g0-4": "n3"}
@@ -484,7 +407,7 @@ def test_a_strict_mixed_gang_over_many_leaves_runs_past_the_zone_search_limit() 
     leaves: six leaves are the fewest, and the 8,008 sets of six are more than the search tries.
     It runs anyway — on every leaf's nodes, in rank order — rather than wait for ever."""
     members = [Member(1, 2), *[Member(8, 8)] * 5]
-    c = MixedCluster([_node(i, i + 1) for i in range(16)], [MixedGang("g0", members, strict=True)])
+    c = MixedCluster([node(i, i + 1) for i in range(16)], [MixedGang("g0", members, strict=True)])
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, c.objects())
     result = Scheduler(POLICY).run_once(cache.snapshot(NOW))

@@ -7,7 +7,9 @@ are the cases that show it, each run through every check of that property."""
 
 from __future__ import annotations
 
-from tests.core.test_mixed_gang_property import Member, MixedCluster, MixedGang, _node, run, where
+from tests.core.mixed_gangs import Member, MixedCluster, MixedGang
+from tests.core.mixed_gangs import node as _node
+from tests.core.test_mixed_gang_property import run, where
 
 
 def test_a_launcher_and_workers_that_one_node_holds_share_that_node_not_both() -> None:

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from extender.plugins.topology.gangplan import Range
 from extender.plugins.topology.mixedfrontier import frontier_of
 from extender.plugins.topology.mixedplan import Kind, MixedNode, next_fit, packed, place
+from tests.core.mixed_oracle import packs
 from tests.core.props import PROPERTY
-from tests.core.test_mixed_gang_property import packs
 from tests.core.topo_cluster import NODE_ROOM, Need
 
 

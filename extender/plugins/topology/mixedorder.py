@@ -23,7 +23,18 @@ from dataclasses import dataclass
 
 from extender.plugins.topology.gangplan import Range, ZoneId
 
-__all__ = ["OPEN", "Fences", "Kind", "MixedNode", "Room", "next_fit", "order_kept", "place_ordered", "repelled"]
+__all__ = [
+    "OPEN",
+    "Fences",
+    "Kind",
+    "MixedNode",
+    "Room",
+    "fits_apart",
+    "next_fit",
+    "order_kept",
+    "place_ordered",
+    "repelled",
+]
 
 Room = Mapping[str, int]
 Fences = Sequence[Range]  # per quota in task order; empty: every quota open
@@ -99,6 +110,25 @@ def next_fit(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[
             at, total, here = at + 1, {}, set()
         if at == len(nodes) or (hi is not None and nodes[at].index > hi):
             return False
+    return True
+
+
+def fits_apart(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences = ()) -> bool:
+    """:func:`next_fit` one quota a node (distinct nodes): each quota, in task order, on the first
+    node after the previous quota's, at or above its ``lo``, that takes it alone; no placement
+    exists when that node lies above its ``hi``. Exact, as :func:`next_fit` (no placement one a
+    node puts a quota on a lower node than this one does)."""
+    at = 0
+    for i, t in enumerate(order):
+        lo, hi = fences[i] if fences else OPEN
+        while at < len(nodes):
+            node = nodes[at]
+            if node.eligible[t] and fits(kinds[t].request, node.room) and (lo is None or node.index >= lo):
+                break
+            at += 1
+        if at == len(nodes) or (hi is not None and nodes[at].index > hi):
+            return False
+        at += 1
     return True
 
 

@@ -23,7 +23,8 @@ The rules:
 3. **Which nodes** (:func:`preferred`, unless ``pack_workers`` or ranks must share): of the
    chosen zones' nodes, while they count at least one node with room for some quota of the gang,
    free of the gang (not its bound siblings'), per quota (:func:`must_share`), the best scored
-   (the QN ``node_order`` stage: binpack, eviction cost …; ties: lower index), one per quota
+   of those free nodes (the QN ``node_order`` stage: binpack, eviction cost …; ties: lower
+   index; a bound sibling's node only after every free one), one per quota
    (distinct nodes), and as few more as hold the gang — in the rank order the chosen zones allow
    (:func:`mixedorder.order_kept`: inside the fences, else among the gang's own quotas, else
    none). With ``pack_workers``, or when they count fewer (ranks must share: as
@@ -37,7 +38,8 @@ The rules:
    (:func:`mixedorder.place_ordered`); so rank order holds, around the bound siblings too,
    whenever the chosen zones allow it (always, for a strict-order gang). When they do not (only a
    gang that does not ask for strict order gets there), a placement from the frontiers, in which
-   each kind's quotas still ascend with the node index.
+   each kind's quotas still ascend with the node index — by default one quota a node whenever
+   the nodes allow it.
 
 :func:`plan_mixed` applies the four rules for the planner (``planner.py``), which supplies the
 zones' nodes and its tier walk.
@@ -57,6 +59,7 @@ from extender.plugins.topology.mixedorder import (
     Kind,
     MixedNode,
     Room,
+    fits_apart,
     next_fit,
     order_kept,
     place_ordered,
@@ -94,14 +97,33 @@ class MixedGang:
 
 
 def preferred(
-    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences = ()
+    nodes: Sequence[MixedNode],
+    kinds: Sequence[Kind],
+    order: Sequence[int],
+    fences: Fences = (),
+    held: Collection[str] = (),
 ) -> list[MixedNode]:
     """Rule 3 by default while the gang need not share nodes (:func:`must_share`): the
     best-scored of ``nodes`` (which hold the gang), one per quota, and as few more as hold it (in
-    the rank order all of ``nodes`` allow: :func:`mixedorder.order_kept`); index order."""
+    the rank order all of ``nodes`` allow: :func:`mixedorder.order_kept`); index order. A node of
+    ``held`` (its bound siblings') is no distinct node: every node free of the gang ranks before
+    it, whatever the scores (binpack scores a sibling's node higher, for it is fuller), as
+    ``nodechoice.choose_ranked`` leaves them out for a gang of one kind. Distinct nodes first:
+    the fewest best-scored free nodes that hold the gang one quota a node (in that order:
+    :func:`mixedorder.fits_apart`); only when none do, the fewest best-scored that hold it
+    (ranks then share where they must)."""
     need = tuple(k.count for k in kinds)
     kept = order_kept(nodes, kinds, order, fences)
-    ranked = sorted(nodes, key=lambda n: (-n.score, n.index, n.name))
+    ranked = sorted(nodes, key=lambda n: (n.name in held, -n.score, n.index, n.name))
+    free = sum(1 for n in ranked if n.name not in held)
+    for k in range(len(order), free + 1):  # one quota a node, free of the gang, while some such nodes hold it
+        subset = sorted(ranked[:k], key=lambda n: (n.index, n.name))
+        if (
+            fits_apart(subset, kinds, order, kept)
+            if kept is not None
+            else _place_any(subset, kinds, order, one_each=True) is not None
+        ):
+            return subset
     for k in range(len(order), len(ranked)):
         subset = sorted(ranked[:k], key=lambda n: (n.index, n.name))
         if next_fit(subset, kinds, order, kept) if kept is not None else need in frontier_of(subset, kinds):
@@ -217,12 +239,18 @@ def place(
     the rank order they allow (inside ``fences`` if they can), or None when they cannot hold it."""
     kept = order_kept(nodes, kinds, order, fences)
     ordered = None if kept is None else place_ordered(nodes, kinds, order, kept, pack=pack)
-    return ordered if ordered is not None else _place_any(nodes, kinds, order)
+    if ordered is not None:
+        return ordered
+    spread = None if pack else _place_any(nodes, kinds, order, one_each=True)
+    return spread if spread is not None else _place_any(nodes, kinds, order)
 
 
-def _place_any(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int]) -> list[str] | None:
+def _place_any(
+    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], *, one_each: bool = False
+) -> list[str] | None:
     """A placement from the frontiers, node by node (each node's share recorded), then each kind's
-    quotas on that kind's slots in node-index order."""
+    quotas on that kind's slots in node-index order. ``one_each``: at most one quota a node
+    (distinct nodes, rule 3's default; None when ``nodes`` cannot hold the gang so)."""
     need = tuple(k.count for k in kinds)
     zero = tuple(0 for _ in kinds)
     layers: list[dict[Counts, tuple[Counts, Counts]]] = []  # per node: state → (state before, share)
@@ -230,6 +258,9 @@ def _place_any(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequenc
     for node in nodes:
         nxt: dict[Counts, tuple[Counts, Counts]] = {}
         parts = node_frontier(node, kinds)
+        if one_each:  # nothing, or one quota of a kind the node takes one of
+            kinds_here = sorted({t for p in parts for t, c in enumerate(p) if c})
+            parts = (zero, *(tuple(int(k == t) for k in range(len(kinds))) for t in kinds_here))
         for state in reach:
             for part in parts:
                 share = tuple(min(p, n - s) for p, n, s in zip(part, need, state, strict=True))
@@ -309,7 +340,7 @@ def nodes_and_ranks(gang: MixedGang, nodes: Sequence[MixedNode], *, run: bool = 
     if share:
         nodes = packed(nodes, kinds, order, head=gang.head, fences=fences, held=gang.held)
     else:
-        nodes = preferred(nodes, kinds, order, fences)
+        nodes = preferred(nodes, kinds, order, fences, gang.held)
     return place(nodes, kinds, order, pack=share, fences=fences)
 
 
