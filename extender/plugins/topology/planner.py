@@ -392,11 +392,12 @@ class GangPlanner:
         def slot_room(cs: list[Candidate]) -> int:
             return sum(c.capacity for c in cs)
 
-        room: Callable[[list[Candidate]], int] = slot_room if self.pack else len
-        holding = [(d, cs) for d, cs in units.items() if room(cs) >= need]
-        if not holding and not self.pack and job.hard_tier == 0:
-            room = slot_room  # held to one domain: ranks share its nodes rather than wait
+        holding: list[tuple[str, list[Candidate]]] = []
+        for by_slots in self.domain_rooms(job):
+            room: Callable[[list[Candidate]], int] = slot_room if by_slots else len
             holding = [(d, cs) for d, cs in units.items() if room(cs) >= need]
+            if holding:
+                break
         if not holding:
             return None
         domain, cands = min(holding, key=lambda u: (room(u[1]), len(u[1]), u[1][0].index, u[0]))
@@ -404,6 +405,17 @@ class GangPlanner:
         offers = [self.offer(job, head, sid, z) for z in sorted({memo.zone_of[c.name] for c in cands})]
         key = (0, 1, 0, 0, room(cands), len(cands), cands[0].index, spec)
         return SpecPlan(key, offers, slots)
+
+    def domain_rooms(self, job: JobInfo) -> tuple[bool, ...]:
+        """How tier 0 weighs an NVLink domain's room, in turn (True: its slots; False: its nodes,
+        a domain holding a gang only with a node per quota): its slots with ``pack_workers``; its
+        nodes by default (one NVLink domain never makes ranks share a node), then — when the job
+        may not leave one domain (``highestTierAllowed: nvlink``, hard) and no domain holds it so —
+        its slots: ranks share a domain's nodes rather than wait. For gangs of one size and of
+        several (``MixedPlanner._domain``) alike."""
+        if self.pack:
+            return (True,)
+        return (False, True) if job.hard_tier == 0 else (False,)
 
     def _plan_continuity(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, need: int) -> SpecPlan | None:
         memo = self.memo
