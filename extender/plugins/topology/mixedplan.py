@@ -94,14 +94,21 @@ class MixedGang:
 
 
 def preferred(
-    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences = ()
+    nodes: Sequence[MixedNode],
+    kinds: Sequence[Kind],
+    order: Sequence[int],
+    fences: Fences = (),
+    held: Collection[str] = (),
 ) -> list[MixedNode]:
     """Rule 3 by default while the gang need not share nodes (:func:`must_share`): the
-    best-scored of ``nodes`` (which hold the gang), one per quota, and as few more as hold it (in
-    the rank order all of ``nodes`` allow: :func:`mixedorder.order_kept`); index order."""
+    best-scored of ``nodes`` (which hold the gang) free of it, one per quota, and as few more as
+    hold it (in the rank order all of ``nodes`` allow: :func:`mixedorder.order_kept`); index
+    order. A node of ``held`` (a bound sibling's) is no distinct node: it comes after every free
+    one, whatever its score (binpack scores it first), as the whole gang planned at once would
+    not put two quotas on it."""
     need = tuple(k.count for k in kinds)
     kept = order_kept(nodes, kinds, order, fences)
-    ranked = sorted(nodes, key=lambda n: (-n.score, n.index, n.name))
+    ranked = sorted(nodes, key=lambda n: (n.name in held, -n.score, n.index, n.name))
     for k in range(len(order), len(ranked)):
         subset = sorted(ranked[:k], key=lambda n: (n.index, n.name))
         if next_fit(subset, kinds, order, kept) if kept is not None else need in frontier_of(subset, kinds):
@@ -309,7 +316,7 @@ def nodes_and_ranks(gang: MixedGang, nodes: Sequence[MixedNode], *, run: bool = 
     if share:
         nodes = packed(nodes, kinds, order, head=gang.head, fences=fences, held=gang.held)
     else:
-        nodes = preferred(nodes, kinds, order, fences)
+        nodes = preferred(nodes, kinds, order, fences, gang.held)
     return place(nodes, kinds, order, pack=share, fences=fences)
 
 
