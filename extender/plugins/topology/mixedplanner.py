@@ -4,10 +4,12 @@ it belongs to and applies the exact rules of ``mixedplan.py`` over the gang's ki
 
 Every rule of a gang of one kind holds: GPU specs (``GangPlanner.specs``), one NVLink domain
 when one holds the gang (nothing bound yet; :meth:`MixedPlanner._domain`), bound siblings' zones
-first, holds (a hold may delay the gang, never scatter it), a hard tier limit. Inside the chosen
-leaves NVLink domains are not weighed. Under ``continuity``, the shortest run of consecutive
-nodes that holds the gang comes first (``mixedplan.continuity_run``), else the zone rules. A gang
-of more count vectors than ``mixedfrontier.STATE_LIMIT`` is planned over merged kinds
+first, holds (a hold may delay the gang, never scatter it), a hard tier limit (held to one NVLink
+domain, the rest of a partly bound gang goes to its siblings' domain:
+:meth:`MixedPlanner._siblings_domain`). Inside the chosen leaves, the fewest NVLink domains that
+hold it (``mixeddomains.py``). Under ``continuity``, the shortest run of consecutive nodes that
+holds the gang comes first (``mixedplan.continuity_run``), else the zone rules. A gang of more
+count vectors than ``mixedfrontier.STATE_LIMIT`` is planned over merged kinds
 (``gangparts.for_planning``); quotas that must share a node (``gangparts.glue``) are planned as
 one and share its node.
 """
@@ -93,7 +95,9 @@ class MixedPlanner:
             )
             if first is not None and mix.glued == first[0].glued:
                 break
-            gang = MixedGang(mix.kinds, mix.order, job.strict_order, self.p.pack, mix.head_kind, kept, held)
+            gang = MixedGang(
+                mix.kinds, mix.order, job.strict_order, self.p.pack, mix.head_kind, kept, held, self.p.memo.domain_of
+            )
             best = self.best(job, mix, gang, specs, bound_zones)
             if best is not None and best.nodes is not None:
                 return mix, gang, best
