@@ -61,7 +61,7 @@ class MixedPlanner:
             return self._out_of_order(job, mix, gang, specs, bound_zones) or self.p.failure(
                 job, head, sid, specs, unbound
             )
-        if (limit := job.hard_tier) is not None and best.key[0] > limit:
+        if (limit := job.hard_tier) is not None and best.tier(self.p.memo.domain_of, held) > limit:
             return self._out_of_order(job, mix, gang, specs, bound_zones, within=limit) or self.p.above_limit(
                 job, head, sid, best, unbound
             )
@@ -123,7 +123,7 @@ class MixedPlanner:
         if not gang.strict:
             return None
         loose = self.best(job, mix, replace(gang, strict=False), specs, bound_zones)
-        if loose is not None and within is not None and loose.key[0] > within:
+        if loose is not None and within is not None and loose.tier(self.p.memo.domain_of, gang.held) > within:
             return None
         nodes = [self.p.ssn.node(loose.nodes[q.name]) for q in mix.unbound] if loose and loose.nodes else []
         broken = order_break([Slot(n.name, n.index) for n in nodes if n], gang.fences) if nodes and all(nodes) else None
@@ -147,6 +147,8 @@ class MixedPlanner:
                         plan = self._siblings_domain(job, mix, gang, spec, bound_zones)
                 if plan is None:
                     plan = (self._run if continuity else self._spec)(job, mix, gang, spec, bound_zones)
+                if continuity and plan is not None and plan.tier(self.p.memo.domain_of) > self.p.limit(job):
+                    plan = None  # a run above a hard tier limit is no answer: the zone rules' is
                 if plan is not None and (best is None or plan.key < best.key):
                     best = plan
             if best is not None:
