@@ -147,7 +147,8 @@ class MixedPlanner:
                         plan = self._siblings_domain(job, mix, gang, spec, bound_zones)
                 if plan is None:
                     plan = (self._run if continuity else self._spec)(job, mix, gang, spec, bound_zones)
-                if continuity and plan is not None and plan.tier(self.p.memo.domain_of) > self.p.limit(job):
+                limit = job.hard_tier
+                if continuity and plan is not None and limit is not None and plan.tier(self.p.memo.domain_of) > limit:
                     plan = None  # a run above a hard tier limit is no answer: the zone rules' is
                 if plan is not None and (best is None or plan.key < best.key):
                     best = plan

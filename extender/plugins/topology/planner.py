@@ -30,7 +30,6 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
@@ -146,7 +145,7 @@ class GangPlanner:
         if best is None:
             return self.failure(job, head, sid, specs, unbound)
         held = Counter(q.node_name for q in quotas if q.node_name) if bound_zones else None
-        if best.tier(self.memo.domain_of, held or ()) > self.limit(job):
+        if (limit := job.hard_tier) is not None and best.tier(self.memo.domain_of, held or ()) > limit:
             return self.above_limit(job, head, sid, best, unbound)
         slots = best.slots
         if slots is None:
@@ -298,7 +297,8 @@ class GangPlanner:
             best: SpecPlan | None = None
             for spec in specs:
                 plan = self._plan_spec(job, head, sid, spec, need=need, bound_zones=bound_zones, continuity=continuity)
-                if continuity and plan is not None and plan.tier(self.memo.domain_of) > self.limit(job):
+                limit = job.hard_tier
+                if continuity and plan is not None and limit is not None and plan.tier(self.memo.domain_of) > limit:
                     plan = None  # a run above a hard tier limit is no answer: the zone rules' is
                 if plan is not None and (best is None or plan.key < best.key):
                     best = plan
@@ -408,11 +408,6 @@ class GangPlanner:
         offers = [self.offer(job, head, sid, z) for z in sorted({memo.zone_of[c.name] for c in cands})]
         key = (0, 1, 0, 0, room(cands), len(cands), cands[0].index, spec)
         return SpecPlan(key, offers, slots)
-
-    @staticmethod
-    def limit(job: JobInfo) -> float:
-        """The highest tier a plan of ``job`` may span (its hard ``highestTierAllowed``; no limit: ∞)."""
-        return math.inf if job.hard_tier is None else job.hard_tier
 
     def domain_rooms(self, job: JobInfo) -> tuple[bool, ...]:
         """How tier 0 weighs an NVLink domain's room, in turn (True: its slots; False: its nodes,
