@@ -64,20 +64,6 @@ def test_the_rest_of_a_partly_bound_mixed_gang_fills_its_siblings_domain_first()
     assert placed(_siblings_in_a(pack=True)) == ["n0", "n0", "n2", "n4"]
 
 
-def _a_domain_with_a_full_node() -> MixedCluster:
-    """Domain a: n0 (full: all its GPUs and most of its CPUs held), n1, n2; domain b: n3–n6, empty;
-    a launcher and two whole-node workers. a counts three nodes but takes the gang only with the
-    launcher beside a worker; b takes it one quota a node: by default it goes to b (n3–n5), as
-    one NVLink domain never makes ranks share a node (it took n1, n1, n2)."""
-    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 0, domain="1" + d) for i, d in enumerate("aaabbbb")]
-    nodes[0].busy, nodes[0].busy_cpu = 8, 90
-    return MixedCluster(nodes, [MixedGang("g0", [Member(0, 8), WORKER, WORKER])])
-
-
-def test_by_default_one_domain_never_makes_ranks_share_a_node() -> None:
-    assert placed(_a_domain_with_a_full_node()) == ["n3", "n4", "n5"]
-
-
 def fewest_domains(c: MixedCluster, zones: set[tuple[str, int]]) -> int | None:
     """The oracle: the fewest domains (the bound siblings' counted, and free) whose usable nodes of
     ``zones`` hold the gang's unbound quotas as the module docstring says — by default its nodes
@@ -137,7 +123,6 @@ def interleaved(draw: st.DrawFn) -> MixedCluster:
 @example(c=_four_over_interleaved())
 @example(c=_siblings_in_a())
 @example(c=_siblings_in_a(pack=True))
-@example(c=_a_domain_with_a_full_node())
 def test_a_mixed_gang_spans_the_fewest_nvlink_domains_of_its_leaves(c: MixedCluster) -> None:
     g = c.gangs[0]
     where = placed(c)

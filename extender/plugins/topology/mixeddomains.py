@@ -24,7 +24,7 @@ from extender.plugins.topology.gangplan import ZoneOffer, domain_unit
 from extender.plugins.topology.mixedfrontier import Counts, Frontier, choose_zones_kept, combined, node_frontier
 from extender.plugins.topology.mixedorder import OPEN, Fences, Kind, MixedNode, fits, next_fit, order_kept, room_for
 
-__all__ = ["in_fewest_domains", "one_a_node", "one_a_node_in_order"]
+__all__ = ["in_fewest_domains"]
 
 
 def in_fewest_domains(
@@ -112,12 +112,3 @@ def one_a_node_in_order(
             return False
         at += 1
     return True
-
-
-def one_a_node(nodes: Sequence[MixedNode], kinds: Sequence[Kind]) -> tuple[int, bool]:
-    """How many of ``nodes`` take some quota of the gang, and whether they take it one quota a node
-    (by default one NVLink domain holds a gang only so: ``MixedPlanner._domain``)."""
-    need: Counts = tuple(k.count for k in kinds)
-    fronts = [_one_a_node(n, kinds) for n in nodes]
-    taking = sum(1 for f in fronts if any(any(v) for v in f))
-    return taking, taking >= sum(need) and need in combined(fronts, need)

@@ -25,7 +25,6 @@ from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.topology.gangparts import GangPlan, Mix, SpecPlan, for_planning, plan_key
 from extender.plugins.topology.gangplan import Range, Slot, ZoneId
-from extender.plugins.topology.mixeddomains import one_a_node
 from extender.plugins.topology.mixedplan import MixedGang, MixedNode, plan_mixed, plan_run, room_for
 from extender.plugins.topology.rankorder import order_break
 from extender.plugins.topology.refusals import out_of_rank_order
@@ -174,12 +173,11 @@ class MixedPlanner:
         """Tier 0, as ``GangPlanner._plan_domain``: the NVLink domain with the least room that holds
         the whole gang (no RDMA hop at all), planned inside it by the rules of ``mixedplan.py``. A
         domain's room (``GangPlanner.domain_rooms``) is its slots for the largest kind with
-        ``pack_workers``; by default its nodes with room for some quota of the gang, and a domain
-        whose nodes do not take the gang one quota a node (``mixeddomains.one_a_node``: a full
-        node counts none) is not taken — one NVLink domain never makes ranks share a node —
-        unless the job may not leave one domain (``highestTierAllowed: nvlink``, hard): then,
-        when no domain holds it so, its slots (ranks share a domain's nodes rather than wait).
-        Ties: fewer nodes, the lower first node index."""
+        ``pack_workers``; by default its nodes, and a domain with fewer nodes than the gang has
+        quotas is not taken — one NVLink domain never makes ranks share a node — unless the job
+        may not leave one domain (``highestTierAllowed: nvlink``, hard): then, when no domain
+        holds it so, its slots (ranks share a domain's nodes rather than wait). Ties: fewer
+        nodes, the lower first node index."""
         memo, t, sid = self.p.memo, mix.head_kind, self.p.memo.shape_of(mix.head)
         units: dict[str, dict[ZoneId, list[MixedNode]]] = {}
         for z in memo.spec_zones.get(spec, []):
@@ -191,11 +189,10 @@ class MixedPlanner:
             ranked = []
             for domain, members in units.items():
                 nodes = sorted((n for ns in members.values() for n in ns), key=lambda n: n.index)
-                taking, apart = (0, True) if by_slots else one_a_node(nodes, mix.kinds)
-                if not apart:
+                if not by_slots and len(nodes) < sum(k.count for k in mix.kinds):
                     continue
                 room = sum(room_for(mix.kinds[t].request, n.room) for n in nodes if n.eligible[t])
-                ranked.append(((room if by_slots else taking, len(nodes), nodes[0].index, domain), members))
+                ranked.append(((room if by_slots else len(nodes), len(nodes), nodes[0].index, domain), members))
             for (room, size, first, _), members in sorted(ranked, key=lambda u: u[0]):
                 offers = [self.p.offer(job, mix.head, sid, z) for z in members]
                 made = plan_mixed(gang, offers, members, [], None)
