@@ -77,6 +77,15 @@ class SpecPlan:
     slots: list[Slot] | None
     nodes: dict[str, str] | None = None
 
+    def tier(self, domains: Mapping[str, str], held: Iterable[str] = ()) -> int:
+        """The highest tier the gang spans on this plan (what a hard ``highestTierAllowed``
+        judges): 0 when its nodes — ``held``, its bound siblings', and the plan's, where the plan
+        names them (a continuity run, a gang of several kinds) — lie in one named NVLink domain
+        (``domains``: node → domain); else ``key[0]``."""
+        names = [s.node for s in self.slots] if self.slots is not None else list((self.nodes or {}).values())
+        found = {domains.get(n, "") for n in (*names, *held)}
+        return 0 if names and found != {""} and len(found) == 1 else self.key[0]
+
 
 @dataclass(slots=True)
 class Mix:

@@ -12,15 +12,16 @@ an over-promise, never a refusal of a gang that fits (:func:`choose_zones_mixed`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
-from extender.plugins.topology.gangplan import ZoneOffer, single_zone_key
+from extender.plugins.topology.gangplan import ZoneOffer, fewest_zones_that, single_zone_key
 from extender.plugins.topology.mixedorder import Kind, MixedNode, add, fits
 
 __all__ = [
     "STATE_LIMIT",
     "Counts",
     "Frontier",
+    "choose_zones_kept",
     "choose_zones_mixed",
     "combine",
     "combined",
@@ -126,3 +127,22 @@ def choose_zones_mixed(
         return None
     _, (_, chosen) = min(done)
     return [zones[p][0] for p in chosen]
+
+
+def choose_zones_kept(
+    zones: Sequence[tuple[ZoneOffer, Frontier]],
+    need: Counts,
+    start: Frontier = (),
+    in_order: Callable[[Sequence[ZoneOffer]], bool] | None = None,
+) -> list[ZoneOffer] | None:
+    """Rule 1 for a gang that must keep an order (``mixedplan`` rule 2): :func:`choose_zones_mixed`
+    when ``in_order`` is None; else the fewest zones whose nodes ``in_order`` accepts (beside what
+    ``start`` stands for, the bound siblings' part: none further when it alone is accepted),
+    cheapest first (:func:`gangplan.fewest_zones_that`) — no fewer than hold the gang in any
+    order. For the zones of a leaf tier and the NVLink domains inside them (``mixeddomains``)."""
+    any_order = choose_zones_mixed(zones, need, start)
+    if in_order is None or any_order is None:
+        return any_order
+    if start and in_order([]):
+        return []
+    return fewest_zones_that([z for z, _ in zones], in_order, smallest=max(1, len(any_order)))

@@ -34,6 +34,7 @@ __all__ = [
     "order_kept",
     "place_ordered",
     "repelled",
+    "room_for",
 ]
 
 Room = Mapping[str, int]
@@ -66,6 +67,12 @@ class MixedNode:
     room: Room
     eligible: tuple[bool, ...]
     score: float = 0.0  # the QN score of the node for the gang's largest kind: higher is preferred
+
+
+def room_for(request: Room, room: Room) -> int:
+    """How many of ``request`` fit ``room`` (the ledger's rule; a request of nothing: 0)."""
+    counts = [room.get(name, 0) // v for name, v in request.items() if v > 0]
+    return max(0, min(counts)) if counts else 0
 
 
 def fits(total: Mapping[str, int], room: Room) -> bool:

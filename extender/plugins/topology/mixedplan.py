@@ -31,7 +31,10 @@ The rules:
    ``nodechoice.choose_ranked`` for a gang of one kind, not over every node; :func:`packed`): the
    bound siblings' nodes first (they cost no node more; only those when they hold the gang),
    then the fewest nodes that hold the gang (in that rank order), and among those the least
-   capacity taken (best fit, as for gangs of one kind).
+   capacity taken (best fit, as for gangs of one kind). Where nodes name NVLink domains, both
+   choose among the nodes of the fewest domains that hold the gang, the siblings' first
+   (:func:`mixeddomains.in_fewest_domains`; not when ranks must share by default, nor in a
+   continuity run).
 4. **Nodes and ranks** (:func:`place`): on those nodes, quotas in task order, each on the
    lowest-index node inside its fence after the previous quota's (pack, or ranks that must share:
    the previous quota's node first) that still lets the rest follow in order
@@ -50,19 +53,20 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from extender.plugins.topology.gangplan import SEARCH_LIMIT, ZoneId, ZoneOffer, fewest_zones_that
-from extender.plugins.topology.mixedfrontier import Counts, choose_zones_mixed, combined, frontier_of, node_frontier
+from extender.plugins.topology.gangplan import SEARCH_LIMIT, ZoneId, ZoneOffer
+from extender.plugins.topology.mixeddomains import in_fewest_domains
+from extender.plugins.topology.mixedfrontier import Counts, choose_zones_kept, combined, frontier_of, node_frontier
 from extender.plugins.topology.mixedorder import (
     Fences,
     Kind,
     MixedNode,
-    Room,
     fits_apart,
     next_fit,
     order_kept,
     place_ordered,
+    room_for,
 )
 from extender.plugins.topology.nodechoice import fewest_to_reach, shortest_run
 
@@ -94,6 +98,7 @@ class MixedGang:
     head: int = 0  # the kind of the gang's largest quota (pack's best fit counts room in it)
     fences: Fences = ()  # each quota's node-index range between its bound siblings (empty: open)
     held: frozenset[str] = frozenset()  # the nodes of its bound siblings (rule 3: no distinct nodes)
+    domains: Mapping[str, str] = field(default_factory=dict)  # node → its NVLink domain (rule 3)
 
 
 def preferred(
@@ -194,12 +199,6 @@ def packed(
             return sorted([*base, *best], key=lambda n: (n.index, n.name))
     chosen = _most_then_best_fit(usable, room, holds)
     return sorted([*base, *chosen], key=lambda n: (n.index, n.name))
-
-
-def room_for(request: Room, room: Room) -> int:
-    """How many of ``request`` fit ``room`` (the ledger's rule; a request of nothing: 0)."""
-    counts = [room.get(name, 0) // v for name, v in request.items() if v > 0]
-    return max(0, min(counts)) if counts else 0
 
 
 def _most_then_best_fit(
@@ -311,12 +310,8 @@ def plan_mixed(
     start = frontier_of(home, kinds) if home else ()
 
     def choose(zs: Sequence[ZoneOffer]) -> list[ZoneOffer] | None:
-        any_order = choose_zones_mixed([(z, fronts[z.id]) for z in zs], tuple(k.count for k in kinds), start)
-        if not gang.strict or any_order is None:  # in order needs at least as many zones as in any order
-            return any_order
-        if home and fits_ordered(list(home)):
-            return []
-        return fewest_zones_that(zs, lambda chosen: fits_ordered(nodes_of(chosen)), smallest=max(1, len(any_order)))
+        in_order = (lambda chosen: fits_ordered(nodes_of(chosen))) if gang.strict else None
+        return choose_zones_kept([(z, fronts[z.id]) for z in zs], tuple(k.count for k in kinds), start, in_order)
 
     chosen = choose(offers)
     if chosen is not None and len(chosen) > 1 and by_tier is not None:
@@ -337,6 +332,10 @@ def nodes_and_ranks(gang: MixedGang, nodes: Sequence[MixedNode], *, run: bool = 
     can skip without a gap), ranks sharing in turn where they must."""
     kinds, order, fences = gang.kinds, gang.order, gang.fences
     share = gang.pack or (not run and must_share(nodes, kinds, order, gang.held))
+    if gang.domains and not run and (gang.pack or not share):
+        nodes = in_fewest_domains(
+            nodes, kinds, order, gang.domains, held=gang.held, fences=fences, pack=gang.pack, head=gang.head
+        )
     if share:
         nodes = packed(nodes, kinds, order, head=gang.head, fences=fences, held=gang.held)
     else:

@@ -4,10 +4,12 @@ it belongs to and applies the exact rules of ``mixedplan.py`` over the gang's ki
 
 Every rule of a gang of one kind holds: GPU specs (``GangPlanner.specs``), one NVLink domain
 when one holds the gang (nothing bound yet; :meth:`MixedPlanner._domain`), bound siblings' zones
-first, holds (a hold may delay the gang, never scatter it), a hard tier limit. Inside the chosen
-leaves NVLink domains are not weighed. Under ``continuity``, the shortest run of consecutive
-nodes that holds the gang comes first (``mixedplan.continuity_run``), else the zone rules. A gang
-of more count vectors than ``mixedfrontier.STATE_LIMIT`` is planned over merged kinds
+first, holds (a hold may delay the gang, never scatter it), a hard tier limit (held to one NVLink
+domain, the rest of a partly bound gang goes to its siblings' domain:
+:meth:`MixedPlanner._siblings_domain`). Inside the chosen leaves, the fewest NVLink domains that
+hold it (``mixeddomains.py``). Under ``continuity``, the shortest run of consecutive nodes that
+holds the gang comes first (``mixedplan.continuity_run``), else the zone rules. A gang of more
+count vectors than ``mixedfrontier.STATE_LIMIT`` is planned over merged kinds
 (``gangparts.for_planning``); quotas that must share a node (``gangparts.glue``) are planned as
 one and share its node.
 """
@@ -58,8 +60,10 @@ class MixedPlanner:
             return self._out_of_order(job, mix, gang, specs, bound_zones) or self.p.failure(
                 job, head, sid, specs, unbound
             )
-        if (limit := job.hard_tier) is not None and best.key[0] > limit:
-            return self.p.above_limit(job, head, sid, best, unbound)
+        if (limit := job.hard_tier) is not None and best.tier(self.p.memo.domain_of, held) > limit:
+            return self._out_of_order(job, mix, gang, specs, bound_zones, within=limit) or self.p.above_limit(
+                job, head, sid, best, unbound
+            )
         nodes = dict(best.nodes)
         for first, rest in mix.glued.items():
             nodes.update(dict.fromkeys(rest, nodes[first]))
@@ -91,7 +95,9 @@ class MixedPlanner:
             )
             if first is not None and mix.glued == first[0].glued:
                 break
-            gang = MixedGang(mix.kinds, mix.order, job.strict_order, self.p.pack, mix.head_kind, kept, held)
+            gang = MixedGang(
+                mix.kinds, mix.order, job.strict_order, self.p.pack, mix.head_kind, kept, held, self.p.memo.domain_of
+            )
             best = self.best(job, mix, gang, specs, bound_zones)
             if best is not None and best.nodes is not None:
                 return mix, gang, best
@@ -100,13 +106,24 @@ class MixedPlanner:
         return first
 
     def _out_of_order(
-        self, job: JobInfo, mix: Mix, gang: MixedGang, specs: Collection[str], bound_zones: list[ZoneId]
+        self,
+        job: JobInfo,
+        mix: Mix,
+        gang: MixedGang,
+        specs: Collection[str],
+        bound_zones: list[ZoneId],
+        *,
+        within: int | None = None,
     ) -> Status | None:
         """``TopologyOrder`` for a strict-order gang that fits, but not in rank order (around its
-        bound quotas, if any; as ``GangPlanner._plan_group`` says); None: it does not fit in any order."""
+        bound quotas, if any; as ``GangPlanner._plan_group`` says) — ``within`` its hard tier limit,
+        if given: one held to one NVLink domain that its siblings' domain holds only out of order
+        is told so, not that it fits only above its limit; None: it does not fit in any order."""
         if not gang.strict:
             return None
         loose = self.best(job, mix, replace(gang, strict=False), specs, bound_zones)
+        if loose is not None and within is not None and loose.tier(self.p.memo.domain_of, gang.held) > within:
+            return None
         nodes = [self.p.ssn.node(loose.nodes[q.name]) for q in mix.unbound] if loose and loose.nodes else []
         broken = order_break([Slot(n.name, n.index) for n in nodes if n], gang.fences) if nodes and all(nodes) else None
         if broken is None:
@@ -122,10 +139,16 @@ class MixedPlanner:
             best: SpecPlan | None = None
             for spec in specs:
                 plan = None
-                if not continuity and not bound_zones and self.p.memo.domain_of:
-                    plan = self._domain(job, mix, gang, spec)
+                if not continuity and self.p.memo.domain_of:
+                    if not bound_zones:
+                        plan = self._domain(job, mix, gang, spec)
+                    elif job.hard_tier == 0:
+                        plan = self._siblings_domain(job, mix, gang, spec, bound_zones)
                 if plan is None:
                     plan = (self._run if continuity else self._spec)(job, mix, gang, spec, bound_zones)
+                limit = job.hard_tier
+                if continuity and plan is not None and limit is not None and plan.tier(self.p.memo.domain_of) > limit:
+                    plan = None  # a run above a hard tier limit is no answer: the zone rules' is
                 if plan is not None and (best is None or plan.key < best.key):
                     best = plan
             if best is not None:
@@ -149,9 +172,12 @@ class MixedPlanner:
     def _domain(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str) -> SpecPlan | None:
         """Tier 0, as ``GangPlanner._plan_domain``: the NVLink domain with the least room that holds
         the whole gang (no RDMA hop at all), planned inside it by the rules of ``mixedplan.py``. A
-        domain's room is its slots for the largest kind with ``pack_workers``, its nodes by default,
-        and by default a domain with fewer nodes than the gang has quotas is not taken: one NVLink
-        domain never makes ranks share a node. Ties: fewer nodes, the lower first node index."""
+        domain's room (``GangPlanner.domain_rooms``) is its slots for the largest kind with
+        ``pack_workers``; by default its nodes, and a domain with fewer nodes than the gang has
+        quotas is not taken — one NVLink domain never makes ranks share a node — unless the job
+        may not leave one domain (``highestTierAllowed: nvlink``, hard): then, when no domain
+        holds it so, its slots (ranks share a domain's nodes rather than wait). Ties: fewer
+        nodes, the lower first node index."""
         memo, t, sid = self.p.memo, mix.head_kind, self.p.memo.shape_of(mix.head)
         units: dict[str, dict[ZoneId, list[MixedNode]]] = {}
         for z in memo.spec_zones.get(spec, []):
@@ -159,21 +185,44 @@ class MixedPlanner:
                 domain = memo.domain_of.get(n.name)
                 if domain:
                     units.setdefault(domain, {}).setdefault(z, []).append(n)
-        ranked = []
-        for domain, members in units.items():
-            nodes = sorted((n for ns in members.values() for n in ns), key=lambda n: n.index)
-            if not self.p.pack and len(nodes) < sum(k.count for k in mix.kinds):
-                continue
-            slots = (room_for(mix.kinds[t].request, n.room) for n in nodes if n.eligible[t])
-            room = sum(slots) if self.p.pack else len(nodes)
-            ranked.append(((room, len(nodes), nodes[0].index, domain), members))
-        for (room, size, first, _), members in sorted(ranked, key=lambda u: u[0]):
-            offers = [self.p.offer(job, mix.head, sid, z) for z in members]
-            made = plan_mixed(gang, offers, members, [], None)
-            if made is not None:
-                placed = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
-                return SpecPlan((0, 1, 0, 0, room, size, first, spec), made[0], None, placed)
+        for by_slots in self.p.domain_rooms(job):
+            ranked = []
+            for domain, members in units.items():
+                nodes = sorted((n for ns in members.values() for n in ns), key=lambda n: n.index)
+                if not by_slots and len(nodes) < sum(k.count for k in mix.kinds):
+                    continue
+                room = sum(room_for(mix.kinds[t].request, n.room) for n in nodes if n.eligible[t])
+                ranked.append(((room if by_slots else len(nodes), len(nodes), nodes[0].index, domain), members))
+            for (room, size, first, _), members in sorted(ranked, key=lambda u: u[0]):
+                offers = [self.p.offer(job, mix.head, sid, z) for z in members]
+                made = plan_mixed(gang, offers, members, [], None)
+                if made is not None:
+                    placed = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
+                    return SpecPlan((0, 1, 0, 0, room, size, first, spec), made[0], None, placed)
         return None
+
+    def _siblings_domain(
+        self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str, bound_zones: list[ZoneId]
+    ) -> SpecPlan | None:
+        """Tier 0 around bound siblings, as ``GangPlanner._plan_siblings_domain``: a gang held to one
+        NVLink domain (``highestTierAllowed: nvlink``, hard) whose bound siblings sit in one named
+        domain places the rest there, by the rules of ``mixedplan.py`` on that domain's nodes of
+        their zones (distinct nodes free of the gang first, ranks sharing rather than wait; rank
+        order around the siblings, a strict-order gang's only so). None when the siblings span
+        more than that one domain or it cannot hold the rest: the plan by zones then tells why the
+        gang waits (``GangPlanner.above_limit``)."""
+        memo, t = self.p.memo, mix.head_kind
+        (domain, *others) = {memo.domain_of.get(n, "") for n in gang.held}
+        if others or not domain:
+            return None
+        home = [n for z in bound_zones for n in self._members(job, mix, z) if memo.domain_of.get(n.name) == domain]
+        made = plan_mixed(gang, [], {}, sorted(home, key=lambda n: n.index), None) if home else None
+        if made is None:
+            return None
+        room = sum(room_for(mix.kinds[t].request, n.room) for n in home if n.eligible[t])
+        offers = [self.p.offer(job, mix.head, memo.shape_of(mix.head), z) for z in bound_zones]
+        placed = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
+        return SpecPlan((0, 1, 0, 0, room, len(home), min(n.index for n in home), spec), offers, None, placed)
 
     def _members(self, job: JobInfo, mix: Mix, zid: ZoneId) -> list[MixedNode]:
         """The zone's nodes not held for another gang, with their room, which kinds they take and

@@ -142,10 +142,10 @@ class GangPlanner(PlanVerdicts):
                 return kept_off
         if best is None:
             return self.failure(job, head, sid, specs, unbound)
-        if (limit := job.hard_tier) is not None and best.key[0] > limit:
+        held = Counter(q.node_name for q in quotas if q.node_name) if bound_zones else None
+        if (limit := job.hard_tier) is not None and best.tier(self.memo.domain_of, held or ()) > limit:
             return self.above_limit(job, head, sid, best, unbound)
         slots = best.slots
-        held = Counter(q.node_name for q in quotas if q.node_name) if bound_zones else None
         if slots is None:
             cands = partial(self._candidates, job, head, sid)
             slots = slots_in(
@@ -278,6 +278,9 @@ class GangPlanner(PlanVerdicts):
             best: SpecPlan | None = None
             for spec in specs:
                 plan = self._plan_spec(job, head, sid, spec, need=need, bound_zones=bound_zones, continuity=continuity)
+                limit = job.hard_tier
+                if continuity and plan is not None and limit is not None and plan.tier(self.memo.domain_of) > limit:
+                    plan = None  # a run above a hard tier limit is no answer: the zone rules' is
                 if plan is not None and (best is None or plan.key < best.key):
                     best = plan
             if best is not None:
@@ -374,11 +377,12 @@ class GangPlanner(PlanVerdicts):
         def slot_room(cs: list[Candidate]) -> int:
             return sum(c.capacity for c in cs)
 
-        room: Callable[[list[Candidate]], int] = slot_room if self.pack else len
-        holding = [(d, cs) for d, cs in units.items() if room(cs) >= need]
-        if not holding and not self.pack and job.hard_tier == 0:
-            room = slot_room  # held to one domain: ranks share its nodes rather than wait
+        holding: list[tuple[str, list[Candidate]]] = []
+        for by_slots in self.domain_rooms(job):
+            room: Callable[[list[Candidate]], int] = slot_room if by_slots else len
             holding = [(d, cs) for d, cs in units.items() if room(cs) >= need]
+            if holding:
+                break
         if not holding:
             return None
         domain, cands = min(holding, key=lambda u: (room(u[1]), len(u[1]), u[1][0].index, u[0]))
@@ -386,6 +390,17 @@ class GangPlanner(PlanVerdicts):
         offers = [self.offer(job, head, sid, z) for z in sorted({memo.zone_of[c.name] for c in cands})]
         key = (0, 1, 0, 0, room(cands), len(cands), cands[0].index, spec)
         return SpecPlan(key, offers, slots)
+
+    def domain_rooms(self, job: JobInfo) -> tuple[bool, ...]:
+        """How tier 0 weighs an NVLink domain's room, in turn (True: its slots; False: its nodes,
+        a domain holding a gang only with a node per quota): its slots with ``pack_workers``; its
+        nodes by default (one NVLink domain never makes ranks share a node), then — when the job
+        may not leave one domain (``highestTierAllowed: nvlink``, hard) and no domain holds it so —
+        its slots: ranks share a domain's nodes rather than wait. For gangs of one size and of
+        several (``MixedPlanner._domain``) alike."""
+        if self.pack:
+            return (True,)
+        return (False, True) if job.hard_tier == 0 else (False,)
 
     def _plan_continuity(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, need: int) -> SpecPlan | None:
         memo = self.memo
