@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from tests.core.mixed_gangs import Member, MixedCluster, MixedGang, draw_bound
 from tests.core.mixed_oracle import fits
 from tests.core.props import PROPERTY
 from tests.core.test_mixed_gang_nvlink_hard import LAUNCHER, WORKER, _leaf
-from tests.core.test_mixed_gang_property import Member, MixedCluster, MixedGang, draw_bound
 from tests.core.test_mixed_gang_siblings_nodes import in_best_order, placed, with_domains
 from tests.core.topo_cluster import NodeSpec, free_room
 

@@ -23,9 +23,7 @@ from extender.cache.cache import ClusterCache
 from extender.framework.status import Reason
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
-from tests.core.mixed_oracle import fewest_zones
-from tests.core.props import PROPERTY
-from tests.core.test_mixed_gang_property import (
+from tests.core.mixed_gangs import (
     PACKING,
     POLICY,
     Member,
@@ -34,6 +32,8 @@ from tests.core.test_mixed_gang_property import (
     fits_around,
     mixed_clusters,
 )
+from tests.core.mixed_oracle import fewest_zones
+from tests.core.props import PROPERTY
 from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers, free_room
 
 LAUNCHER, WORKER, HALF = Member(0, 2), Member(8, 8), Member(4, 8)

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from extender.cache.cache import ClusterCache
 from extender.scheduler import Scheduler
 from tests import builders as b
+from tests.core.mixed_gangs import PACKING, POLICY, MixedCluster, MixedGang, draw_bound, members
 from tests.core.mixed_oracle import charge, fits
 from tests.core.props import PROPERTY
 from tests.core.test_mixed_gang_nvlink_hard import HALF, LAUNCHER, WORKER, _leaf, domain_mixed
-from tests.core.test_mixed_gang_property import PACKING, POLICY, MixedCluster, MixedGang, draw_bound, members
 from tests.core.topo_cluster import NOW, Need, NodeSpec, check_ledgers, free_room
 
 

@@ -13,9 +13,9 @@ from hypothesis import example, given
 from extender.cache.cache import ClusterCache
 from extender.scheduler import Scheduler
 from tests import builders as b
+from tests.core.mixed_gangs import MixedCluster, MixedGang
 from tests.core.props import PROPERTY
 from tests.core.test_mixed_gang_nvlink_hard import LAUNCHER, WORKER, _leaf
-from tests.core.test_mixed_gang_property import MixedCluster, MixedGang
 from tests.core.test_nvlink_domains_property import domain_clusters
 from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers
 from tests.core.topo_gangs import CONTINUITY, Cluster, Gang, room
