@@ -413,7 +413,7 @@ class _Recording:
 
     def __init__(self, real: Any, kinds: frozenset[EventKind] | None) -> None:
         self.real = real
-        self.NAME, self.STAGES = real.NAME, real.STAGES
+        self.NAME, self.STAGES, self.args = real.NAME, real.STAGES, real.args
         if kinds is not None:
             self.EVENT_KINDS = kinds
         self.seen: list[tuple[EventKind, bool]] = []
