@@ -71,9 +71,9 @@ def binds(result: CycleResult) -> dict[str, str]:
     return {i.quota: i.node for i in result.intents if isinstance(i, BindQuota)}
 
 
-def bumped(obj: dict[str, Any]) -> dict[str, Any]:
+def bumped(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of ``obj`` with the next resourceVersion (an informer's update of it)."""
-    new = copy.deepcopy(obj)
+    new = copy.deepcopy(dict(obj))
     meta = new["metadata"]
     meta["resourceVersion"] = str(int(meta.get("resourceVersion") or "1") + 1)
     return new

@@ -165,5 +165,5 @@ def test_a_hard_leaf_limit_counts_the_leaf_of_the_gangs_bound_quotas() -> None:
     b.feed(cache, objs)
     result = Scheduler(default_policy()).run_once(cache.snapshot(NOW))
     assert result.session.quota("q-g-1").node_name == ""  # type: ignore[union-attr]
-    status = result.verdicts["default/g"].status
-    assert status.reason is Reason.FITS_ONLY_ABOVE_ALLOWED_TIER, status.message()
+    verdict = result.verdicts["default/g"].status
+    assert verdict.reason is Reason.FITS_ONLY_ABOVE_ALLOWED_TIER, verdict.message()
