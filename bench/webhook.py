@@ -391,14 +391,15 @@ class _StoreWriter:
         self.versions = itertools.count(10)
 
     async def update_quota_status(self, name: str, mutate: Callable[[Obj], Obj | None]) -> Obj:
-        current = orjson.loads(orjson.dumps(self.store[name]))  # the GET's answer, parsed
+        current: Obj = orjson.loads(orjson.dumps(self.store[name]))  # the GET's answer, parsed
         status = mutate(current)
         if status is None:
             return current
         current["status"] = status
         current["metadata"]["resourceVersion"] = str(next(self.versions))
         self.store[name] = current
-        return orjson.loads(orjson.dumps(current))  # the PUT's answer, parsed
+        answer: Obj = orjson.loads(orjson.dumps(current))  # the PUT's answer, parsed
+        return answer
 
 
 async def _profiled_admissions(args: argparse.Namespace, size: int) -> Obj:

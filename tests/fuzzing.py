@@ -110,7 +110,7 @@ def mutations(valid: Obj) -> st.SearchStrategy[bytes]:
         for p, v in changes:
             replace(doc, p, v)
         for p in drop:
-            parent = doc
+            parent: object = doc
             for k in p[:-1]:
                 parent = parent.get(k) if isinstance(parent, dict) else None
             if isinstance(parent, dict):

@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
-from jsonschema import Draft4Validator  # type: ignore[import-untyped]
-from jsonschema.exceptions import SchemaError, ValidationError  # type: ignore[import-untyped]
+from jsonschema import Draft4Validator
+from jsonschema.exceptions import SchemaError, ValidationError
 
 from extender.emulator.errors import Cause
 from extender.emulator.meta import deep_copy

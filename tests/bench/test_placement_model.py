@@ -332,7 +332,8 @@ def test_the_allocation_target_compares_the_exact_means_not_the_printed_rounding
         return metrics(big, gangs, Trace(placements={"g": Placement("g", 0, (0,), 1)}, allocated=[allocated]))
 
     sky, tree = figures(889_951), figures(900_000)
-    assert sky["gpu_allocation_mean"] < 0.89
+    mean = sky["gpu_allocation_mean"]
+    assert isinstance(mean, float) and mean < 0.89
     assert not targets(sky, tree, largest=1)["gpu_allocation_mean_at_least_tree_minus_0.01"]
     assert targets(figures(890_001), tree, largest=1)["gpu_allocation_mean_at_least_tree_minus_0.01"]
 
@@ -343,14 +344,17 @@ def test_sky_whose_targets_are_target_met_is_the_scheduler_as_shipped() -> None:
     ``pack_workers: true`` variant is printed beside it under its own name."""
     from bench.placement import sky_policies
     from extender.conf import default_policy
+    from extender.plugins.topology import TopologyArgs
 
     shipped = default_policy()
     runs = sky_policies(None)
     assert list(runs) == ["sky", "sky_pack_workers"]
     assert runs["sky"].action_names == shipped.action_names
     assert {n: p.args for n, p in runs["sky"].plugins.items()} == {n: p.args for n, p in shipped.plugins.items()}
-    assert not runs["sky"].plugins["topology"].args.pack_workers
-    assert runs["sky_pack_workers"].plugins["topology"].args.pack_workers
+    sky, packing = runs["sky"].plugins["topology"].args, runs["sky_pack_workers"].plugins["topology"].args
+    assert isinstance(sky, TopologyArgs) and isinstance(packing, TopologyArgs)
+    assert not sky.pack_workers
+    assert packing.pack_workers
 
 
 def test_the_benchmark_prints_one_json_document_with_every_policy_and_both_verdicts(

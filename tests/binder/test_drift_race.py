@@ -87,7 +87,7 @@ async def test_the_seed_drift_while_llama_wants_n4_never_overcommits_a_node_or_b
             if rt.scheduler.memory.last_fix == sim.clock.now:
                 break
         assert rt.scheduler.memory.last_fix == sim.clock.now, "test precondition: a full fix just ran"
-        stop, broken, polls = asyncio.Event(), [], [0]
+        stop, broken, polls = asyncio.Event(), list[dict[str, str]](), [0]
         poller = asyncio.ensure_future(_poll(sim, stop, broken, polls))
         try:
             sim.clock.advance(1)

@@ -72,6 +72,7 @@ async def test_a_new_leader_continues_the_hold_its_predecessor_recorded(recorded
             return
         assert solo == ""  # n1–n3 are free, but held for the gang
         assert _recorded_hold(cl) == hold  # the same hold, the same start: hold_seconds counts on
+        assert cl.rt.loop is not None
         held = cl.rt.loop.scheduler.memory.holds["default/big"]
         assert list(held.nodes) == HELD
 
@@ -116,6 +117,7 @@ async def test_a_new_leader_continues_the_hold_of_a_job_of_one_pod(recorded: boo
             return
         assert solo == "n1"  # n0 has room, but it is held for big
         assert _quota_hold(cl) == hold
+        assert cl.rt.loop is not None
         assert list(cl.rt.loop.scheduler.memory.holds["default/big"].nodes) == ["n0"]
 
 
@@ -134,6 +136,7 @@ async def test_the_record_goes_when_the_hold_ends(end: str) -> None:
             cl.emulator.delete("v1", "pods", "big", namespace="default")
         await cl.cycles(2)
         assert _quota_hold(cl) is None
+        assert cl.rt.loop is not None
         assert "default/big" not in cl.rt.loop.scheduler.memory.holds
         if end == "placed":
             assert cl.quota_nodes()["q-big"] == "n0"

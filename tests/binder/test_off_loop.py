@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -61,7 +61,7 @@ class Writer:
     async def update_quota_status(
         self, name: str, mutate: Callable[[Obj], Obj | None], *, current: Obj | None = None
     ) -> Obj | None:
-        current = copy.deepcopy(self.cache.quota_object(name) or {})
+        current = copy.deepcopy(dict(self.cache.quota_object(name) or {}))
         status = mutate(copy.deepcopy(current))
         if status is None:
             return current
@@ -73,7 +73,7 @@ class Writer:
         self, namespace: str, name: str, annotations: Any, *, uid: str | None = None
     ) -> Obj:
         self.pod_patches[f"{namespace}/{name}"] = dict(annotations)
-        obj = copy.deepcopy(self.cache.pod(uid or "") or {})
+        obj = copy.deepcopy(dict(self.cache.pod(uid or "") or {}))
         anno = {**(obj["metadata"].get("annotations") or {})}
         for k, v in annotations.items():
             if v is None:
@@ -92,6 +92,23 @@ class Writer:
 
     async def patch_podgroup_status(self, *args: Any) -> None:
         return None
+
+    # the rest of the binder loop's Writer protocol: no cycle of these tests reaches them
+
+    async def update_queue_status(self, name: str, mutate: Callable[[Obj], Obj | None]) -> Obj | None:
+        raise AssertionError("this test does not write Queues")
+
+    async def update_jobqueue_status(self, name: str, mutate: Callable[[Obj], Obj | None]) -> Obj | None:
+        raise AssertionError("this test does not write JobQueues")
+
+    async def apply_quota(self, body: Mapping[str, Any]) -> tuple[Obj, bool]:
+        raise AssertionError("this test does not create Quotas")
+
+    async def delete_quota(self, name: str, *, uid: str, resource_version: str) -> bool:
+        raise AssertionError("this test does not delete Quotas")
+
+    async def patch_node_labels(self, node: str, labels: Mapping[str, str | None]) -> Obj:
+        raise AssertionError("this test does not label nodes")
 
 
 async def test_the_cycle_runs_on_a_worker_thread_while_the_loop_turns() -> None:

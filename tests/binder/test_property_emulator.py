@@ -79,18 +79,19 @@ def _check(cl: LocalCluster, case: dict[str, Any]) -> None:
     # invariant 3: Σ claims ≤ request + shadow (per declared name), from the pods' annotations
     claims: defaultdict[str, Resource] = defaultdict(Resource.empty)
     for p in cl.pods():
-        q = (p["metadata"].get("annotations") or {}).get(wellknown.ANNO_QUOTA_NAME)
-        if q in quotas:
+        claimed = (p["metadata"].get("annotations") or {}).get(wellknown.ANNO_QUOTA_NAME)
+        if isinstance(claimed, str) and claimed in quotas:
             req = Resource.from_list(p["spec"]["containers"][0]["resources"]["requests"])
-            declared = quotas[q]["spec"]["request"]
-            claims[q].iadd(Resource({k: v for k, v in req.q.items() if k in declared}))
-    for q, total in claims.items():
-        assert total.less_equal(Resource.from_list(quotas[q]["spec"]["request"])), f"invariant 3 broken on {q}"
+            declared = quotas[claimed]["spec"]["request"]
+            claims[claimed].iadd(Resource({k: v for k, v in req.q.items() if k in declared}))
+    for qname, total in claims.items():
+        assert total.less_equal(Resource.from_list(quotas[qname]["spec"]["request"])), f"invariant 3 broken on {qname}"
     # committed gangs meet their topology constraints
     for job in case["jobs"]:
-        placed = [(quotas[f"q-{job['name']}-{i}"].get("status") or {}).get("nodeName") for i in range(job["workers"])]
-        if not all(placed):
-            assert not any(placed), f"{job['name']}: a gang is bound all together or not at all: {placed}"
+        nodes_of = [(quotas[f"q-{job['name']}-{i}"].get("status") or {}).get("nodeName") for i in range(job["workers"])]
+        placed: list[str] = [n for n in nodes_of if n]
+        if len(placed) < len(nodes_of):
+            assert not placed, f"{job['name']}: a gang is bound all together or not at all: {nodes_of}"
             continue
         models = {case["model"][n] for n in placed}
         assert len(models) == 1, f"{job['name']} mixes GPU models: {placed}"

@@ -216,8 +216,9 @@ def test_the_hold_is_recorded_while_it_lasts_and_read_back_by_the_cache() -> Non
     waiting = _verdict(FitStage.ZONE_SELECTION, Reason.NO_ZONE_FITS)
     held = st.podgroup_status(job, cache.quotas, waiting, {}, NOW, hold=Hold(("n2", "n3"), 1_800_000_000.0))
     assert held["hold"] == {"nodes": ["n2", "n3"], "since": "2027-01-15T08:00:00Z"}
-    group = copy.deepcopy(cache.podgroup_object("default/j"))
-    assert group is not None
+    found = cache.podgroup_object("default/j")
+    assert found is not None
+    group = copy.deepcopy(dict(found))
     group["status"] = held
     cache.on_podgroup_update(group, group)
     assert cache.recorded_holds == {"default/j": (("n2", "n3"), 1_800_000_000.0)}
@@ -235,8 +236,9 @@ def test_the_hold_is_recorded_while_it_lasts_and_read_back_by_the_cache() -> Non
 )
 def test_an_unreadable_recorded_hold_is_no_hold(hold: object) -> None:
     cache = _job(1, min_member=1, phases=["Pending"], nodes=[None])
-    group = copy.deepcopy(cache.podgroup_object("default/j"))
-    assert group is not None
+    found = cache.podgroup_object("default/j")
+    assert found is not None
+    group = copy.deepcopy(dict(found))
     group["status"] = {"hold": hold}
     cache.on_podgroup_update(group, group)
     assert cache.recorded_holds == {}
@@ -250,8 +252,9 @@ def _lone_cache() -> ClusterCache:
 
 
 def _with_quota_status(cache: ClusterCache, name: str, status: dict[str, Any]) -> None:
-    obj = copy.deepcopy(cache.quota_object(name))
-    assert obj is not None
+    found = cache.quota_object(name)
+    assert found is not None
+    obj = copy.deepcopy(dict(found))
     obj["status"] = status
     obj["metadata"]["resourceVersion"] = str(int(obj["metadata"].get("resourceVersion") or 0) + 1)
     cache.on_quota_update(obj, obj)

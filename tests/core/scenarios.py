@@ -22,6 +22,7 @@ from extender.cache.cache import ClusterCache
 from extender.conf import default_policy, default_policy_text, load_policy_text
 from extender.framework.intents import BindQuota, ClaimQuota, ReleaseClaim
 from extender.framework.policy import Policy
+from extender.framework.session import Session
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 
@@ -71,9 +72,9 @@ def binds(result: CycleResult) -> dict[str, str]:
     return {i.quota: i.node for i in result.intents if isinstance(i, BindQuota)}
 
 
-def bumped(obj: dict[str, Any]) -> dict[str, Any]:
+def bumped(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of ``obj`` with the next resourceVersion (an informer's update of it)."""
-    new = copy.deepcopy(obj)
+    new = copy.deepcopy(dict(obj))
     meta = new["metadata"]
     meta["resourceVersion"] = str(int(meta.get("resourceVersion") or "1") + 1)
     return new
@@ -108,6 +109,13 @@ def write_back(cache: ClusterCache, result: CycleResult, *, bound_by: bool = Fal
 
 def uid_of(cache: ClusterCache, name: str) -> str:
     return next(t.uid for j in cache.jobs.values() for t in j.tasks.values() if t.name == name)
+
+
+def quota_node(ssn: Session, name: str) -> str:
+    """The node quota ``name`` is bound to in ``ssn`` ("" when none); the quota must exist."""
+    quota = ssn.quota(name)
+    assert quota is not None, f"no quota {name} in the session"
+    return quota.node_name
 
 
 def node_of(result: CycleResult, name: str) -> Any:

@@ -17,7 +17,7 @@ from tests.core.scenarios import NOW, make_cache
 
 def entry(name: str, *, job: str = "default/train", index: int | None = 1, **extra: Any) -> dict[str, Any]:
     """A pod's entry as the binder leader writes it into ``status.tasks``."""
-    out = {"uid": f"uid-{name}", "namespace": "default", "name": name, "job": job, "phase": "Running"}
+    out: dict[str, Any] = {"uid": f"uid-{name}", "namespace": "default", "name": name, "job": job, "phase": "Running"}
     out["request"] = {"nvidia.com/gpu": "8", "rdma/hca": "1"}
     if index is not None:
         out["taskIndex"] = index

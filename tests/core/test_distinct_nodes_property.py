@@ -24,7 +24,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.core.props import PROPERTY
-from tests.core.scenarios import policy_with_topology
+from tests.core.scenarios import policy_with_topology, quota_node
 from tests.core.topo_cluster import NodeSpec
 from tests.core.topo_gangs import Cluster, Gang, clusters, draw_bound, room, run
 
@@ -115,7 +115,7 @@ def check_distinct(c: Cluster, where: list[str]) -> None:
 @example(c=Cluster([node(i) for i in range(6)], [Gang("g0", 4, 1, True, bound={0: "n0", 3: "n5"})]))
 def test_a_partly_bound_gang_takes_distinct_nodes_beside_its_siblings(c: Cluster) -> None:
     result = run(c, liveness=True)
-    check_distinct(c, [result.session.quota(q).node_name for q in c.gangs[0].quotas])  # type: ignore[union-attr]
+    check_distinct(c, [quota_node(result.session, q) for q in c.gangs[0].quotas])
 
 
 def test_a_re_created_last_worker_takes_the_free_node_not_its_siblings() -> None:
@@ -123,7 +123,7 @@ def test_a_re_created_last_worker_takes_the_free_node_not_its_siblings() -> None
     by n3): rank 3 goes to n3, not beside rank 2 on n2."""
     c = Cluster([node(0), node(1), node(2), node(3)], [Gang("g0", 4, 1, False, bound={0: "n0", 1: "n1", 2: "n2"})])
     result = run(c, liveness=True)
-    assert [result.session.quota(q).node_name for q in c.gangs[0].quotas] == ["n0", "n1", "n2", "n3"]  # type: ignore[union-attr]
+    assert [quota_node(result.session, q) for q in c.gangs[0].quotas] == ["n0", "n1", "n2", "n3"]
 
 
 def test_with_pack_workers_the_siblings_nodes_come_first() -> None:
@@ -132,7 +132,7 @@ def test_with_pack_workers_the_siblings_nodes_come_first() -> None:
     two nodes; the siblings' node costs no node more: all three on n0."""
     c = Cluster([node(0), node(1, busy=4)], [Gang("g0", 3, 2, False, bound={0: "n0"})])
     result = run(c, liveness=True, policy=PACKED, pack=True)
-    assert [result.session.quota(q).node_name for q in c.gangs[0].quotas] == ["n0", "n0", "n0"]  # type: ignore[union-attr]
+    assert [quota_node(result.session, q) for q in c.gangs[0].quotas] == ["n0", "n0", "n0"]
 
 
 def test_a_gang_over_two_leaves_takes_distinct_nodes_while_they_have_enough() -> None:
@@ -141,7 +141,7 @@ def test_a_gang_over_two_leaves_takes_distinct_nodes_while_they_have_enough() ->
     first) while n2 stays free."""
     c = _two_leaves_three_nodes()
     result = run(c, liveness=True)
-    assert [result.session.quota(q).node_name for q in c.gangs[0].quotas] == ["n0", "n1", "n2"]  # type: ignore[union-attr]
+    assert [quota_node(result.session, q) for q in c.gangs[0].quotas] == ["n0", "n1", "n2"]
 
 
 def _two_leaves_three_nodes() -> Cluster:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping
+from types import MethodType
 from typing import Any
 
 from hypothesis import given
@@ -44,7 +45,9 @@ CONTINUITY_POLICY = policy_with_topology({"continuity_weight": 200.0})
 
 def _plugin(ssn: Session, name: str, stage: str) -> Any:
     """The object behind a plugin's stage function in this session (its per-session state)."""
-    return ssn._plugin_fns(name)[stage].__self__
+    fn = ssn._plugin_fns(name)[stage]
+    assert isinstance(fn, MethodType), f"{name}'s {stage} is not a method of its per-session state"
+    return fn.__self__
 
 
 def _shares(shares: _Shares, ssn: Session) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from extender.cache.cache import ClusterCache
 from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
+from tests.core.scenarios import quota_node
 from tests.core.test_gang_anti_affinity_property import POLICIES
 from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers
 from tests.core.topo_gangs import Cluster, clusters, room
@@ -92,7 +93,7 @@ def test_a_gang_of_attracting_quotas_runs_whenever_its_units_fit(c: Cluster, pac
     result = Scheduler(POLICIES[pack]).run_once(cache.snapshot(NOW))
     ssn = result.session
     check_ledgers(ssn)
-    placed = [ssn.quota(q).node_name for q in g.quotas]  # type: ignore[union-attr]
+    placed = [quota_node(ssn, q) for q in g.quotas]
     slots = room(c, {n.name: n.busy for n in c.nodes}, g.gpu)
     sizes = [len(u) for u in units(names, g.workers, g.strict)]
     models = sorted({n.model for n in c.nodes})

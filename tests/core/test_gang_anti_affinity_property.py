@@ -24,7 +24,7 @@ from extender.plugins.topology import gangparts
 from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
-from tests.core.scenarios import policy_with_topology
+from tests.core.scenarios import policy_with_topology, quota_node
 from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers
 from tests.core.topo_gangs import Cluster, Gang, clusters, fewest_zones, room
 
@@ -72,7 +72,7 @@ def check_repelling(c: Cluster, pack: bool) -> None:
     ssn = result.session
     check_ledgers(ssn)
     (g,) = c.gangs
-    nodes = [ssn.quota(q).node_name for q in g.quotas]  # type: ignore[union-attr]
+    nodes = [quota_node(ssn, q) for q in g.quotas]
     one_each = {n: min(1, k) for n, k in room(c, {n.name: n.busy for n in c.nodes}, g.gpu).items()}
     fewest = fewest_zones(c, one_each, g.workers)
     if fewest is None:
@@ -109,5 +109,5 @@ def test_thirteen_repelling_workers_take_the_leaf_with_thirteen_nodes() -> None:
         b.feed(cache, repelling(c))
         result = Scheduler(POLICIES[pack]).run_once(cache.snapshot(NOW))
         check_ledgers(result.session)
-        placed = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+        placed = [quota_node(result.session, q) for q in c.gangs[0].quotas]
         assert placed == [f"n{i}" for i in range(2, 15)], (pack, placed, result.verdicts)

@@ -11,6 +11,7 @@ from extender.conf import default_policy
 from extender.framework.status import Reason
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
+from tests.core.scenarios import quota_node
 
 NOW = 1_800_000_000.0
 Obj = dict[str, Any]
@@ -24,7 +25,7 @@ def cycle(objs: list[Obj]) -> CycleResult:
 
 
 def nodes_of(result: CycleResult, job: str, size: int) -> list[str]:
-    return [result.session.quota(f"q-{job}-{i}").node_name for i in range(size)]  # type: ignore[union-attr]
+    return [quota_node(result.session, f"q-{job}-{i}") for i in range(size)]
 
 
 def leaf(first: int, count: int, switch: str, model: str = "A100") -> list[Obj]:
@@ -161,5 +162,5 @@ def test_a_gang_s_statically_bound_quota_goes_to_its_node_and_the_gang_beside_it
         b.pod("g-worker-1", group="g", quota="q-free", gpu=8, hca=8, index=1),
     ]
     result = cycle(objs)
-    got = {q: result.session.quota(q).node_name for q in ("q-pin", "q-free")}  # type: ignore[union-attr]
+    got = {q: quota_node(result.session, q) for q in ("q-pin", "q-free")}
     assert got == {"q-pin": "n5", "q-free": "n6"}

@@ -122,7 +122,7 @@ def check_cycle(cache: ClusterCache, result: CycleResult, nodes: dict[str, Node]
         leaves = {nodes[n][1] for n in placed}
         if len(leaves) == 1:
             continue
-        request, fits = cache.quotas[mine[0]].request, defaultdict(int)
+        request, fits = cache.quotas[mine[0]].request, defaultdict[str, int](int)
         for name, (model, leaf, ready) in nodes.items():
             if model not in models or not ready:
                 continue

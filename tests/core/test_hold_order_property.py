@@ -92,8 +92,10 @@ def check_order(cache: ClusterCache, sched: Scheduler, result: CycleResult, gang
         return
     top = max(spec[3] for spec in waiting.values())
     assert len(holds) == 1, f"no hold while {sorted(waiting)} wait"
-    holder = gangs[holds[0].removeprefix("default/")]
-    assert holder[3] == top, f"{holds[0]} (priority {holder[3]}) holds while a gang of priority {top} waits: {waiting}"
+    holding = gangs[holds[0].removeprefix("default/")]
+    assert holding[3] == top, (
+        f"{holds[0]} (priority {holding[3]}) holds while a gang of priority {top} waits: {waiting}"
+    )
 
 
 def play(

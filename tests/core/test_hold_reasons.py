@@ -59,7 +59,9 @@ def test_a_gang_held_to_its_siblings_nvlink_domain_takes_the_place_of_a_lower_ho
     cache, sched = _held_in_siblings_domain(10, reserve_after_cycles=1)
     sched.memory.gang_waits["default/g0"] = 1
     result = sched.run_once(cache.snapshot(NOW))
-    assert result.session.quota("q-g0-1").node_name == "n1", result.verdicts["default/g0"].status.message()
+    quota = result.session.quota("q-g0-1")
+    assert quota is not None
+    assert quota.node_name == "n1", result.verdicts["default/g0"].status.message()
     assert "default/big" not in sched.memory.holds
 
 

@@ -31,7 +31,7 @@ from extender.plugins.topology.holds import Hold
 from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
-from tests.core.scenarios import policy_with_topology
+from tests.core.scenarios import policy_with_topology, quota_node
 from tests.core.test_holds_property import packs
 from tests.core.topo_cluster import NOW
 
@@ -115,7 +115,7 @@ def test_a_hold_makes_a_gang_wait_never_span_more_leaves(drawn: tuple[dict[str, 
     held = {n for h in world["holds"] for n in h}
     free = fewest_leaves(nodes, requests, avoid=set())
     unheld = fewest_leaves(nodes, requests, avoid=held)
-    where = [result.session.quota(f"q-g-{k}").node_name for k in range(len(requests))]  # type: ignore[union-attr]
+    where = [quota_node(result.session, f"q-g-{k}") for k in range(len(requests))]
     leaves = {nodes[n][0] for n in where if n}
     event(f"{'hard, ' if hard else ''}{'mixed, ' if len(set(requests)) > 1 else ''}{free=}, {unheld=}")
     status = result.verdicts["default/g"].status if "default/g" in result.verdicts else None

@@ -26,7 +26,7 @@ from extender.cache.cache import ClusterCache
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
-from tests.core.scenarios import policy_with_topology
+from tests.core.scenarios import policy_with_topology, quota_node
 from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers
 from tests.core.topo_gangs import CONTINUITY, POLICY, Cluster, Gang, draw_bound, room, run
 
@@ -72,9 +72,9 @@ def check_domains(c: Cluster, where: Sequence[str], *, pack: bool) -> None:
     least = tier_0(c, pack=pack)
     if least is not None:
         (domain,) = {n.domain for n in placed}
-        mine = sum(slots.get(n.name, 0) if pack else 1 for n in c.nodes if n.domain == domain and slots.get(n.name))
-        assert domain and mine == least, (
-            f"{g.name} in domain {domain!r} of room {mine}, {least} holds it: {list(where)}"
+        held = sum(slots.get(n.name, 0) if pack else 1 for n in c.nodes if n.domain == domain and slots.get(n.name))
+        assert domain and held == least, (
+            f"{g.name} in domain {domain!r} of room {held}, {least} holds it: {list(where)}"
         )
         return
     groups = [{n.zone for n in placed}] if pack else [{z} for z in {n.zone for n in placed}]
@@ -254,7 +254,7 @@ def check_around_siblings(c: Cluster, where: Sequence[str], *, pack: bool) -> No
 @example(c=_one_free_node_in_the_siblings_domain(), pack=False)
 def test_a_partly_bound_gang_takes_the_fewest_nvlink_domains_beside_its_siblings(c: Cluster, pack: bool) -> None:
     result = run(c, liveness=True, policy=PACKED if pack else POLICY, zone_rules=False)
-    check_around_siblings(c, [result.session.quota(q).node_name or "" for q in c.gangs[0].quotas], pack=pack)
+    check_around_siblings(c, [quota_node(result.session, q) for q in c.gangs[0].quotas], pack=pack)
 
 
 def test_the_rest_of_a_partly_bound_gang_fills_its_siblings_domain_first() -> None:
@@ -324,7 +324,7 @@ def test_under_continuity_the_shortest_run_in_the_fewest_leaves_and_domains(c: C
     runs = shortest_runs(c)
     if not all(where) or not runs:
         return
-    used = [spec[n] for n in sorted(set(where), key=lambda n: spec[n].index)]  # type: ignore[index]
+    used = [spec[n] for n in sorted(set(where), key=lambda n: spec[n].index)]
     assert [n.index for n in used] == list(range(used[0].index, used[-1].index + 1))
     assert len(used) == len(runs[0]), f"run {[n.name for n in used]}, a shorter one holds the gang"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from hypothesis import example, given
 
 from tests.core.props import PROPERTY
-from tests.core.scenarios import policy_with_topology
+from tests.core.scenarios import policy_with_topology, quota_node
 from tests.core.topo_cluster import NodeSpec
 from tests.core.topo_gangs import Cluster, Gang, clusters, run
 
@@ -43,7 +43,7 @@ def test_packed_gangs_take_the_fewest_nodes_of_their_fewest_zones(c: Cluster) ->
 def test_a_gang_over_two_leaves_packs_across_both() -> None:
     c = _two_leaves()
     result = run(c, liveness=True, policy=PACKED, pack=True)
-    nodes = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+    nodes = [quota_node(result.session, q) for q in c.gangs[0].quotas]
     assert nodes == ["n0", "n1", "n3", "n3"]
 
 
@@ -59,5 +59,5 @@ def test_a_strict_gang_packs_around_its_bound_sibling() -> None:
     g = Gang("g0", 4, 1, True, bound={0: "n2"})
     c = Cluster([n(0, 4), n(1, 0), n(2, 0), n(3, 0)], [g])
     result = run(c, liveness=True, policy=PACKED, pack=True)
-    nodes = [result.session.quota(q).node_name for q in g.quotas]  # type: ignore[union-attr]
+    nodes = [quota_node(result.session, q) for q in g.quotas]
     assert nodes == ["n2", "n2", "n2", "n2"]

@@ -8,7 +8,7 @@ before a sidecar was counted with it (over-count: a node that fits was refused).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -31,7 +31,7 @@ def _pod(containers: list[Container]) -> dict[str, Any]:
     return {"metadata": {"name": "p"}, "spec": {"containers": mains, "initContainers": inits}}
 
 
-def oracle(containers: list[Container], field: int) -> int:
+def oracle(containers: list[Container], field: Literal[1, 2]) -> int:
     """KEP 753: max(Σ containers + Σ sidecars, max over init containers i of InitContainerUse(i)),
     InitContainerUse(i) = Σ sidecars before i + the i-th's own (a sidecar's own is itself)."""
     steady = sum(c[field] for c in containers if c[0] in ("main", "sidecar"))

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from extender.conf import default_policy_text, load_policy_text
 from extender.framework.policy import Policy
 from tests.core.props import PROPERTY
+from tests.core.scenarios import quota_node
 from tests.core.topo_cluster import NodeSpec
 from tests.core.topo_gangs import Cluster, Gang, clusters, run
 
@@ -107,7 +108,7 @@ def test_any_composition_of_the_qn_stages_keeps_every_placement_rule(
         unusable = {n.name for n in c.nodes if not n.usable}
         for g in c.gangs:
             for i, q in enumerate(g.quotas):
-                node = ssn.quota(q).node_name  # type: ignore[union-attr]
+                node = quota_node(ssn, q)
                 assert i in g.bound or node not in unusable, f"{q} on {node}, which qn.predicate refuses"
 
 
@@ -147,8 +148,8 @@ def test_scores_and_filters_change_no_zone_of_a_lone_gang(c: Cluster, drawn: tup
     spec = {n.name: n for n in c.nodes}
     (g,) = c.gangs
     todo = [q for i, q in enumerate(g.quotas) if i not in g.bound]  # a bound sibling's node is no choice
-    mine = [got.quota(q).node_name for q in todo]  # type: ignore[union-attr]
-    theirs = [want.quota(q).node_name for q in todo]  # type: ignore[union-attr]
+    mine = [quota_node(got, q) for q in todo]
+    theirs = [quota_node(want, q) for q in todo]
     assert [bool(n) for n in mine] == [bool(n) for n in theirs], f"{mine} vs {theirs}"
     assert {spec[n].zone for n in mine if n} == {spec[n].zone for n in theirs if n}, f"{mine} vs {theirs}"
     siblings = set(g.bound.values())

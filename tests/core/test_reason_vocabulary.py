@@ -73,7 +73,7 @@ def test_qn_a_quota_of_one_gpu_model_is_kept_off_nodes_of_another() -> None:
     ssn = _session([b.node("a100", gpu_model="A100"), h100])
     quota = ssn.quota("q-h100")
     assert quota is not None and quota.spec == "H100"
-    status = ssn.qn.select(quota, ssn.node("a100"))  # type: ignore[arg-type]
+    status = ssn.qn.select(quota, ssn.node("a100"))
     assert Reason.SPEC_MISMATCH in _reasons(status), status.message()
     assert "SpecMismatch(node is A100, quota is H100)" in status.message()
 
@@ -81,7 +81,7 @@ def test_qn_a_quota_of_one_gpu_model_is_kept_off_nodes_of_another() -> None:
 def test_tq_a_pod_asking_for_one_gpu_model_does_not_claim_a_quota_on_another() -> None:
     bound = b.quota("q-a100", hca=None, status={"phase": "QuotaBound", "nodeName": "a100"})
     ssn = _session([b.node("a100", gpu_model="A100"), bound, b.pod("p", hca=None, node_selector={GPU_MODEL: "H100"})])
-    status = ssn.tq.predicate(_task(ssn, "p"), ssn.quota("q-a100"))  # type: ignore[arg-type]
+    status = ssn.tq.predicate(_task(ssn, "p"), ssn.quota("q-a100"))
     assert Reason.QUOTA_SPEC_MISMATCH in _reasons(status), status.message()
     assert "QuotaSpecMismatch(quota q-a100 is A100, the pod asks for H100)" in status.message()
 
@@ -90,7 +90,7 @@ def test_tq_a_quota_pinned_to_a_node_that_is_down_is_not_claimed() -> None:
     pinned = b.quota("q-pin", hca=None, static_bind_node="down")
     pinned["status"] = {"phase": "QuotaEmpty", "staticBindStatus": {"nodeName": "down", "bound": False}}
     ssn = _session([b.node("down", ready=False), pinned, b.pod("p", hca=None)])
-    status = ssn.tq.predicate(_task(ssn, "p"), ssn.quota("q-pin"))  # type: ignore[arg-type]
+    status = ssn.tq.predicate(_task(ssn, "p"), ssn.quota("q-pin"))
     assert status.message() == "StaticBindNodeNotReady(quota q-pin is pinned to down)"
 
 

@@ -70,7 +70,8 @@ def test_pods_naming_a_podgroup_that_does_not_exist_wait_for_it(where: str) -> N
         objs.append(o)
     assert podgroup is not None
     cache = make_cache(objs)
-    assert cache.jobs["default/train"].podgroup_missing
+    missing = cache.jobs["default/train"].podgroup_missing  # read once: mypy would keep the narrowing below
+    assert missing
     assert not binds(cycle(cache)), "a gang without its PodGroup was placed"
     cache.on_podgroup_add(podgroup)
     assert not cache.jobs["default/train"].podgroup_missing

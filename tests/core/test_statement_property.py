@@ -41,6 +41,7 @@ from extender.model.resources import Resource
 from extender.model.task import IllegalTransition, TaskStatus
 from tests import builders as b
 from tests.core.props import PROPERTY, cache_state, plugin_state, session_state
+from tests.core.scenarios import quota_node
 
 NOW = 1_800_000_000.0
 POLICY = default_policy()
@@ -154,7 +155,7 @@ def resolve(ssn: Session, stmt: Statement, kind: str, a: int, c: int) -> Op:
         force = kind == "force_bind_quota"
         return Op(lambda: stmt.allocate_quota_to_node(quota, node, force=force), lambda: BindQuota(quota, node))
     if kind == "release_quota":
-        held_node = ssn.quota(quota).node_name  # type: ignore[union-attr]
+        held_node = quota_node(ssn, quota)
         return Op(lambda: stmt.release_quota(quota, "idle"), lambda: ReleaseQuota(quota, held_node, "idle"))
     if kind == "allocate":
         # the BindTask names the quota the task holds when the statement commits
@@ -413,7 +414,7 @@ class _Recording:
 
     def __init__(self, real: Any, kinds: frozenset[EventKind] | None) -> None:
         self.real = real
-        self.NAME, self.STAGES = real.NAME, real.STAGES
+        self.NAME, self.STAGES, self.args = real.NAME, real.STAGES, real.args
         if kinds is not None:
             self.EVENT_KINDS = kinds
         self.seen: list[tuple[EventKind, bool]] = []

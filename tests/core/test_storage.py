@@ -72,7 +72,7 @@ def test_tn_hop_places_a_pod_only_where_its_mount_points_are_ready() -> None:
     task = next(t for j in ssn.jobs() for t in j.tasks.values())
     got = {n.name: ssn.tn.predicate(task, n).reason for n in ssn.nodes()}
     assert got == dict.fromkeys(["n1", "n2", "n3"], Reason.STORAGE_NOT_READY) | {"n0": None, "n4": None}
-    status = ssn.tn.predicate(task, ssn.node("n2"))  # type: ignore[arg-type]
+    status = ssn.tn.predicate(task, ssn.node("n2"))
     assert status.message() == f"StorageNotReady(mount point {MP} not ready)"
 
 

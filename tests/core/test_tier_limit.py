@@ -17,7 +17,7 @@ W = wellknown
 
 
 def _cache(objs: list[dict[str, Any]], opts: ConvertOptions | None = None) -> ClusterCache:
-    cache = ClusterCache(clock=lambda: 1_800_000_000.0, **({"opts": opts} if opts else {}))
+    cache = ClusterCache(opts, clock=lambda: 1_800_000_000.0)
     b.feed(cache, [b.queue("research"), *objs])
     return cache
 

@@ -14,6 +14,7 @@ from extender.conf import default_policy
 from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
+from tests.core.scenarios import quota_node
 
 NOW = 1_800_000_000.0
 LEAF, SPINE, CLIQUE = "network.topology.nvidia.com/leaf", "network.topology.nvidia.com/spine", "nvidia.com/gpu.clique"
@@ -24,7 +25,7 @@ def place(objs: list[dict[str, Any]], job: str, workers: int, gpu: int = 8) -> l
     b.feed(cache, [b.queue("research"), *objs, *b.training_job(job, workers, gpu=gpu, hca=1)])
     assert not cache.conversion_errors
     ssn = Scheduler(default_policy()).run_once(cache.snapshot(NOW)).session
-    return [ssn.quota(f"q-{job}-{i}").node_name for i in range(workers)]  # type: ignore[union-attr]
+    return [quota_node(ssn, f"q-{job}-{i}") for i in range(workers)]
 
 
 def busy(node: str, gpu: int = 8) -> list[dict[str, Any]]:
@@ -130,7 +131,7 @@ def test_a_hard_leaf_limit_keeps_a_gang_that_fits_only_across_leaves_waiting() -
     b.feed(cache, objs + job)
     assert not cache.conversion_errors
     result = Scheduler(default_policy()).run_once(cache.snapshot(NOW))
-    assert not any(result.session.quota(f"q-wide-{i}").node_name for i in range(3))  # type: ignore[union-attr]
+    assert not any(quota_node(result.session, f"q-wide-{i}") for i in range(3))
     status = result.verdicts["default/wide"].status
     assert status.reason is Reason.FITS_ONLY_ABOVE_ALLOWED_TIER, status.message()
     assert "highestTierAllowed is leaf" in status.message()
@@ -141,7 +142,7 @@ def test_a_hard_leaf_limit_keeps_a_gang_that_fits_only_across_leaves_waiting() -
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs + job)
     ssn = Scheduler(default_policy()).run_once(cache.snapshot(NOW)).session
-    assert all(ssn.quota(f"q-wide-{i}").node_name for i in range(3))  # type: ignore[union-attr]
+    assert all(quota_node(ssn, f"q-wide-{i}") for i in range(3))
 
 
 def test_a_hard_leaf_limit_counts_the_leaf_of_the_gangs_bound_quotas() -> None:
@@ -164,6 +165,6 @@ def test_a_hard_leaf_limit_counts_the_leaf_of_the_gangs_bound_quotas() -> None:
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)
     result = Scheduler(default_policy()).run_once(cache.snapshot(NOW))
-    assert result.session.quota("q-g-1").node_name == ""  # type: ignore[union-attr]
-    status = result.verdicts["default/g"].status
-    assert status.reason is Reason.FITS_ONLY_ABOVE_ALLOWED_TIER, status.message()
+    assert quota_node(result.session, "q-g-1") == ""
+    verdict = result.verdicts["default/g"].status
+    assert verdict.reason is Reason.FITS_ONLY_ABOVE_ALLOWED_TIER, verdict.message()

@@ -11,7 +11,7 @@ from extender.cache.cache import ClusterCache
 from extender.framework.policy import Policy
 from extender.scheduler import Scheduler
 from tests import builders as b
-from tests.core.scenarios import policy_with_topology
+from tests.core.scenarios import policy_with_topology, quota_node
 
 NOW = 1_800_000_000.0
 
@@ -44,7 +44,7 @@ def place(objs: list[dict[str, Any]], policy: Policy, job: str, workers: int) ->
     b.feed(cache, objs)
     assert not cache.conversion_errors
     ssn = Scheduler(policy).run_once(cache.snapshot(NOW)).session
-    return [ssn.quota(f"q-{job}-{i}").node_name for i in range(workers)]  # type: ignore[union-attr]
+    return [quota_node(ssn, f"q-{job}-{i}") for i in range(workers)]
 
 
 def test_a_gang_s_nodes_do_not_depend_on_which_gang_met_its_shape_first() -> None:

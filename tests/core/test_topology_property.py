@@ -36,6 +36,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.core.props import PROPERTY
+from tests.core.scenarios import quota_node
 from tests.core.topo_cluster import NodeSpec
 from tests.core.topo_gangs import CONTINUITY, CONTINUITY_PACKED, Cluster, Gang, clusters, fewest_zones, room, run
 
@@ -123,7 +124,7 @@ def test_a_single_rdma_gang_uses_one_zone_whenever_one_zone_can_hold_it(c: Clust
     if g.bound or g.min_member:
         return  # run() checked what such a gang gets
     fits_now = fewest_zones(c, room(c, {n.name: n.busy for n in c.nodes}, g.gpu), g.workers)
-    nodes = [result.session.quota(q).node_name for q in g.quotas]  # type: ignore[union-attr]
+    nodes = [quota_node(result.session, q) for q in g.quotas]
     spec = {n.name: n for n in c.nodes}
     if fits_now is None:
         assert not any(nodes)
@@ -143,7 +144,7 @@ def test_gangs_fill_the_fullest_zone_that_holds_them_and_share_nodes_only_when_n
     binpack prefers to the empty n5 (so n5 stays whole)."""
     c = _counterexample()
     result = run(c, liveness=True)
-    where = {q: result.session.quota(q).node_name for g in c.gangs for q in g.quotas}  # type: ignore[union-attr]
+    where = {q: quota_node(result.session, q) for g in c.gangs for q in g.quotas}
     assert where == {
         "q-g0-0": "n7",
         "q-g0-1": "n7",
@@ -159,7 +160,7 @@ def test_a_strict_gang_that_must_leave_its_zones_takes_the_fewest_that_keep_rank
     two zones, not n0, n3, n4 over three."""
     c = _in_order_beyond_best_fit()
     result = run(c, liveness=True)
-    where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+    where = [quota_node(result.session, q) for q in c.gangs[0].quotas]
     assert where == ["n3", "n4", "n5", "n6"]
 
 
@@ -168,12 +169,12 @@ def test_a_partly_bound_gang_keeps_rank_order_when_its_zones_allow_it() -> None:
     its zones allow: ranks 1 and 2 join rank 0 on n4 rather than rank 2 taking n3 below it."""
     c = _loose_rank_0_bound()
     result = run(c, liveness=True)
-    where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+    where = [quota_node(result.session, q) for q in c.gangs[0].quotas]
     assert where == ["n4", "n4", "n4"]
 
 
 def test_a_partly_bound_gang_keeps_to_its_siblings_zone_before_rank_order() -> None:
     c = _order_only_outside_home()
     result = run(c, liveness=True)
-    where = [result.session.quota(q).node_name for q in c.gangs[0].quotas]  # type: ignore[union-attr]
+    where = [quota_node(result.session, q) for q in c.gangs[0].quotas]
     assert where == ["n0", "n1", "n7", "n0"]

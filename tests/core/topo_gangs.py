@@ -18,7 +18,7 @@ from extender.conf import default_policy
 from extender.framework.policy import Policy
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
-from tests.core.scenarios import policy_with_topology
+from tests.core.scenarios import policy_with_topology, quota_node
 from tests.core.topo_cluster import (
     NOW,
     NodeSpec,
@@ -272,7 +272,7 @@ def run(
     replayed, end = used_before_each_gang(result, {n: {"gpu": v} for n, v in c.start().items()}, need_of, gang_of)
     before = {g: {n: v["gpu"] for n, v in used.items()} for g, used in replayed.items()}
     used = {n: v["gpu"] for n, v in end.items()}
-    where = {g.name: [ssn.quota(q).node_name for q in g.quotas] for g in c.gangs}  # type: ignore[union-attr]
+    where = {g.name: [quota_node(ssn, q) for q in g.quotas] for g in c.gangs}
 
     for g in c.gangs:
         new = [i for i, n in enumerate(where[g.name]) if n and i not in g.bound]

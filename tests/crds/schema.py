@@ -78,16 +78,19 @@ def load_crds(directory: Path) -> dict[str, Schema]:
 
 
 def storage_version(crd: Mapping[str, Any]) -> Mapping[str, Any]:
-    (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
+    versions: list[Mapping[str, Any]] = [v for v in crd["spec"]["versions"] if v.get("storage")]
+    (version,) = versions
     return version
 
 
 def openapi_schema(crd: Mapping[str, Any], version: str | None = None) -> Schema:
     """The ``openAPIV3Schema`` of ``version`` (default: the storage version)."""
     if version is None:
-        return storage_version(crd)["schema"]["openAPIV3Schema"]
+        found: Schema = storage_version(crd)["schema"]["openAPIV3Schema"]
+        return found
     (v,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
-    return v["schema"]["openAPIV3Schema"]
+    named: Schema = v["schema"]["openAPIV3Schema"]
+    return named
 
 
 # --------------------------------------------------------------------------------------------
@@ -192,7 +195,6 @@ _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+
 FORMATS = FormatChecker(formats=())
 
 
-@FORMATS.checks("date-time", raises=ValueError)
 def _is_date_time(value: object) -> bool:
     if not isinstance(value, str):
         return True
@@ -206,6 +208,9 @@ def _is_date_time(value: object) -> bool:
         text = head + "." + digits.group()[:6].ljust(6, "0") + rest[digits.end() :]
     dt.datetime.fromisoformat(text)
     return True
+
+
+FORMATS.checks("date-time", raises=ValueError)(_is_date_time)  # not as a decorator: jsonschema is untyped
 
 
 _Validator = jsonschema.validators.extend(

@@ -84,7 +84,7 @@ def unique_list(elements: st.SearchStrategy[Any], **kw: Any) -> st.SearchStrateg
 
 # ---- shared Kubernetes types -------------------------------------------------------------------
 
-SET_REQUIREMENT = st.one_of(
+SET_REQUIREMENT: st.SearchStrategy[dict[str, object]] = st.one_of(
     st.fixed_dictionaries(
         {
             "key": LABEL_KEY,

@@ -21,7 +21,9 @@ def _is_int_or_string_pattern(node: Mapping[str, Any]) -> bool:
     if node.get("anyOf") == INT_OR_STRING:
         return True
     all_of = node.get("allOf")
-    return bool(all_of) and isinstance(all_of[0], Mapping) and all_of[0] == {"anyOf": INT_OR_STRING}
+    if not all_of:
+        return False
+    return isinstance(all_of[0], Mapping) and all_of[0] == {"anyOf": INT_OR_STRING}
 
 
 def structural_errors(node: Mapping[str, Any], path: str = "") -> list[str]:

@@ -42,6 +42,7 @@ def test_int_or_string_accepts_both_and_nothing_else() -> None:
     s = obj(q={"x-kubernetes-int-or-string": True})  # anyOf added by the converter
     for ok in (1, "1"):
         assert schema.validate({"q": ok}, s) == []
+    bad: object
     for bad in (1.5, True, None, [], {}):
         assert fields(schema.validate({"q": bad}, s)) == {"q"}
 

@@ -192,7 +192,7 @@ def one(objs: Iterable[Obj], kind: str, name: str | None = None) -> Obj:
 
 def container(pod_owner: Obj, name: str) -> Obj:
     containers = pod_owner["spec"]["template"]["spec"]["containers"]
-    matches = [c for c in containers if c["name"] == name]
+    matches: list[Obj] = [c for c in containers if c["name"] == name]
     assert matches, f"{pod_owner['kind']} {pod_owner['metadata']['name']} has no container {name}"
     return matches[0]
 
@@ -209,4 +209,5 @@ def deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, An
 
 def chart_values() -> dict[str, Any]:
     """The chart's default values.yaml."""
-    return yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    values: dict[str, Any] = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+    return values

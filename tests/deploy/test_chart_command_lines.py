@@ -97,8 +97,8 @@ def test_serve_policy_file_is_the_mounted_policy_and_loads() -> None:
         text = one(objs, "ConfigMap", volume["configMap"]["name"])["data"][Path(ns.policy).name]
         load_policy_text(text, f"{variant}: rendered policy")
     custom = "actions: [allocate_job]\nplugins: {gang: {}}\nstages:\n  job.valid: and(gang)\n"
-    objs = render({"scheduler": {"policy": custom}})
-    assert one(objs, "ConfigMap", "sky-scheduler-policy")["data"]["policy.yaml"] == custom
+    rendered = render({"scheduler": {"policy": custom}})
+    assert one(rendered, "ConfigMap", "sky-scheduler-policy")["data"]["policy.yaml"] == custom
 
 
 @pytest.mark.parametrize(

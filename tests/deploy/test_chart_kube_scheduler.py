@@ -3,7 +3,7 @@ extender it names, and the image following the cluster version."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,8 @@ from tests.deploy.rendered import serve_args
 
 def _scheduler_config(objs: Sequence[Obj]) -> dict[str, Any]:
     cm = one(objs, "ConfigMap", "sky-scheduler-config")
-    return yaml.safe_load(cm["data"]["scheduler-config.yaml"])
+    config: dict[str, Any] = yaml.safe_load(cm["data"]["scheduler-config.yaml"])
+    return config
 
 
 @pytest.mark.parametrize("variant", ALL_VARIANTS)
@@ -74,7 +75,7 @@ def test_the_schema_catches_mis_cased_and_unknown_fields() -> None:
     good = _scheduler_config(render_variant("default"))
     validator = jsonschema.Draft7Validator(kubescheduler.SCHEMA)
     assert validator.is_valid(good)
-    for mutate in (
+    mutations: tuple[Callable[[dict[str, Any]], None], ...] = (
         lambda c: c["extenders"][0].update(enableHttps=c["extenders"][0].pop("enableHTTPS")),
         lambda c: c["extenders"][0].update(nodecachecapable=True),
         lambda c: c["extenders"][0].update(httpTimeout=10),
@@ -83,7 +84,8 @@ def test_the_schema_catches_mis_cased_and_unknown_fields() -> None:
         lambda c: c["profiles"][0].update(percentageOfNodesToScore=101),
         lambda c: c.update(apiVersion="kubescheduler.config.k8s.io/v1beta3"),
         lambda c: c["extenders"][0].update(managedResources=[{"name": "gpu"}]),
-    ):
+    )
+    for mutate in mutations:
         bad = yaml.safe_load(yaml.safe_dump(good))
         mutate(bad)
         assert not validator.is_valid(bad), bad

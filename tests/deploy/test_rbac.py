@@ -230,6 +230,7 @@ _PATH = re.compile(
 def _recorded_reads(run: Any) -> set[Grant]:
     """Run ``run(reader)`` with a client that records each request as an RBAC grant."""
     from discovery.common import kube as dkube
+    from extender.kube import client as kube_client
     from extender.kube.client import RawResponse
 
     seen: set[Grant] = set()
@@ -249,7 +250,7 @@ def _recorded_reads(run: Any) -> set[Grant]:
         return RawResponse(404, b"{}", {})
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(dkube.client, "request", fake_request)
+    mp.setattr(kube_client, "request", fake_request)  # the module discovery.common.kube calls through
     try:
         asyncio.run(run(dkube.KubeReader(api=None)))
     finally:

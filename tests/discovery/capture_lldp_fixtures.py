@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, for tests.discovery
 
-from lldp_lab import LldpLab, lab_unavailable_reason
+from tests.discovery.lldp_lab import LldpLab, lab_unavailable_reason
 
 OUT = Path(__file__).parent.parent / "fixtures" / "discovery" / "lldp"
 

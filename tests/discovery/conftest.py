@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from kube_helpers import CRD
-from lldp_lab import LldpLab, lab_unavailable_reason
-
 from extender.emulator import Emulator
+from tests.discovery.kube_helpers import CRD
+from tests.discovery.lldp_lab import LldpLab, lab_unavailable_reason
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "discovery"
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_helpers import HEARTBEAT, groups, heartbeat_writes, node_obj, read_back, spec_writes, writes, zone_keys
 
 from discovery.common import kube
 from discovery.roce.agent import RoceAgent, RoceConfig
@@ -28,6 +27,16 @@ from extender.emulator import Emulator
 from extender.kube import client as kube_client
 from extender.model import topology
 from tests.cli_process import run_cli
+from tests.discovery.kube_helpers import (
+    HEARTBEAT,
+    groups,
+    heartbeat_writes,
+    node_obj,
+    read_back,
+    spec_writes,
+    writes,
+    zone_keys,
+)
 
 
 def _discover(*args: str) -> subprocess.CompletedProcess[str]:

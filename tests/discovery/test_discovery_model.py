@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from discovery.common.conditions import ConditionLog
-from discovery.common.model import IbPort, RoceNic, merge_spec, spec_from_json, zone_of
+from discovery.common.model import IbPort, NodeTopologySpec, RoceNic, merge_spec, spec_from_json, zone_of
 from discovery.common.sink import MemorySink, node_topology_object, publish_part
 from extender.model import topology
 
@@ -40,7 +40,8 @@ def test_nodes_on_the_same_switch_set_share_zone_and_label() -> None:
 
 def test_a_node_without_any_switch_has_an_empty_zone_and_no_label() -> None:
     spec, label = merge_spec(None, roce=[RoceNic("ens1")])
-    assert spec == {"zone": "", "net": {"roce": [spec["net"]["roce"][0]], "ib": []}, "tiers": []}
+    expected: NodeTopologySpec = {"zone": "", "net": {"roce": [spec["net"]["roce"][0]], "ib": []}, "tiers": []}
+    assert spec == expected
     assert label is None
     assert zone_of({"roce": [], "ib": []}) == (None, None)
 
@@ -59,7 +60,7 @@ def test_each_agent_replaces_only_its_own_list_and_ib_wins_the_zone() -> None:
 
 def test_spec_from_json_tolerates_missing_and_foreign_fields() -> None:
     spec = spec_from_json({"net": {"roce": [{"name": "a", "extra": 1}], "ib": [{"name": "m", "port": "2"}]}})
-    assert spec == {
+    expected: NodeTopologySpec = {
         "zone": "",
         "net": {
             "roce": [{"name": "a", "switchName": "", "switchPort": "", "rdmaDevice": "", "master": ""}],
@@ -67,7 +68,9 @@ def test_spec_from_json_tolerates_missing_and_foreign_fields() -> None:
         },
         "tiers": [],
     }
-    assert spec_from_json(None) == {"zone": "", "net": {"roce": [], "ib": []}, "tiers": []}
+    assert spec == expected
+    empty: NodeTopologySpec = {"zone": "", "net": {"roce": [], "ib": []}, "tiers": []}
+    assert spec_from_json(None) == empty
 
 
 def test_node_topology_object_carries_the_zone_label() -> None:

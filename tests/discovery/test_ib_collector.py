@@ -27,8 +27,19 @@ NODES = [
 ]
 
 
-def _collector(fixtures: Path, sink: MemorySink, name: str = "fat-tree.txt", **kw: object) -> IbCollector:
-    return IbCollector(IbConfig(input=fixtures / "ib" / name, **kw), sink)
+_DEFAULTS = IbConfig()
+
+
+def _collector(
+    fixtures: Path,
+    sink: MemorySink,
+    name: str = "fat-tree.txt",
+    *,
+    hostname_pattern: str = _DEFAULTS.hostname_pattern,
+    switch_names: Path | None = None,
+) -> IbCollector:
+    config = IbConfig(input=fixtures / "ib" / name, hostname_pattern=hostname_pattern, switch_names=switch_names)
+    return IbCollector(config, sink)
 
 
 @pytest.mark.anyio

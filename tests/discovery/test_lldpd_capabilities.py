@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from lldp_lab import LldpLab
 
 from discovery.roce.agent import DEFAULT_LLDPCLI
 from discovery.roce.parse import ParseError, parse_lldp_json0
 from tests.deploy.chart import container, one, render
+from tests.discovery.lldp_lab import LldpLab
 
 pytestmark = pytest.mark.netns
 

@@ -316,11 +316,8 @@ async def test_without_candidates_a_missing_lldpcli_is_reported_but_does_not_blo
     agent = RoceAgent(_config(fixtures, cni_dir=tmp_path / "cni", lldpcli=("lldpcli-missing-xyz",)), sink)
     with caplog.at_level(logging.INFO, logger="discovery.roce"):
         result = await agent.run_once()
-    assert result.discovery.complete and sink.specs["gpu-n01"] == {
-        "zone": "",
-        "net": {"roce": [], "ib": []},
-        "tiers": [],
-    }
+    empty: NodeTopologySpec = {"zone": "", "net": {"roce": [], "ib": []}, "tiers": []}
+    assert result.discovery.complete and sink.specs["gpu-n01"] == empty
     assert len(_messages(caplog, "lldpcli-missing-xyz not found on PATH")) == 1
     assert len(_messages(caplog, "no macvlan/ipvlan master interface")) == 1
 

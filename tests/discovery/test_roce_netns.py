@@ -17,8 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kube_helpers import as_the_binder_leaves_it, groups, node_obj, read_back, zone_keys
-from lldp_lab import LldpLab
 
 from discovery.common import kube
 from discovery.common.model import NodeTopologySpec
@@ -29,6 +27,8 @@ from extender import wellknown
 from extender.cache import convert
 from extender.emulator import Emulator
 from extender.model import topology
+from tests.discovery.kube_helpers import as_the_binder_leaves_it, groups, node_obj, read_back, zone_keys
+from tests.discovery.lldp_lab import LldpLab
 
 pytestmark = pytest.mark.netns
 

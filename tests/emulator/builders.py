@@ -3,7 +3,40 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+import orjson
+from kubernetes_asyncio.client import ApiException
+
+R = TypeVar("R")
+
+
+def call_raw(method: Callable[..., Awaitable[R]], *args: object, **kwargs: object) -> Awaitable[R]:
+    """``method(*args, **kwargs)`` for a generated kubernetes-asyncio API method, with what it takes
+    at run time but its stubs do not name: a body as a plain JSON dict (the stubs ask for the model
+    class; ``ApiClient.sanitize_for_serialization`` sends a dict as it is, so these tests send the
+    exact JSON they mean) and ``_content_type`` (which forces a patch's content type). The
+    answer keeps the method's own type."""
+    return method(*args, **kwargs)
+
+
+async def call_unparsed(
+    method: Callable[..., Awaitable[object]], *args: object, **kwargs: object
+) -> aiohttp.ClientResponse:
+    """:func:`call_raw` with ``_preload_content=False``: the HTTP response itself, unread (the
+    stubs type it as the parsed model)."""
+    response = await method(*args, _preload_content=False, **kwargs)
+    assert isinstance(response, aiohttp.ClientResponse)
+    return response
+
+
+def error_body(exc: ApiException) -> dict[str, Any]:
+    """The Status an API error answered (the client keeps it unparsed, and types it optional)."""
+    assert exc.body is not None, f"{exc.status} without a body"
+    status: dict[str, Any] = orjson.loads(exc.body)
+    return status
 
 
 def unique(prefix: str) -> str:

@@ -90,7 +90,7 @@ async def create_pod(api: httpx.AsyncClient, body: Obj, ns: str = "default", que
     return await api.post(f"/api/v1/namespaces/{ns}/pods{query}", json=body)
 
 
-def annotations(obj: Obj) -> dict[str, str]:
+def annotations_of(obj: Obj) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
 
 
@@ -103,8 +103,8 @@ async def test_create_sends_an_admission_review_and_stores_the_patched_pod(
     r = await create_pod(api, pod(), query="?fieldManager=me")
 
     assert r.status_code == 201, r.text
-    assert annotations(r.json()) == {"example.com/seen": "yes"}
-    assert annotations(emu.get("v1", "pods", "p", "default")) == {"example.com/seen": "yes"}
+    assert annotations_of(r.json()) == {"example.com/seen": "yes"}
+    assert annotations_of(emu.get("v1", "pods", "p", "default")) == {"example.com/seen": "yes"}
     (call,) = hook.calls
     assert call.path == "/mutate" and call.query == "timeout=7s"
     assert call.review["apiVersion"] == "admission.k8s.io/v1" and call.review["kind"] == "AdmissionReview"
@@ -151,7 +151,7 @@ async def test_service_reference_resolves_through_the_service_map_and_checks_the
         emu.map_service("webhooks", "hook", 8443, hook.address)
         r = await create_pod(api, pod("after"))
         assert r.status_code == 201, r.text
-        assert annotations(r.json()) == {"example.com/by": "service"}
+        assert annotations_of(r.json()) == {"example.com/by": "service"}
         assert hook.calls[-1].query == "timeout=10s"  # the default timeoutSeconds
     finally:
         await hook.stop()
@@ -249,8 +249,8 @@ async def test_selectors_choose_namespaces_and_objects(
     opted_out_pod = (await create_pod(api, pod("c", labels={"skip": "1"}))).json()
     missing_ns = await create_pod(api, pod("d"), ns="nowhere")
 
-    assert annotations(in_default) == {"example.com/seen": "yes"}
-    assert annotations(opted_out_ns) == {} and annotations(opted_out_pod) == {}
+    assert annotations_of(in_default) == {"example.com/seen": "yes"}
+    assert annotations_of(opted_out_ns) == {} and annotations_of(opted_out_pod) == {}
     assert missing_ns.status_code == 404  # NamespaceLifecycle runs before the webhooks
     assert len(hook.calls) == 1
 
@@ -271,8 +271,8 @@ async def test_match_conditions_skip_and_errors_follow_the_failure_policy(
     skipped = (await create_pod(api, pod("b", labels={"skip": "1"}))).json()
     # no labels at all: `object.metadata.labels` is an evaluation error → Ignore skips the webhook
     unlabelled = await create_pod(api, pod("c"))
-    assert annotations(labelled) == {"example.com/seen": "yes"}
-    assert annotations(skipped) == {} and unlabelled.status_code == 201 and annotations(unlabelled.json()) == {}
+    assert annotations_of(labelled) == {"example.com/seen": "yes"}
+    assert annotations_of(skipped) == {} and unlabelled.status_code == 201 and annotations_of(unlabelled.json()) == {}
     assert len(hook.calls) == 1
 
     # the same error with failurePolicy Fail rejects the request without calling the webhook
@@ -316,7 +316,7 @@ async def test_dry_run_is_sent_to_the_webhook_and_nothing_is_stored(
     await register(api, configuration("dry", webhook(hook, "dry.example.com", "/m")))
     r = await create_pod(api, pod(generateName="gen-", name=None), query="?dryRun=All")
     assert r.status_code == 201, r.text
-    assert annotations(r.json()) == {"example.com/seen": "yes"}
+    assert annotations_of(r.json()) == {"example.com/seen": "yes"}
     req = hook.calls[0].review["request"]
     assert req["dryRun"] is True and req["name"] == "" and req["options"]["dryRun"] == ["All"]
     assert emu.list("v1", "pods") == []
@@ -358,11 +358,11 @@ async def test_python_api_create_admitted_runs_the_chain(
     hook.routes["/m"] = annotate("example.com/seen", "yes")
     await register(api, configuration("py", webhook(hook, "py.example.com", "/m")))
     result = await emu.create_admitted(pod(), user={"username": "alice"})
-    assert annotations(result.obj) == {"example.com/seen": "yes"}
+    assert annotations_of(result.obj) == {"example.com/seen": "yes"}
     assert [c.outcome for c in result.calls] == ["patched"]
     assert hook.calls[0].review["request"]["userInfo"] == {"username": "alice"}
     # the plain Python API stays outside admission (fixtures load objects as they are)
-    assert annotations(emu.create(pod("plain"))) == {}
+    assert annotations_of(emu.create(pod("plain"))) == {}
 
 
 def test_cli_service_mapping_parses_and_refuses_malformed_input() -> None:

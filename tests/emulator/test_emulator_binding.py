@@ -9,12 +9,14 @@ from kubernetes_asyncio import client
 
 from extender.emulator import Emulator
 from extender.kube.client import request
-from tests.emulator.builders import pod
+from tests.emulator.builders import call_unparsed, pod
 
 pytestmark = pytest.mark.anyio
 
 
-def _binding(name: str, node: str, *, uid: str | None = None, annotations: dict[str, str] | None = None) -> Any:
+def _binding(
+    name: str, node: str, *, uid: str | None = None, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "annotations": annotations or {}}
     if uid:
         meta["uid"] = uid
@@ -39,7 +41,7 @@ async def test_binding_sets_node_merges_annotations_and_answers_a_status(emu: Em
 async def test_second_binding_conflicts_naming_the_node(emu: Emulator, api: Any, ns: str) -> None:
     emu.create(pod("p", ns))
     core = client.CoreV1Api(api)
-    await core.create_namespaced_pod_binding("p", ns, _binding("p", "n1"), _preload_content=False)
+    await call_unparsed(core.create_namespaced_pod_binding, "p", ns, _binding("p", "n1"))
     for node in ("n1", "n2"):
         resp = await request(api, "POST", f"/api/v1/namespaces/{ns}/pods/p/binding", body=_binding("p", node))
         assert resp.status == 409
@@ -85,12 +87,12 @@ async def test_eviction_deletes_the_pod(emu: Emulator, api: Any, ns: str) -> Non
     emu.create(pod("p", ns))
     core = client.CoreV1Api(api)
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": ns}}
-    resp = await core.create_namespaced_pod_eviction("p", ns, eviction, _preload_content=False)
+    resp = await call_unparsed(core.create_namespaced_pod_eviction, "p", ns, eviction)
     assert resp.status == 201
     assert (await resp.json())["status"] == "Success"
     assert emu.try_get("v1", "pods", "p", ns) is None
-    resp = await request(api, "POST", f"/api/v1/namespaces/{ns}/pods/p/eviction", body=eviction)
-    assert resp.status == 404
+    again = await request(api, "POST", f"/api/v1/namespaces/{ns}/pods/p/eviction", body=eviction)
+    assert again.status == 404
 
 
 @pytest.mark.parametrize("options", ["now", [1], {"preconditions": "uid"}])

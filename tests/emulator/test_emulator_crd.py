@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 import pytest
 from kubernetes_asyncio import client
 
 from extender.emulator import Emulator
 from extender.kube.client import request
-from tests.emulator.builders import pod, unique, widget_crd
+from tests.emulator.builders import call_raw, error_body, pod, unique, widget_crd
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +42,7 @@ async def test_discovery_lists_builtin_groups_and_subresources(api: Any) -> None
 async def test_creating_a_crd_serves_its_resource_and_deleting_it_removes_it(emu: Emulator, api: Any) -> None:
     group = unique("g") + ".example.com"
     ext = client.ApiextensionsV1Api(api)
-    crd = await ext.create_custom_resource_definition(widget_crd(group, scope="Cluster", short_names=["wd"]))
+    crd = await call_raw(ext.create_custom_resource_definition, widget_crd(group, scope="Cluster", short_names=["wd"]))
     assert {c.type for c in crd.status.conditions if c.status == "True"} == {"Established", "NamesAccepted"}
 
     groups = (await request(api, "GET", "/apis")).json()["groups"]
@@ -63,7 +62,7 @@ async def test_creating_a_crd_serves_its_resource_and_deleting_it_removes_it(emu
     assert (await request(api, "GET", f"/apis/{group}/v1")).status == 404
     assert (await request(api, "GET", f"/apis/{group}/v1/widgets")).status == 404
     # re-created: served again, and the old objects are gone
-    await ext.create_custom_resource_definition(widget_crd(group, scope="Cluster"))
+    await call_raw(ext.create_custom_resource_definition, widget_crd(group, scope="Cluster"))
     assert (await co.list_cluster_custom_object(group, "v1", "widgets"))["items"] == []
 
 
@@ -74,7 +73,7 @@ async def test_openapi_v3_describes_patch_with_field_validation_for_every_kind(e
     assert "api/v1" in index["paths"] and f"apis/{group}/v1" in index["paths"]
     url = index["paths"][f"apis/{group}/v1"]["serverRelativeURL"]
     path, _, query = url.partition("?")
-    doc = (await request(api, "GET", path, query=[tuple(query.split("=", 1))])).json()  # type: ignore[list-item]
+    doc = (await request(api, "GET", path, query=[tuple(query.split("=", 1))])).json()
     op = doc["paths"][f"/apis/{group}/v1/namespaces/{{namespace}}/widgets/{{name}}"]["patch"]
     assert op["x-kubernetes-group-version-kind"] == {"group": group, "version": "v1", "kind": "Widget"}
     assert "fieldValidation" in {p["name"] for p in op["parameters"]}
@@ -89,7 +88,7 @@ async def test_schema_violations_are_422_with_field_causes(emu: Emulator, api: A
     bad = _widget(group, "w", {"size": 0, "color": "green", "port": 1.5, "items": [{"name": 3}]})
     with pytest.raises(client.ApiException) as err:
         await co.create_namespaced_custom_object(group, "v1", ns, "widgets", bad)
-    status = orjson.loads(err.value.body)
+    status = error_body(err.value)
     assert err.value.status == 422 and status["reason"] == "Invalid"
     assert status["details"]["kind"] == "Widget" and status["details"]["group"] == group
     causes = {c["field"]: c for c in status["details"]["causes"]}
@@ -100,7 +99,7 @@ async def test_schema_violations_are_422_with_field_causes(emu: Emulator, api: A
 
     with pytest.raises(client.ApiException) as err:
         await co.create_namespaced_custom_object(group, "v1", ns, "widgets", _widget(group, "w", {}))
-    causes = orjson.loads(err.value.body)["details"]["causes"]
+    causes = error_body(err.value)["details"]["causes"]
     assert causes == [{"reason": "FieldValueRequired", "message": "Required value", "field": "spec.size"}]
 
 
@@ -168,8 +167,8 @@ async def test_invalid_crds_are_rejected(api: Any) -> None:
     crd["metadata"]["name"] = "wrong.name"
     del crd["spec"]["versions"][0]["schema"]
     with pytest.raises(client.ApiException) as err:
-        await ext.create_custom_resource_definition(crd)
-    fields = {c["field"] for c in orjson.loads(err.value.body)["details"]["causes"]}
+        await call_raw(ext.create_custom_resource_definition, crd)
+    fields = {c["field"] for c in error_body(err.value)["details"]["causes"]}
     assert fields == {
         "metadata.name",
         "spec.versions[0].schema.openAPIV3Schema",
@@ -179,7 +178,7 @@ async def test_invalid_crds_are_rejected(api: Any) -> None:
 
 async def test_printer_columns_make_a_table(emu: Emulator, api: Any) -> None:
     group = unique("g") + ".example.com"
-    columns = [
+    columns: list[dict[str, Any]] = [
         {"name": "Node", "type": "string", "jsonPath": ".status.nodeName"},
         {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
         {"name": "Label", "type": "string", "jsonPath": ".spec.labels['a.b/c']"},
@@ -224,8 +223,8 @@ async def test_filtered_printer_columns_pick_the_matching_item(emu: Emulator, ap
     crd = widget_crd(unique("g") + ".example.com")
     crd["spec"]["versions"][0]["selectableFields"] = [{"jsonPath": '.spec.items[?(@.name=="i1")].name'}]
     with pytest.raises(client.ApiException) as err:
-        await ext.create_custom_resource_definition(crd)
-    causes = orjson.loads(err.value.body)["details"]["causes"]
+        await call_raw(ext.create_custom_resource_definition, crd)
+    causes = error_body(err.value)["details"]["causes"]
     assert [c["field"] for c in causes] == ["spec.versions[0].selectableFields[0].jsonPath"]
 
 

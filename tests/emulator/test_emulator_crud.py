@@ -11,13 +11,13 @@ from kubernetes_asyncio import client
 
 from extender.emulator import Emulator
 from extender.kube.client import request
-from tests.emulator.builders import pod
+from tests.emulator.builders import call_raw, error_body, pod
 
 pytestmark = pytest.mark.anyio
 
 
 def _status(exc: client.ApiException) -> dict[str, Any]:
-    body: dict[str, Any] = orjson.loads(exc.body)
+    body = error_body(exc)
     assert body["kind"] == "Status" and body["apiVersion"] == "v1" and body["status"] == "Failure"
     assert body["code"] == exc.status
     return body
@@ -25,7 +25,7 @@ def _status(exc: client.ApiException) -> dict[str, Any]:
 
 async def test_create_fills_server_metadata_and_get_returns_it(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    created = await core.create_namespaced_pod(ns, pod("p1", ns, labels={"app": "a"}))
+    created = await call_raw(core.create_namespaced_pod, ns, pod("p1", ns, labels={"app": "a"}))
     meta = created.metadata
     assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", meta.uid)
     assert meta.resource_version.isdigit()
@@ -40,9 +40,11 @@ async def test_create_fills_server_metadata_and_get_returns_it(api: Any, ns: str
 async def test_resource_version_comes_from_one_global_counter(emu: Emulator, api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
     before = emu.resource_version
-    cm = await core.create_namespaced_config_map(ns, {"metadata": {"name": "c1"}, "data": {"a": "1"}})
-    p = await core.create_namespaced_pod(ns, pod("p1", ns))
-    lease = await client.CoordinationV1Api(api).create_namespaced_lease(ns, {"metadata": {"name": "l1"}, "spec": {}})
+    cm = await call_raw(core.create_namespaced_config_map, ns, {"metadata": {"name": "c1"}, "data": {"a": "1"}})
+    p = await call_raw(core.create_namespaced_pod, ns, pod("p1", ns))
+    lease = await call_raw(
+        client.CoordinationV1Api(api).create_namespaced_lease, ns, {"metadata": {"name": "l1"}, "spec": {}}
+    )
     rvs = [int(cm.metadata.resource_version), int(p.metadata.resource_version), int(lease.metadata.resource_version)]
     assert rvs == [before + 1, before + 2, before + 3]
     listed = await core.list_namespaced_config_map(ns)
@@ -53,7 +55,7 @@ async def test_generate_name_makes_unique_names(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
     body = pod("", ns)
     body["metadata"] = {"generateName": "worker-"}
-    names = {(await core.create_namespaced_pod(ns, body)).metadata.name for _ in range(5)}
+    names = {(await call_raw(core.create_namespaced_pod, ns, body)).metadata.name for _ in range(5)}
     assert len(names) == 5
     assert all(re.fullmatch(r"worker-[a-z0-9]{5}", n) for n in names)
 
@@ -62,7 +64,7 @@ async def test_create_without_name_is_invalid(api: Any, ns: str) -> None:
     body = pod("", ns)
     body["metadata"] = {}
     with pytest.raises(client.ApiException) as err:
-        await client.CoreV1Api(api).create_namespaced_pod(ns, body)
+        await call_raw(client.CoreV1Api(api).create_namespaced_pod, ns, body)
     status = _status(err.value)
     assert err.value.status == 422 and status["reason"] == "Invalid"
     assert status["details"]["causes"][0]["field"] == "metadata.name"
@@ -70,7 +72,7 @@ async def test_create_without_name_is_invalid(api: Any, ns: str) -> None:
 
 async def test_create_in_missing_namespace_is_not_found(api: Any) -> None:
     with pytest.raises(client.ApiException) as err:
-        await client.CoreV1Api(api).create_namespaced_pod("nope", pod("p", "nope"))
+        await call_raw(client.CoreV1Api(api).create_namespaced_pod, "nope", pod("p", "nope"))
     status = _status(err.value)
     assert err.value.status == 404 and status["reason"] == "NotFound"
     assert status["message"] == 'namespaces "nope" not found'
@@ -83,9 +85,9 @@ async def test_default_and_kube_system_exist_from_the_start(api: Any) -> None:
 
 async def test_duplicate_create_is_already_exists(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    await core.create_namespaced_pod(ns, pod("p1", ns))
+    await call_raw(core.create_namespaced_pod, ns, pod("p1", ns))
     with pytest.raises(client.ApiException) as err:
-        await core.create_namespaced_pod(ns, pod("p1", ns))
+        await call_raw(core.create_namespaced_pod, ns, pod("p1", ns))
     status = _status(err.value)
     assert err.value.status == 409 and status["reason"] == "AlreadyExists"
     assert status["details"] == {"name": "p1", "kind": "pods"}
@@ -96,14 +98,14 @@ async def test_invalid_pods_and_labels_are_rejected_with_causes(api: Any, ns: st
     body = pod("Bad_Name", ns, labels={"ok": "-bad-"})
     body["spec"]["containers"] = [{"name": "c"}]
     with pytest.raises(client.ApiException) as err:
-        await core.create_namespaced_pod(ns, body)
+        await call_raw(core.create_namespaced_pod, ns, body)
     fields = {c["field"] for c in _status(err.value)["details"]["causes"]}
     assert fields == {"metadata.name", "metadata.labels[ok]", "spec.containers[0].image"}
 
 
 async def test_update_with_stale_resource_version_conflicts(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    cm = await core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}, "data": {"v": "1"}})
+    cm = await call_raw(core.create_namespaced_config_map, ns, {"metadata": {"name": "c"}, "data": {"v": "1"}})
     first = cm.to_dict()
     cm.data = {"v": "2"}
     updated = await core.replace_namespaced_config_map("c", ns, cm)
@@ -119,30 +121,32 @@ async def test_update_with_stale_resource_version_conflicts(api: Any, ns: str) -
 
 async def test_update_without_resource_version_is_unconditional(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    await core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}, "data": {"v": "1"}})
+    await call_raw(core.create_namespaced_config_map, ns, {"metadata": {"name": "c"}, "data": {"v": "1"}})
     await core.patch_namespaced_config_map("c", ns, {"data": {"v": "2"}})
-    replaced = await core.replace_namespaced_config_map("c", ns, {"metadata": {"name": "c"}, "data": {"v": "3"}})
+    replaced = await call_raw(
+        core.replace_namespaced_config_map, "c", ns, {"metadata": {"name": "c"}, "data": {"v": "3"}}
+    )
     assert replaced.data == {"v": "3"}
 
 
 async def test_noop_update_keeps_resource_version(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    cm = await core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}, "data": {"v": "1"}})
+    cm = await call_raw(core.create_namespaced_config_map, ns, {"metadata": {"name": "c"}, "data": {"v": "1"}})
     again = await core.replace_namespaced_config_map("c", ns, cm)
     assert again.metadata.resource_version == cm.metadata.resource_version
 
 
 async def test_name_mismatch_between_url_and_body_is_bad_request(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    await core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}})
+    await call_raw(core.create_namespaced_config_map, ns, {"metadata": {"name": "c"}})
     with pytest.raises(client.ApiException) as err:
-        await core.replace_namespaced_config_map("c", ns, {"metadata": {"name": "other"}})
+        await call_raw(core.replace_namespaced_config_map, "c", ns, {"metadata": {"name": "other"}})
     assert err.value.status == 400 and _status(err.value)["reason"] == "BadRequest"
 
 
 async def test_generation_bumps_on_spec_changes_only(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    await core.create_namespaced_pod(ns, pod("p", ns))
+    await call_raw(core.create_namespaced_pod, ns, pod("p", ns))
     labelled = await core.patch_namespaced_pod("p", ns, {"metadata": {"labels": {"x": "y"}}})
     assert labelled.metadata.generation == 1
     status = await core.patch_namespaced_pod_status("p", ns, {"status": {"phase": "Running"}})
@@ -153,7 +157,7 @@ async def test_generation_bumps_on_spec_changes_only(api: Any, ns: str) -> None:
 
 async def test_pod_spec_is_immutable_except_the_allowed_fields(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    await core.create_namespaced_pod(ns, pod("p", ns))
+    await call_raw(core.create_namespaced_pod, ns, pod("p", ns))
     with pytest.raises(client.ApiException) as err:
         await core.patch_namespaced_pod("p", ns, {"spec": {"nodeName": "n1"}})
     status = _status(err.value)
@@ -164,11 +168,11 @@ async def test_pod_spec_is_immutable_except_the_allowed_fields(api: Any, ns: str
 
 async def test_delete_returns_the_pod_and_a_status_for_other_kinds(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    created = await core.create_namespaced_pod(ns, pod("p", ns))
+    created = await call_raw(core.create_namespaced_pod, ns, pod("p", ns))
     deleted = await core.delete_namespaced_pod("p", ns)
     assert deleted.metadata.uid == created.metadata.uid
     assert int(deleted.metadata.resource_version) > int(created.metadata.resource_version)
-    await core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}})
+    await call_raw(core.create_namespaced_config_map, ns, {"metadata": {"name": "c"}})
     status = await core.delete_namespaced_config_map("c", ns)
     assert status.status == "Success" and status.details.name == "c"
     with pytest.raises(client.ApiException) as err:
@@ -178,19 +182,24 @@ async def test_delete_returns_the_pod_and_a_status_for_other_kinds(api: Any, ns:
 
 async def test_delete_preconditions_conflict_on_mismatch(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    created = await core.create_namespaced_pod(ns, pod("p", ns))
-    for pre in ({"uid": "00000000-0000-4000-8000-000000000000"}, {"resourceVersion": "1"}):
+    created = await call_raw(core.create_namespaced_pod, ns, pod("p", ns))
+    for pre in (
+        client.V1Preconditions(uid="00000000-0000-4000-8000-000000000000"),
+        client.V1Preconditions(resource_version="1"),
+    ):
         with pytest.raises(client.ApiException) as err:
             await core.delete_namespaced_pod("p", ns, body=client.V1DeleteOptions(preconditions=pre))
         assert err.value.status == 409
         assert "Precondition failed" in _status(err.value)["message"]
-    pre = {"uid": created.metadata.uid, "resourceVersion": created.metadata.resource_version}
-    await core.delete_namespaced_pod("p", ns, body=client.V1DeleteOptions(preconditions=pre))
+    current = client.V1Preconditions(uid=created.metadata.uid, resource_version=created.metadata.resource_version)
+    await core.delete_namespaced_pod("p", ns, body=client.V1DeleteOptions(preconditions=current))
 
 
 async def test_finalizers_hold_deletion_until_removed(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    await core.create_namespaced_config_map(ns, {"metadata": {"name": "c", "finalizers": ["example.com/hold"]}})
+    await call_raw(
+        core.create_namespaced_config_map, ns, {"metadata": {"name": "c", "finalizers": ["example.com/hold"]}}
+    )
     await core.delete_namespaced_config_map("c", ns)
     held = await core.read_namespaced_config_map("c", ns)
     assert held.metadata.deletion_timestamp is not None
@@ -202,24 +211,24 @@ async def test_finalizers_hold_deletion_until_removed(api: Any, ns: str) -> None
 
 async def test_deleting_a_namespace_deletes_its_objects(emu: Emulator, api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    await core.create_namespaced_pod(ns, pod("p", ns))
+    await call_raw(core.create_namespaced_pod, ns, pod("p", ns))
     await core.delete_namespace(ns)
     assert emu.list("v1", "pods", namespace=ns) == []
     with pytest.raises(client.ApiException) as err:
-        await core.create_namespaced_pod(ns, pod("p", ns))
+        await call_raw(core.create_namespaced_pod, ns, pod("p", ns))
     assert err.value.status == 404
 
 
 async def test_dry_run_validates_without_storing(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    out = await core.create_namespaced_pod(ns, pod("p", ns), dry_run="All")
+    out = await call_raw(core.create_namespaced_pod, ns, pod("p", ns), dry_run="All")
     assert out.metadata.name == "p"
     assert (await core.list_namespaced_pod(ns)).items == []
 
 
 async def test_secrets_fold_string_data(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    s = await core.create_namespaced_secret(ns, {"metadata": {"name": "s"}, "stringData": {"k": "v"}})
+    s = await call_raw(core.create_namespaced_secret, ns, {"metadata": {"name": "s"}, "stringData": {"k": "v"}})
     assert s.data == {"k": "dg=="} and s.type == "Opaque"
 
 
@@ -261,7 +270,7 @@ async def test_wrong_method_and_unknown_paths(api: Any, ns: str) -> None:
 
 
 async def test_unknown_content_type_is_unsupported_media_type(api: Any, ns: str) -> None:
-    await client.CoreV1Api(api).create_namespaced_config_map(ns, {"metadata": {"name": "c"}})
+    await call_raw(client.CoreV1Api(api).create_namespaced_config_map, ns, {"metadata": {"name": "c"}})
     resp = await request(
         api,
         "PATCH",
@@ -298,10 +307,10 @@ async def test_system_namespaces_cannot_be_deleted(api: Any) -> None:
 
 async def test_replacing_a_pod_without_its_defaulted_fields_is_allowed(api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    created = await core.create_namespaced_pod(ns, pod("p", ns))
+    created = await call_raw(core.create_namespaced_pod, ns, pod("p", ns))
     body = pod("p", ns, labels={"v": "2"})  # no schedulerName/restartPolicy…: defaulted again
     body["metadata"]["resourceVersion"] = created.metadata.resource_version
-    replaced = await core.replace_namespaced_pod("p", ns, body)
+    replaced = await call_raw(core.replace_namespaced_pod, "p", ns, body)
     assert replaced.metadata.labels == {"v": "2"} and replaced.spec.scheduler_name == "default-scheduler"
 
 

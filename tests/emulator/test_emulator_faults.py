@@ -13,7 +13,7 @@ from kubernetes_asyncio import client, watch
 from extender.emulator import Emulator
 from extender.kube.client import request
 from extender.kube.errors import KubeTimeout
-from tests.emulator.builders import pod
+from tests.emulator.builders import call_unparsed, pod
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -136,8 +136,8 @@ async def test_journal_records_verbs_and_resources(emu: Emulator, api: Any, ns: 
     core = client.CoreV1Api(api)
     await core.read_namespaced_pod("p", ns)
     await core.patch_namespaced_pod_status("p", ns, {"status": {"phase": "Running"}})
-    await core.create_namespaced_pod_binding(
-        "p", ns, {"metadata": {"name": "p"}, "target": {"name": "n"}}, _preload_content=False
+    await call_unparsed(
+        core.create_namespaced_pod_binding, "p", ns, {"metadata": {"name": "p"}, "target": {"name": "n"}}
     )
     calls = emu.journal.calls()
     assert {("get", "", "pods", ""), ("patch", "", "pods", "status"), ("create", "", "pods", "binding")} <= calls

@@ -10,8 +10,9 @@ import os
 import queue
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -50,7 +51,7 @@ def kubectl(emu: Emulator, tmp_path: Path) -> Kubectl:
     return Kubectl(emu.write_kubeconfig(tmp_path / "kubeconfig"), tmp_path / "cache")
 
 
-def _write(path: Path, *docs: dict[str, object]) -> Path:
+def _write(path: Path, *docs: Mapping[str, object]) -> Path:
     path.write_text(yaml.safe_dump_all(docs))
     return path
 
@@ -84,7 +85,7 @@ def test_kubectl_applies_a_crd_and_shows_printer_columns(emu: Emulator, kubectl:
 
 
 def test_kubectl_apply_twice_patches_the_pod(emu: Emulator, kubectl: Kubectl, tmp_path: Path) -> None:
-    pod = {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "p1", "namespace": "default", "labels": {"app": "a"}},
@@ -92,7 +93,7 @@ def test_kubectl_apply_twice_patches_the_pod(emu: Emulator, kubectl: Kubectl, tm
     }
     manifest = _write(tmp_path / "pod.yaml", pod)
     assert "pod/p1 created" in kubectl("apply", "-f", str(manifest)).stdout
-    pod["metadata"]["labels"] = {"app": "b"}  # type: ignore[index]
+    pod["metadata"]["labels"] = {"app": "b"}
     _write(manifest, pod)
     assert "pod/p1 configured" in kubectl("apply", "-f", str(manifest)).stdout
     patches = [r for r in emu.journal.records() if r.method == "PATCH" and r.resource == "pods"]
@@ -114,7 +115,12 @@ def test_kubectl_get_watch_prints_new_pods(emu: Emulator, kubectl: Kubectl) -> N
         text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
-    reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or ()], daemon=True)
+
+    def read() -> None:
+        for line in proc.stdout or ():
+            lines.put(line)
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
         # kubectl lists, then watches from the list's resourceVersion: wait until the watch is open

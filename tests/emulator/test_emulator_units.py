@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -160,7 +161,7 @@ def test_field_selector_parsing() -> None:
 
 def test_selection_matches_labels_and_fields() -> None:
     sel = Selection.parse(PODS, "ns", "app in (a,b),!canary", "spec.nodeName!=,spec.schedulerName=s")
-    pod = {
+    pod: dict[str, Any] = {
         "metadata": {"namespace": "ns", "name": "p", "labels": {"app": "a"}},
         "spec": {"nodeName": "n1", "schedulerName": "s"},
     }
@@ -215,4 +216,5 @@ def test_a_remembered_schema_check_gives_the_same_answer_every_time() -> None:
     first.clear()
     assert check_schema(bad) and check_schema(dict(bad)) == check_schema(bad)
     assert check_schema({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}) == []
-    assert check_schema({1: {"type": "object"}, "type": "object"}) == []  # not plain JSON: checked uncached
+    integer_key = yaml.safe_load("{1: {type: object}, type: object}")  # YAML reads an unquoted 1 as an int
+    assert check_schema(integer_key) == []  # not plain JSON: checked uncached

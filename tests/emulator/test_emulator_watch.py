@@ -13,7 +13,7 @@ from kubernetes_asyncio import client, watch
 
 from extender.emulator import Emulator
 from extender.kube import client as kube_client
-from tests.emulator.builders import pod, unique, widget_crd
+from tests.emulator.builders import call_raw, pod, unique, widget_crd
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.anyio
@@ -53,12 +53,12 @@ def _is_end(ev: dict[str, Any]) -> bool:
 
 async def test_watch_from_a_list_resource_version_sees_only_later_events(emu: Emulator, api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
-    await core.create_namespaced_pod(ns, pod("before", ns))
+    await call_raw(core.create_namespaced_pod, ns, pod("before", ns))
     rv = (await core.list_namespaced_pod(ns)).metadata.resource_version
-    await core.create_namespaced_pod(ns, pod("p", ns))
+    await call_raw(core.create_namespaced_pod, ns, pod("p", ns))
     await core.patch_namespaced_pod("p", ns, {"metadata": {"labels": {"x": "1"}}})
     await core.delete_namespaced_pod("p", ns)
-    await core.create_namespaced_pod(ns, pod(END, ns))
+    await call_raw(core.create_namespaced_pod, ns, pod(END, ns))
     seen: list[tuple[str, str, int]] = []
     with anyio.fail_after(10):
         async with watch.Watch() as w:
@@ -119,7 +119,7 @@ async def test_too_old_resource_version_is_an_error_event_with_410() -> None:
             core = client.CoreV1Api(api)
             start = (await core.list_namespaced_config_map("default")).metadata.resource_version
             for i in range(5):
-                await core.create_namespaced_config_map("default", {"metadata": {"name": f"c{i}"}})
+                await call_raw(core.create_namespaced_config_map, "default", {"metadata": {"name": f"c{i}"}})
             async with raw_watch(
                 api, "/api/v1/namespaces/default/configmaps", {"watch": "true", "resourceVersion": start}
             ) as resp:
@@ -210,8 +210,14 @@ async def test_watch_custom_resources_cluster_scoped(emu: Emulator, api: Any) ->
     co = client.CustomObjectsApi(api)
     obj = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}}
     await co.create_cluster_custom_object(group, "v1", "widgets", obj)
-    await co.patch_cluster_custom_object_status(
-        group, "v1", "widgets", "w", {"status": {"phase": "Up"}}, _content_type="application/merge-patch+json"
+    await call_raw(
+        co.patch_cluster_custom_object_status,
+        group,
+        "v1",
+        "widgets",
+        "w",
+        {"status": {"phase": "Up"}},
+        _content_type="application/merge-patch+json",
     )
     await co.create_cluster_custom_object(group, "v1", "widgets", {**obj, "metadata": {"name": END}})
     seen = []

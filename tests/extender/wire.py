@@ -4,7 +4,7 @@ through the real API→model conversion, and a recording stand-in for the API wr
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -71,6 +71,21 @@ class RecordingWriter:
     async def patch_podgroup_status(self, namespace: str, name: str, mutate: Callable[[Obj], Obj | None]) -> Obj | None:
         raise AssertionError("the extender does not write PodGroups")
 
+    async def update_queue_status(self, name: str, mutate: Callable[[Obj], Obj | None]) -> Obj | None:
+        raise AssertionError("the extender does not write Queues")
+
+    async def update_jobqueue_status(self, name: str, mutate: Callable[[Obj], Obj | None]) -> Obj | None:
+        raise AssertionError("the extender does not write JobQueues")
+
+    async def apply_quota(self, body: Mapping[str, Any]) -> tuple[Obj, bool]:
+        raise AssertionError("the extender does not create Quotas")
+
+    async def delete_quota(self, name: str, *, uid: str, resource_version: str) -> bool:
+        raise AssertionError("the extender does not delete Quotas")
+
+    async def patch_node_labels(self, node: str, labels: Mapping[str, str | None]) -> Obj:
+        raise AssertionError("the extender does not label nodes")
+
 
 @asynccontextmanager
 async def served(state: ServiceState) -> AsyncIterator[httpx.AsyncClient]:
@@ -87,11 +102,11 @@ def args(pod: Obj, names: list[str]) -> bytes:
     return orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
 
 
-def node_list(objs: list[Obj]) -> Obj:
+def node_list(objs: Sequence[Mapping[str, Any]]) -> Obj:
     return {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "77"}, "items": objs}
 
 
-def args_full(pod: Obj, nodes: list[Obj]) -> bytes:
+def args_full(pod: Obj, nodes: Sequence[Mapping[str, Any]]) -> bytes:
     """ExtenderArgs with ``nodeCacheCapable: false``: the full NodeList, ``NodeNames`` null."""
     return orjson.dumps({"Pod": pod, "Nodes": node_list(nodes), "NodeNames": None})
 

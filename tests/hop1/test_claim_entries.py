@@ -119,8 +119,10 @@ def test_a_pod_admitted_by_an_older_webhook_accounts_for_one_entry_only() -> Non
     """Entries recorded before the webhook named them on the pod (an upgrade): two workers of one
     gang from ``generateName``, without a task index, share prefix and job; the first to arrive
     takes the place of one entry, and the other entry keeps holding its pod's room."""
-    gang = {"name": "train-worker-*", "job": "ml/train"}
-    quota = _with_entries(b.quota("q", gpu=4, hca=None), _entry("admission:a", **gang), _entry("admission:b", **gang))
+    name, job = "train-worker-*", "ml/train"
+    quota = _with_entries(
+        b.quota("q", gpu=4, hca=None), _entry("admission:a", name, job), _entry("admission:b", name, job)
+    )
     cache = _cache(quota)
     pod = b.pod("train-worker-x7k2p", namespace="ml", group="train", gpu=1, hca=None, quota="q")
     cache.on_pod_add(pod)

@@ -110,7 +110,7 @@ async def test_two_candidates_one_leader_takeover_and_release(emu: Emulator) -> 
             # a recovers: it campaigns again but b holds the lease
             emu.faults.clear()
             await anyio.sleep(0.3)
-            assert b.is_leader and not a.is_leader and a.leader == "b"
+            assert (b.is_leader, a.is_leader, a.leader) == (True, False, "b")
             tg.cancel_scope.cancel()
         # b stopped and released: a takes over without waiting out a lease duration
         with anyio.fail_after(5):

@@ -195,7 +195,7 @@ async def test_declared_api_calls_are_exactly_the_ones_used(emu: Emulator, api: 
     await w.patch_podgroup_status(ns, "pg", lambda obj: {"phase": "Running"})
     await w.update_queue_status(qname, lambda obj: {"running": 0})
     await w.update_jobqueue_status(qname, lambda obj: {"runningJobs": 0})
-    pool = {
+    pool: dict[str, Any] = {
         "apiVersion": wellknown.API_VERSION,
         "kind": wellknown.KIND_QUOTA,
         "metadata": {"name": f"{qname}-p-0"},

@@ -54,7 +54,7 @@ async def test_queue_and_jobqueue_status(emu: Emulator, api: Any) -> None:
 
 async def test_apply_quota_creates_updates_and_deletes_with_preconditions(emu: Emulator, api: Any) -> None:
     name = f"pool-{uuid.uuid4().hex[:6]}"
-    body = {
+    body: dict[str, Any] = {
         "apiVersion": wellknown.API_VERSION,
         "kind": wellknown.KIND_QUOTA,
         "metadata": {"name": name, "labels": {"a": "1"}},

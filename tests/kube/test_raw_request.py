@@ -243,7 +243,7 @@ async def test_in_cluster_client_sends_the_same_requests_and_follows_token_rotat
         token.write_text("sa-token-1")
         loader = InClusterConfigLoader(token_filename=str(token), cert_filename=str(pki.ca), environ=environ)
         cfg = k8s_client.Configuration()
-        loader.load_and_set(cfg)  # type: ignore[no-untyped-call]
+        loader.load_and_set(cfg)
         cfg.cert_file, cfg.key_file = str(pki.client_cert), str(pki.client_key)  # the server requires one
         loaders.append(loader)
         return kube_client._client(cfg, None)

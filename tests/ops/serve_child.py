@@ -69,13 +69,13 @@ class StderrLines:
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             try:
-                line = self._queue.get(timeout=left)
+                got = self._queue.get(timeout=left)
             except queue.Empty:
                 break
-            if line is None:
+            if got is None:
                 pytest.fail(f"serve exited ({self.proc.poll()}) before logging {pattern.pattern!r}:\n{self.text()}")
-            self.seen.append(line)
-            if m := pattern.search(line):
+            self.seen.append(got)
+            if m := pattern.search(got):
                 return m
         pytest.fail(f"serve did not log {pattern.pattern!r} within {timeout:.0f} s:\n{self.text()}")
 

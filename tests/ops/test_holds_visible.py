@@ -52,7 +52,8 @@ async def _metrics(h: Harness) -> dict[str, float]:
 
 def _condition(h: Harness, job: str) -> Obj:
     pg = h.emulator.get(wellknown.API_VERSION, wellknown.PODGROUPS, job, "default")
-    (cond,) = [c for c in pg["status"]["conditions"] if c["type"] == "Unschedulable"]
+    conditions: list[Obj] = [c for c in pg["status"]["conditions"] if c["type"] == "Unschedulable"]
+    (cond,) = conditions
     return cond
 
 

@@ -149,7 +149,7 @@ async def _another_valid_policy(h: Any, path: Path, caplog: pytest.LogCaptureFix
     retuned = rt.policy
     assert _uses(h) == {id(retuned)}  # ... and not once the policy has
     assert h.state.session() is not ssn
-    assert rt.scheduler.policy.actions[-1].args.unschedulable_cycles == 7  # type: ignore[attr-defined]
+    assert rt.scheduler.policy.actions[-1].args.unschedulable_cycles == 7
     node_order = h.state.session().policy.stages["qn.node_order"].expression
     assert node_order == "sum(topology, 5*binpack, nodeorder, sylas)"
     m = await _metrics(h)

@@ -339,9 +339,14 @@ def test_the_heap_walk_yields_live_entries_best_first(steps: list[tuple[str, flo
             live.pop(name, None)
         else:
             q = QuotaInfo(name=name, queue="research", request=Resource({wellknown.RESOURCE_GPU: 1000}))
-            order.put(q, lambda _t, _q, v=value: v)
+            order.put(q, _constant(value))
             live[name] = -value
     assert list(order.ordered()) == sorted((v, k) for k, v in live.items())
+
+
+def _constant(value: float) -> cand.Score:
+    """A score that gives every quota ``value``."""
+    return lambda _t, _q: value
 
 
 def test_stale_entries_at_the_top_are_dropped_when_read() -> None:
@@ -354,7 +359,7 @@ def test_stale_entries_at_the_top_are_dropped_when_read() -> None:
     order = cand._Order("research", TaskInfo(uid="", namespace="", name="", job="", request=Resource({})))
     for i in range(40):
         q = QuotaInfo(name=f"q{i:02d}", queue="research", request=Resource({wellknown.RESOURCE_GPU: 1000}))
-        order.put(q, lambda _t, _q, v=float(i): v)
+        order.put(q, _constant(float(i)))
     for i in range(39, 29, -1):  # the ten best claimed: stale, not enough to compact
         order.drop(f"q{i:02d}")
     assert len(order.heap) == 40

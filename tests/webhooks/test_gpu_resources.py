@@ -80,7 +80,7 @@ def test_binpack_packs_amd_nodes_as_it_packs_nvidia_ones() -> None:
         b.feed(cache, [q])
         ssn = Session(cache.snapshot(), default_policy())
         plugin = default_policy().plugins["binpack"]
-        fn = plugin.open(ssn)["qn.node_order"]  # type: ignore[attr-defined]
+        fn = plugin.open(ssn)["qn.node_order"]
         quota = ssn.quota("q-0")
         assert quota is not None
         return {n: fn(quota, ssn.node(n)) for n in ("n0", "n1")}
