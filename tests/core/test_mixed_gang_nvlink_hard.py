@@ -163,3 +163,34 @@ def test_a_strict_mixed_gang_its_siblings_domain_holds_only_out_of_order_is_told
     assert where == ["", "n2", ""]
     (verdict,) = result.verdicts.values()
     assert verdict.status.reason is Reason.TOPOLOGY_ORDER, verdict.status.message()
+
+
+def _refusal(c: MixedCluster) -> str:
+    """The one verdict of a cycle whose gang waits, as ``/diagnose`` shows it."""
+    where, result = within_nvlink(c)
+    assert not any(where[i] for i in c.gangs[0].unbound), where
+    (status,) = (v.status for v in result.verdicts.values())
+    return status.message()
+
+
+def test_a_mixed_gang_over_its_limit_is_told_a_domains_room_in_its_own_quotas() -> None:
+    """A launcher and three whole-node workers on domains a (n0, n1) and b (n2, n3): no domain holds
+    the four quotas. Each domain takes two workers and the launcher — 3 of 4, not the 2 its room
+    counted in the largest quota (the workers) says."""
+    c = MixedCluster(_leaf("aabb"), [MixedGang("g0", [LAUNCHER, WORKER, WORKER, WORKER])])
+    assert _refusal(c) == (
+        "FitsOnlyAboveAllowedTier(4 quotas fits only across a leaf (tier 1); highestTierAllowed is nvlink "
+        "(tier 0), and the roomiest NVLink domain, 1b, takes 3 of 4)"
+    )
+
+
+def test_a_bound_mixed_gang_over_its_limit_is_told_its_siblings_domains_room() -> None:
+    """Worker 1 bound on n0 (domain a), n1 full; domain b (n2, n3) empty. The rest — the launcher
+    and worker 2 — may only join a, which takes the launcher: 1 of 2 there. Domain b, which would
+    take both, is no place the gang can ever use, so naming it misleads the operator."""
+    nodes = _leaf("aabb", busy={1: 8})
+    c = MixedCluster(nodes, [MixedGang("g0", [LAUNCHER, WORKER, WORKER], bound={1: "n0"})])
+    assert _refusal(c) == (
+        "FitsOnlyAboveAllowedTier(2 quotas fits only across a leaf (tier 1); highestTierAllowed is nvlink "
+        "(tier 0), and its siblings' NVLink domain, 1a, takes 1 of 2)"
+    )

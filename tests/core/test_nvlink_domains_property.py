@@ -23,6 +23,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from extender.cache.cache import ClusterCache
+from extender.framework.status import Reason
 from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
@@ -470,6 +471,30 @@ def test_a_partly_bound_gang_held_to_one_nvlink_domain_runs_whenever_its_sibling
     assert all(new.count(n) <= slots[n] for n in set(new)), where
 
 
+@PROPERTY
+@given(partly_bound(), st.booleans())
+def test_a_bound_gang_over_its_nvlink_limit_is_told_its_siblings_domains_room(c: Cluster, pack: bool) -> None:
+    """When such a gang waits with ``FitsOnlyAboveAllowedTier``, the refusal names the room of the
+    one domain it may use — its siblings' (the only one when they share one), in slots of its
+    usable nodes of the siblings' GPU model — never a domain it can never run in."""
+    g = c.gangs[0]
+    result = run_within_nvlink(c, pack=pack)
+    spec = {n.name: n for n in c.nodes}
+    statuses = [v.status for v in result.verdicts.values() if v.status.reason == Reason.FITS_ONLY_ABOVE_ALLOWED_TIER]
+    domains = {spec[n].domain for n in g.bound.values()}
+    if not statuses or len(domains) != 1 or not next(iter(domains)):
+        return
+    (domain,) = domains
+    model = spec[next(iter(g.bound.values()))].model
+    slots = room(c, c.start(), g.gpu)
+    mine = sum(slots.get(n.name, 0) for n in c.nodes if n.domain == domain and n.model == model)
+    need = g.workers - len(g.bound)
+    for status in statuses:
+        assert status.message().endswith(f"its siblings' NVLink domain, {domain}, takes {mine} of {need})"), (
+            status.message()
+        )
+
+
 def test_the_rest_of_a_bound_gang_held_to_nvlink_joins_its_siblings_domain() -> None:
     assert placed_within_nvlink(_rank_0_bound_beside_a_free_node(), pack=False) == ["n0", "n1"]
     assert placed_within_nvlink(_rank_1_bound_above_its_domain(), pack=False) == ["n2", "n2", "n3"]
@@ -477,7 +502,9 @@ def test_the_rest_of_a_bound_gang_held_to_nvlink_joins_its_siblings_domain() -> 
 
 def test_a_bound_gang_whose_siblings_domain_is_full_waits_told_in_nvlink_domains() -> None:
     """Rank 0 bound on n0 of domain a, whose n1 is full; domain b has two empty nodes. Rank 1 may
-    not leave a: it waits, and the refusal names the NVLink limit and domains, not leaves."""
+    not leave a: it waits, and the refusal names the NVLink limit and the room of a, the one
+    domain it may use (before it named the roomiest domain overall, b, "takes 2 of 1": a domain
+    that would hold it, and which it may never use)."""
     doms = ["1a", "1a", "1b", "1b"]
     nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 8 if i == 1 else 0, domain=d) for i, d in enumerate(doms)]
     c = Cluster(nodes, [Gang("g0", 2, 8, False, bound={0: "n0"})])
@@ -486,5 +513,5 @@ def test_a_bound_gang_whose_siblings_domain_is_full_waits_told_in_nvlink_domains
     (status,) = (v.status for v in result.verdicts.values())
     assert status.message() == (
         "FitsOnlyAboveAllowedTier(1×8 GPU fits only across a leaf (tier 1); highestTierAllowed is nvlink "
-        "(tier 0), and the roomiest NVLink domain, 1b, takes 2 of 1)"
+        "(tier 0), and its siblings' NVLink domain, 1a, takes 0 of 1)"
     )

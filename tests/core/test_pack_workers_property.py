@@ -61,3 +61,20 @@ def test_a_strict_gang_packs_around_its_bound_sibling() -> None:
     result = run(c, liveness=True, policy=PACKED, pack=True)
     nodes = [quota_node(result.session, q) for q in g.quotas]
     assert nodes == ["n2", "n2", "n2", "n2"]
+
+
+def test_a_strict_gang_packs_onto_a_sibling_inside_its_rank_range() -> None:
+    """Strict order, 3 workers × 1 GPU, task 1 bound on n1 and task 2 on n2 in an earlier cycle;
+    n0 and n1 are empty, n2 has 4 GPUs busy. Task 0 may sit on any node index ≤ 1, n1 included:
+    with ``pack_workers`` it goes beside its sibling on n1 (no node more), not onto n0 — best fit
+    over the siblings' nodes picks n2, out of order, and the ordered fallback used to take the
+    lowest index instead of the siblings' nodes first."""
+
+    def n(i: int, busy: int) -> NodeSpec:
+        return NodeSpec(f"n{i}", i, 1, "A100", True, False, busy)
+
+    g = Gang("g0", 3, 1, True, bound={1: "n1", 2: "n2"})
+    c = Cluster([n(0, 0), n(1, 0), n(2, 4)], [g])
+    result = run(c, liveness=True, policy=PACKED, pack=True)
+    nodes = [quota_node(result.session, q) for q in g.quotas]
+    assert nodes == ["n1", "n1", "n2"]

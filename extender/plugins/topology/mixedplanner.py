@@ -18,17 +18,20 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from extender.framework.status import Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
-from extender.plugins.topology.gangparts import GangPlan, Mix, SpecPlan, for_planning, plan_key
+from extender.plugins.topology.gangparts import GangPlan, Mix, SpecPlan, coarsen, for_planning, plan_key
 from extender.plugins.topology.gangplan import Range, Slot, ZoneId
+from extender.plugins.topology.mixedfrontier import STATE_LIMIT, frontier_of
 from extender.plugins.topology.mixedplan import MixedGang, MixedNode, plan_mixed, plan_run, room_for
 from extender.plugins.topology.rankorder import order_break
 from extender.plugins.topology.refusals import out_of_rank_order
 from extender.plugins.topology.siblings import rank_ranges
+from extender.plugins.topology.verdicts import UnitParts
 
 if TYPE_CHECKING:
     from extender.plugins.topology.planner import GangPlanner
@@ -45,7 +48,7 @@ class MixedPlanner:
     def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo], mix: Mix) -> GangPlan | Status:
         """A gang of several kinds, planned exactly (``mixedplan.py``) under every rule of
         ``GangPlanner._plan_group``: specs, one NVLink domain, bound siblings, holds, tier limit."""
-        head, unbound = mix.head, mix.unbound
+        head, unbound, given = mix.head, mix.unbound, mix
         sid = self.p.memo.shape_of(head)
         specs, bound_zones = self.p.specs(quotas, head)
         fences = rank_ranges(quotas, unbound, self.p.ssn.node)  # strict order keeps to them (mixedplan rule 2)
@@ -62,12 +65,24 @@ class MixedPlanner:
             )
         if (limit := job.hard_tier) is not None and best.tier(self.p.memo.domain_of, held) > limit:
             return self._out_of_order(job, mix, gang, specs, bound_zones, within=limit) or self.p.above_limit(
-                job, head, sid, best, unbound
+                job, head, sid, best, unbound, held=held, room_in=partial(self.quotas_in, job, given)
             )
         nodes = dict(best.nodes)
         for first, rest in mix.glued.items():
             nodes.update(dict.fromkeys(rest, nodes[first]))
         return GangPlan(nodes, [z.id for z in best.zones])
+
+    def quotas_in(self, job: JobInfo, mix: Mix, parts: UnitParts) -> int:
+        """How many of the gang's quotas (``mix``: as it asks, not glued) the nodes of a unit of its
+        tier limit hold together, every combination of its kinds counted (``mixedfrontier``): a
+        launcher beside two whole-node workers is three, not the two its largest quota counts.
+        Beyond ``STATE_LIMIT`` count vectors, over merged kinds (``gangparts.coarsen``: never more
+        than the unit holds)."""
+        mix = coarsen(mix, STATE_LIMIT)
+        nodes = [
+            n for zid, names in parts.items() for n in self._members(job, mix, zid) if names is None or n.name in names
+        ]
+        return max(sum(v) for v in frontier_of(nodes, mix.kinds))
 
     def _glued_best(
         self,

@@ -144,7 +144,7 @@ class GangPlanner(PlanVerdicts):
             return self.failure(job, head, sid, specs, unbound)
         held = Counter(q.node_name for q in quotas if q.node_name) if bound_zones else None
         if (limit := job.hard_tier) is not None and best.tier(self.memo.domain_of, held or ()) > limit:
-            return self.above_limit(job, head, sid, best, unbound)
+            return self.above_limit(job, head, sid, best, unbound, held=held or ())
         slots = best.slots
         if slots is None:
             cands = partial(self._candidates, job, head, sid)

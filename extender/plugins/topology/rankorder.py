@@ -60,16 +60,17 @@ def assign_in_order(
     order): each quota on the lowest-index node after the previous quota's, inside its range, from
     which the rest can still follow in order — one holding none of its bound siblings (``held``)
     first — else beside the previous quota (distinct nodes while the candidates allow). With
-    ``pack`` (rule 3's ``pack_workers``) beside the previous quota first, then the lowest-index
-    node after it. None when no placement in rank order exists."""
+    ``pack`` (rule 3's ``pack_workers``) beside the previous quota first, then its siblings' nodes
+    (``held``: they cost no node more; rank 0 before a rank 1 bound on n1 goes beside it, not onto
+    a new n0), then the lowest-index node after it. None when no placement in rank order exists."""
     nodes = sorted(candidates, key=lambda c: (c.index, c.name))
     left = [c.capacity for c in nodes]
     out: list[Slot] = []
     at = -1  # position of the previous quota's node
     for i, (lo, hi) in enumerate(ranges):
         after, beside = list(range(at + 1, len(nodes))), [at] if at >= 0 else []
-        if held and not pack:  # the lowest-index free node is still the one that leaves the most room
-            after.sort(key=lambda pos: nodes[pos].name in held)
+        if held:  # by default free nodes first (the lowest-index one still leaves the most room); packed, held
+            after.sort(key=lambda pos: (nodes[pos].name in held) != pack)
         for pos in [*beside, *after] if pack else [*after, *beside]:
             index = nodes[pos].index
             if left[pos] == 0 or (lo is not None and index < lo) or (hi is not None and index > hi):
@@ -163,8 +164,9 @@ def ordered_in_zones(
     else, given ``further`` zones (a strict-order gang: its spec's zones but ``home``), beside
     ``home`` the fewest of them that allow it, the cheapest such set by rule 1
     (:func:`fewest_zones_that`); None when none do. ``pack`` and ``held``: as
-    :func:`assign_in_order` (nodes free of the siblings first, unless that costs a quota more
-    outside ``home``: locality, then order, then distinct nodes); ``domains`` (node → NVLink
+    :func:`assign_in_order` (by default nodes free of the siblings first, unless that costs a quota
+    more outside ``home``: locality, then order, then distinct nodes; packed, the siblings' nodes
+    first); ``domains`` (node → NVLink
     domain): within the zones, the fewest domains that keep the order (:func:`assign_in_domains`)."""
 
     def place(zones: Sequence[ZoneId], free_first: bool = True) -> tuple[list[Slot], list[ZoneId]] | None:

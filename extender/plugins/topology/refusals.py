@@ -4,7 +4,8 @@ reasons and the PodGroup condition. Pure: the planner gathers the figures, these
 * ``NodeHeldForGang`` — fewer zones would hold the gang were nothing held for another gang: it
   waits rather than spread (a hold may delay a gang, never scatter it);
 * ``FitsOnlyAboveAllowedTier`` — the gang fits only across a tier above its hard
-  ``highestTierAllowed``: which tier, and the roomiest unit of the allowed one;
+  ``highestTierAllowed``: which tier, and how many of its quotas the unit of the allowed one it
+  must fit in holds (its bound siblings' unit; nothing bound: the roomiest);
 * ``NoZoneFits`` — no zone (or set of zones) holds it: the roomiest zone and what it takes, or,
   when no node takes any of its quotas, why the nodes refuse them.
 """
@@ -42,17 +43,25 @@ def held_for_others(zones: int, what: str, holders: Sequence[str]) -> Status:
     )
 
 
-def fits_only_above(what: str, need: int, *, span: int, levels: int, limit: int, room: Mapping[str, int]) -> Status:
+def fits_only_above(
+    what: str, need: int, *, span: int, levels: int, limit: int, room: Mapping[str, int], siblings: bool = False
+) -> Status:
     """The gang fits only across tier ``span`` (above ``levels``: the whole cluster) while its
-    hard limit is tier ``limit``; ``room``: what each unit of that tier takes of it."""
+    hard limit is tier ``limit``; ``room``: how many of its ``need`` quotas each unit of that tier
+    it may use holds — with bound ``siblings``, only theirs (it may never use another, so another's
+    room would mislead), else every unit, of which the roomiest is named."""
     above = describe_tier(span) if span <= levels else "cluster"
     unit, most = max(room.items(), key=lambda kv: (kv[1], kv[0])) if room else ("-", 0)
     allowed = describe_tier(limit)
     noun = "NVLink domain" if limit == 0 else allowed  # "the roomiest nvlink" names no thing
+    if not siblings:
+        which = f"the roomiest {noun}"
+    else:
+        which = f"its siblings' {noun}" if len(room) <= 1 else f"the roomiest of its siblings' {noun}s"
     return Status.unschedulable(
         Reason.FITS_ONLY_ABOVE_ALLOWED_TIER,
         f"{what} fits only across a {above} (tier {span}); highestTierAllowed is {allowed} "
-        f"(tier {limit}), and the roomiest {noun}, {unit}, takes {most} of {need}",
+        f"(tier {limit}), and {which}, {unit}, takes {most} of {need}",
     )
 
 

@@ -15,7 +15,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 from extender.framework.session import Session
@@ -32,7 +33,10 @@ if TYPE_CHECKING:
     from extender.plugins.topology.gangplan import ZoneOffer
     from extender.plugins.topology.nodechoice import Candidate
 
-__all__ = ["PlanVerdicts"]
+__all__ = ["PlanVerdicts", "UnitParts"]
+
+UnitParts = dict[ZoneId, set[str] | None]
+"""A unit of a tier limit (an NVLink domain, a leaf, ...): zone → its nodes in the unit (None: all)."""
 
 
 class PlanVerdicts:
@@ -103,23 +107,67 @@ class PlanVerdicts:
         return self._kept_off_by.get(refusal, ())
 
     def above_limit(
-        self, job: JobInfo, head: QuotaInfo, sid: int | None, best: SpecPlan, unbound: Sequence[QuotaInfo]
+        self,
+        job: JobInfo,
+        head: QuotaInfo,
+        sid: int | None,
+        best: SpecPlan,
+        unbound: Sequence[QuotaInfo],
+        *,
+        held: Collection[str] = (),
+        room_in: Callable[[UnitParts], int] | None = None,
     ) -> Status:
         """A hard ``highestTierAllowed`` the gang fits only above: it waits (``refusals.py``),
-        told with the room of each unit of its limit's tier (NVLink domains: their slots)."""
+        told what the unit of its limit's tier it must fit in has room for, in its own quotas —
+        its bound siblings' unit when it has siblings (``held``: their nodes; it may use no other),
+        else the roomiest unit. ``room_in``: how many of the gang's quotas a unit's nodes hold
+        (default: slots for ``head``, the one size of a gang of one size)."""
         limit = job.highest_tier or 0
-        units: dict[str, int] = {}
         spec = best.zones[0].id[0] if best.zones else ""
-        for zid in self.memo.spec_zones.get(spec, []):
-            if limit == 0:
-                for c in self._candidates(job, head, sid, zid):
-                    if domain := self.memo.domain_of.get(c.name):
-                        units[domain] = units.get(domain, 0) + c.capacity
-                continue
-            name = zid[1] if limit == 1 else self.memo.zone_tiers[zid].get(limit, zid[1])
-            units[name] = units.get(name, 0) + self.offer(job, head, sid, zid).capacity
+        units = self.limit_units(spec, limit)
+        if held:
+            mine = {self.unit_of(n, limit) for n in held}
+            units = {name: parts for name, parts in units.items() if name in mine}
+        count = room_in or partial(self._slots_in, job, head, sid)
+        room = {name: count(parts) for name, parts in units.items()}
         what = describe_gang(unbound, self.ssn.gpu_resources)
-        return fits_only_above(what, len(unbound), span=best.key[0], levels=self.memo.levels, limit=limit, room=units)
+        return fits_only_above(
+            what, len(unbound), span=best.key[0], levels=self.memo.levels, limit=limit, room=room, siblings=bool(held)
+        )
+
+    def limit_units(self, spec: str, limit: int) -> dict[str, UnitParts]:
+        """The units of tier ``limit`` over the zones of ``spec``: name → zone → its nodes in the
+        unit (None: all of them). Tier 0: the NVLink domains (a node naming none is in no unit)."""
+        units: dict[str, UnitParts] = {}
+        for zid in self.memo.spec_zones.get(spec, []):
+            if limit > 0:
+                units.setdefault(self._zone_unit(zid, limit), {})[zid] = None
+                continue
+            for n in self.memo.zone_nodes[zid]:
+                if domain := self.memo.domain_of.get(n):
+                    nodes = units.setdefault(domain, {}).setdefault(zid, set())
+                    assert nodes is not None
+                    nodes.add(n)
+        return units
+
+    def unit_of(self, node: str, limit: int) -> str:
+        """The name of ``node``'s unit of tier ``limit`` ("": none)."""
+        if limit == 0:
+            return self.memo.domain_of.get(node, "")
+        zid = self.memo.zone_of.get(node)
+        return "" if zid is None else self._zone_unit(zid, limit)
+
+    def _zone_unit(self, zid: ZoneId, limit: int) -> str:
+        return zid[1] if limit == 1 else self.memo.zone_tiers[zid].get(limit, zid[1])
+
+    def _slots_in(self, job: JobInfo, head: QuotaInfo, sid: int | None, parts: UnitParts) -> int:
+        """How many quotas like ``head`` the nodes of a unit take (a whole zone: its offer's room)."""
+        return sum(
+            self.offer(job, head, sid, zid).capacity
+            if nodes is None
+            else sum(c.capacity for c in self._candidates(job, head, sid, zid) if c.name in nodes)
+            for zid, nodes in parts.items()
+        )
 
     def failure(
         self, job: JobInfo, head: QuotaInfo, sid: int | None, specs: Collection[str], unbound: Sequence[QuotaInfo]
