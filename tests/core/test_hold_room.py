@@ -14,7 +14,7 @@ from extender.plugins.topology.holds import Hold
 from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.scenarios import policy_with_topology
-from tests.core.topo_cluster import NOW, NodeSpec
+from tests.core.topo_cluster import NOW, NodeSpec, held_to_nvlink
 from tests.core.topo_gangs import Cluster, Gang
 
 S1, S2 = ("n0", "n1", "n2"), ("n3", "n4", "n5")
@@ -69,9 +69,7 @@ def test_a_gang_held_to_one_nvlink_domain_holds_nodes_of_one_domain() -> None:
         NodeSpec(f"n{i}", i, 1, "A100", True, False, 8 if i in (0, 3) else 0, domain=d) for i, d in enumerate(doms)
     ]
     objs = Cluster(nodes, [Gang("g", 2, 8, False)]).objects()
-    for o in objs:
-        if o["kind"] == "PodGroup":
-            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}
+    held_to_nvlink(objs)
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)
     sched = Scheduler(policy_with_topology({"reserve_after_cycles": 1}))

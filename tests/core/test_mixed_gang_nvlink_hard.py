@@ -34,7 +34,7 @@ from tests.core.mixed_gangs import (
 )
 from tests.core.mixed_oracle import fewest_zones
 from tests.core.props import PROPERTY
-from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers, free_room
+from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers, free_room, held_to_nvlink
 
 LAUNCHER, WORKER, HALF = Member(0, 2), Member(8, 8), Member(4, 8)
 
@@ -43,9 +43,7 @@ def within_nvlink(c: MixedCluster) -> tuple[list[str], CycleResult]:
     """One cycle with the gang's PodGroup held hard to one NVLink domain: its quotas' nodes ("" for
     one left unbound) and the cycle."""
     objs = c.objects()
-    for o in objs:
-        if o["kind"] == "PodGroup":
-            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}
+    held_to_nvlink(objs)
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)
     result = Scheduler(PACKING if c.pack else POLICY).run_once(cache.snapshot(NOW))

@@ -28,8 +28,8 @@ from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology, quota_node
-from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers
-from tests.core.topo_gangs import CONTINUITY, POLICY, Cluster, Gang, draw_bound, room, run
+from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers, held_to_nvlink
+from tests.core.topo_gangs import CONTINUITY, POLICY, Cluster, Gang, domain_room, draw_bound, room, run
 
 PACKED = policy_with_topology({"pack_workers": True})
 
@@ -348,9 +348,7 @@ def test_under_continuity_equally_short_runs_go_to_the_fewest_leaves_then_domain
 def run_within_nvlink(c: Cluster, *, pack: bool) -> CycleResult:
     """One cycle when the gangs' PodGroups set ``highestTierAllowed: nvlink``, ``mode: hard``."""
     objs = c.objects()
-    for o in objs:
-        if o["kind"] == "PodGroup":
-            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}
+    held_to_nvlink(objs)
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)
     result = Scheduler(PACKED if pack else POLICY).run_once(cache.snapshot(NOW))
@@ -381,10 +379,7 @@ def test_a_gang_held_to_one_nvlink_domain_runs_whenever_one_holds_it(c: Cluster,
     first), and otherwise waits."""
     g = c.gangs[0]
     slots = room(c, c.start(), g.gpu)
-    rooms: dict[str, int] = {}
-    for n in c.nodes:
-        if n.domain:
-            rooms[n.domain] = rooms.get(n.domain, 0) + slots.get(n.name, 0)
+    rooms = domain_room(c, slots)
     where = placed_within_nvlink(c, pack=pack)
     spec = {n.name: n for n in c.nodes}
     if max(rooms.values(), default=0) < g.workers:

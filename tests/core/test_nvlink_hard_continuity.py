@@ -17,8 +17,8 @@ from tests.core.mixed_gangs import MixedCluster, MixedGang
 from tests.core.props import PROPERTY
 from tests.core.test_mixed_gang_nvlink_hard import LAUNCHER, WORKER, _leaf
 from tests.core.test_nvlink_domains_property import domain_clusters
-from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers
-from tests.core.topo_gangs import CONTINUITY, Cluster, Gang, room
+from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers, held_to_nvlink
+from tests.core.topo_gangs import CONTINUITY, Cluster, Gang, domain_room, room
 
 Objects = list[dict[str, object]]
 
@@ -26,9 +26,7 @@ Objects = list[dict[str, object]]
 def within_nvlink(objs: Objects, quotas: list[str]) -> list[str]:
     """One cycle of the continuity policy with the PodGroups held hard to one NVLink domain: the
     nodes of ``quotas`` ("" for one left unbound)."""
-    for o in objs:
-        if o["kind"] == "PodGroup":
-            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}  # type: ignore[index]
+    held_to_nvlink(objs)
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)
     result = Scheduler(CONTINUITY).run_once(cache.snapshot(NOW))
@@ -80,11 +78,7 @@ def test_under_continuity_a_gang_held_to_one_nvlink_domain_runs_whenever_one_hol
     """As ``test_nvlink_domains_property``'s oracle: it runs in one named domain whenever one has
     room for all its quotas, and otherwise waits."""
     g = c.gangs[0]
-    slots = room(c, c.start(), g.gpu)
-    rooms: dict[str, int] = {}
-    for n in c.nodes:
-        if n.domain:
-            rooms[n.domain] = rooms.get(n.domain, 0) + slots.get(n.name, 0)
+    rooms = domain_room(c, room(c, c.start(), g.gpu))
     where = within_nvlink(c.objects(), g.quotas)
     spec = {n.name: n for n in c.nodes}
     if max(rooms.values(), default=0) < g.workers:

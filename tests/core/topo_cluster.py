@@ -84,6 +84,15 @@ def node_objects(nodes: Sequence[NodeSpec], repel: Mapping[str, list[str]] | Non
     return objs
 
 
+def held_to_nvlink(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``objs`` with every PodGroup held hard to one NVLink domain (``highestTierAllowed: nvlink``,
+    ``mode: hard``)."""
+    for o in objs:
+        if o["kind"] == "PodGroup":
+            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}
+    return objs
+
+
 def check_ledgers(ssn: Session) -> None:
     """Invariant 1 on every node (its bound quotas fit its allocatable on every resource, the
     ledgers recompute exactly) and invariant 3 on every quota."""

@@ -159,6 +159,15 @@ def room(c: Cluster, used_gpu: dict[str, int], gpu: int) -> dict[str, int]:
     return {n.name: (8 - used_gpu[n.name]) // gpu for n in c.nodes if n.ready and not n.tainted}
 
 
+def domain_room(c: Cluster, slots: dict[str, int]) -> dict[str, int]:
+    """Each named NVLink domain's room for the gang: the sum of its nodes' slots."""
+    rooms: dict[str, int] = {}
+    for n in c.nodes:
+        if n.domain:
+            rooms[n.domain] = rooms.get(n.domain, 0) + slots.get(n.name, 0)
+    return rooms
+
+
 def zone_room(c: Cluster, slots: dict[str, int]) -> dict[Zone, int]:
     """Each zone's room for the gang: the sum of its nodes' slots."""
     zones: dict[Zone, int] = {}
