@@ -355,7 +355,8 @@ class GangPlanner(PlanVerdicts):
             if picked is None:
                 return None
             chosen = picked
-        span = self.memo.span(sorted({*bound_zones, *(z.id for z in chosen)}))  # the gang's, bound quotas' too
+        ids = [z.id for z in chosen]
+        span = self.memo.span(sorted({*bound_zones, *ids}) if bound_zones else ids)  # the gang's, bound quotas' too
         return SpecPlan(plan_key(chosen, spec, span), chosen, None)
 
     def _plan_domain(self, job: JobInfo, head: QuotaInfo, sid: int | None, spec: str, *, need: int) -> SpecPlan | None:
