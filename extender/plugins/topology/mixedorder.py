@@ -156,7 +156,11 @@ def place_ordered(
 ) -> list[str] | None:
     """Rule 3: the node of each quota (kinds ``order``, task order) on ``nodes`` (index order),
     each inside its fence, after the previous quota's (``pack``: that one first) and such that
-    :func:`next_fit` still places the rest; None when no such placement exists."""
+    :func:`next_fit` still places the rest; None when no such placement exists. Unlike
+    ``rankorder.assign_in_order``, no preference for the bound siblings' nodes: packed, ``nodes``
+    are :func:`mixedplan.packed`'s — its siblings' nodes first (they cost no node more; rank 0
+    before a rank 1 bound on n1 goes beside it, not onto a new n0), only those when they hold the
+    rest, and no node it can do without (``tests/core/test_mixed_pack_siblings.py``)."""
     fences = fences or [OPEN] * len(order)
     if not next_fit(nodes, kinds, order, fences):
         return None

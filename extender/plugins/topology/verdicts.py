@@ -68,13 +68,24 @@ class PlanVerdicts:
         ) -> GangPlan | Status | None: ...
 
     def kept_off(
-        self, job: JobInfo, best: SpecPlan | None, free: SpecPlan | None, unbound: Sequence[QuotaInfo]
+        self,
+        job: JobInfo,
+        best: SpecPlan | None,
+        free: SpecPlan | None,
+        unbound: Sequence[QuotaInfo],
+        *,
+        domain: str = "",
     ) -> Status | None:
         """``NodeHeldForGang`` when the plan were nothing held (``free``) spans fewer zones than
-        ``best``: a hold may make a gang wait, never make it span more zones than it would without."""
+        ``best``: a hold may make a gang wait, never make it span more zones than it would without.
+        ``domain``: the gang is held to its bound siblings' NVLink domain and ``free`` keeps to it
+        (a gang of several kinds; one of one kind: :meth:`kept_off_domain`) — only the holders of
+        that domain's nodes keep it off, as it may take no other node."""
         if free is None or (best is not None and free.key[:2] >= best.key[:2]):
             return None
         nodes = [n for z in free.zones for n in self.memo.zone_nodes[z.id]]
+        if domain:
+            nodes = [n for n in nodes if self.memo.domain_of.get(n) == domain]
         return self._held_for(job, free.key[1], nodes, unbound)
 
     def kept_off_domain(
