@@ -83,12 +83,27 @@ def test_a_strict_gang_keeps_rank_order_inside_its_domain() -> None:
     assert place("ababa", [(1, "2"), WORKER, WORKER], strict=True) == ["n0", "n2", "n4"]
 
 
-def _fits(nodes: list[int], members: list[Member]) -> bool:
-    """Exhaustive: the gang's quotas fit these nodes' free GPUs (in any order); by default a
-    domain holds a gang only with as many nodes as it has quotas (ranks never share a node)."""
-    if len(nodes) < len(members):
+def test_a_full_node_does_not_count_toward_a_domain() -> None:
+    # a = n0 (full), n1, n2; b = n3-n6, empty: a holds a launcher and two 4-GPU workers only with
+    # the launcher beside a worker (it took n1, n1, n2); b holds them one a node
+    assert place("aaabbbb", [(1, "2"), HALF, HALF], busy=[8, 0, 0, 0, 0, 0, 0]) == ["n3", "n4", "n5"]
+
+
+def test_a_domain_that_holds_the_gang_apart_beats_a_smaller_one_that_shares() -> None:
+    # a = n0 (8 free), n1, n2 (2 free each); b = n3-n5, empty: a has a node per quota but holds
+    # the two 4-GPU workers only on n0 together; b holds the gang one quota a node
+    assert place("aaabbb", [(1, "2"), HALF, HALF], busy=[0, 6, 6, 0, 0, 0]) == ["n3", "n4", "n5"]
+
+
+def _fits(nodes: list[int], members: list[Member], *, apart: bool = False) -> bool:
+    """Exhaustive: the gang's quotas fit these nodes' free GPUs (in any order; ``apart``: one quota
+    a node); by default a domain holds a gang only with as many nodes with room for some quota as
+    it has quotas."""
+    if sum(1 for free in nodes if any((gpu or 0) <= free for gpu, _ in members)) < len(members):
         return False
     for where in itertools.product(range(len(nodes)), repeat=len(members)):
+        if apart and len(set(where)) < len(where):
+            continue
         used = [0] * len(nodes)
         for i, (gpu, _) in zip(where, members, strict=True):
             used[i] += gpu or 0
@@ -101,7 +116,7 @@ def _fits(nodes: list[int], members: list[Member]) -> bool:
 def clusters(draw: st.DrawFn) -> tuple[str, list[int], list[Member]]:
     size = draw(st.integers(2, 5))
     domains = "".join(draw(st.sampled_from("aab")) for _ in range(size))
-    busy = [draw(st.sampled_from([0, 0, 4, 6])) for _ in range(size)]
+    busy = [draw(st.sampled_from([0, 0, 4, 6, 8])) for _ in range(size)]
     workers = [(draw(st.sampled_from([2, 4, 8])), "8")] * draw(st.integers(1, 2))
     return domains, busy, [(draw(st.sampled_from([None, 1])), "2"), *workers]
 
@@ -112,11 +127,19 @@ def test_a_mixed_gang_one_domain_holds_keeps_to_one_domain(c: tuple[str, list[in
     domains, busy, members = c
     where = place(domains, members, busy=busy)
     free = [8 - x for x in busy]
-    holding = [d for d in set(domains) if _fits([f for f, e in zip(free, domains, strict=True) if e == d], members)]
+
+    def usable(d: str) -> int:
+        return sum(1 for f, e in zip(free, domains, strict=True) if e == d and any((g or 0) <= f for g, _ in members))
+
+    def holds(d: str, *, apart: bool = False) -> bool:
+        return _fits([f for f, e in zip(free, domains, strict=True) if e == d], members, apart=apart)
+
+    # one NVLink domain never makes ranks share a node: those that hold the gang apart come first
+    holding = [d for d in set(domains) if holds(d, apart=True)] or [d for d in set(domains) if holds(d)]
     if holding:
         assert all(w for w in where), (c, where)
         spans = {domains[int(w[1:])] for w in where}
         assert len(spans) == 1, (c, where)
         (d,) = spans
-        # the least room (nodes) of those that hold it
-        assert domains.count(d) == min(domains.count(h) for h in holding), (c, where)
+        # of those, the least room (nodes with room for some quota)
+        assert d in holding and usable(d) == min(usable(h) for h in holding), (c, where)
