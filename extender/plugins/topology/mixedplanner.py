@@ -193,10 +193,11 @@ class MixedPlanner:
         default its nodes, and one NVLink domain never makes ranks share a node: the domains whose
         plan puts one quota a node come first (a launcher and two 4-GPU workers over a = n0 full,
         n1, n2 and b = n3–n6 empty take n3, n4, n5, not n1, n1, n2); only when none does, a domain
-        with a node per quota whose plan shares one (sharing is then needed in every domain: one
-        domain still beats two). Held to one domain (``highestTierAllowed: nvlink``, hard), when
-        no domain holds the gang so, its slots (ranks share a domain's nodes rather than wait).
-        Ties: fewer nodes, the lower first node index."""
+        with a node per quota whose plan shares one, unless the plan by zones puts one quota a
+        node (:meth:`_apart_in_leaves`): one domain beats two only when ranks share anyway. Held
+        to one domain (``highestTierAllowed: nvlink``, hard), when no domain holds the gang so,
+        its slots (ranks share a domain's nodes rather than wait). Ties: fewer nodes, the lower
+        first node index."""
         memo, t = self.p.memo, mix.head_kind
         units: dict[str, dict[ZoneId, list[MixedNode]]] = {}
         for z in memo.spec_zones.get(spec, []):
@@ -221,8 +222,22 @@ class MixedPlanner:
                     return plan
                 sharing = sharing or plan
             if sharing is not None:
-                return sharing
+                return self._apart_in_leaves(job, mix, gang, spec) or sharing
         return None
+
+    def _apart_in_leaves(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str) -> SpecPlan | None:
+        """When one NVLink domain holds the gang only with ranks sharing a node: the plan by zones
+        (``_spec``) if it puts one quota a node within the job's hard tier limit — distinct
+        nodes come before one domain, as for a gang of one size (a launcher and two 4-GPU
+        workers over a = n0 with 8 GPUs free, n1, n2 with 2, b = n3, n4 empty take n0, n3, n4,
+        not n1, n0, n0); else None: sharing is needed anyway, and one domain beats two."""
+        limit = job.hard_tier
+        if limit == 0:
+            return None
+        spread = self._spec(job, mix, gang, spec, [])
+        if spread is None or not _apart(spread):
+            return None
+        return spread if limit is None or spread.tier(self.p.memo.domain_of) <= limit else None
 
     def _in_domain(
         self,
