@@ -83,12 +83,47 @@ def test_a_strict_gang_keeps_rank_order_inside_its_domain() -> None:
     assert place("ababa", [(1, "2"), WORKER, WORKER], strict=True) == ["n0", "n2", "n4"]
 
 
-def _fits(nodes: list[int], members: list[Member]) -> bool:
-    """Exhaustive: the gang's quotas fit these nodes' free GPUs (in any order); by default a
-    domain holds a gang only with as many nodes as it has quotas (ranks never share a node)."""
-    if len(nodes) < len(members):
+def test_a_full_node_does_not_count_toward_a_domain() -> None:
+    # a = n0 (full), n1, n2; b = n3-n6, empty: a holds a launcher and two 4-GPU workers only with
+    # the launcher beside a worker (it took n1, n1, n2); b holds them one a node
+    assert place("aaabbbb", [(1, "2"), HALF, HALF], busy=[8, 0, 0, 0, 0, 0, 0]) == ["n3", "n4", "n5"]
+
+
+def test_a_domain_that_holds_the_gang_apart_beats_a_smaller_one_that_shares() -> None:
+    # a = n0 (8 free), n1, n2 (2 free each); b = n3-n5, empty: a has a node per quota but holds
+    # the two 4-GPU workers only on n0 together; b holds the gang one quota a node
+    assert place("aaabbb", [(1, "2"), HALF, HALF], busy=[0, 6, 6, 0, 0, 0]) == ["n3", "n4", "n5"]
+
+
+def test_distinct_nodes_over_two_domains_beat_one_domain_that_shares() -> None:
+    # a = n0 (8 free), n1, n2 (2 free each); b = n3, n4, empty: only a holds the gang, with the
+    # two 4-GPU workers together on n0 (it took n1, n0, n0); the leaf holds it one quota a node
+    assert place("aaabb", [(1, "2"), HALF, HALF], busy=[0, 6, 6, 0, 0]) == ["n0", "n3", "n4"]
+
+
+def test_one_domain_beats_two_when_ranks_share_a_node_anyway() -> None:
+    # a = n0 (8 free), n1, n2 (2 free each); b = n3: no rank order puts the launcher and both
+    # workers on three nodes, so the gang shares a node wherever it goes: all of it in a
+    assert place("aaab", [LAUNCHER, HALF, HALF], busy=[0, 6, 6, 0]) == ["n0", "n0", "n0"]
+
+
+def _in_order_apart(free: list[int], members: list[Member]) -> bool:
+    """Exhaustive: the quotas fit distinct nodes whose index ascends with the rank."""
+    return any(
+        all((gpu or 0) <= free[i] for i, (gpu, _) in zip(at, members, strict=True))
+        for at in itertools.combinations(range(len(free)), len(members))
+    )
+
+
+def _fits(nodes: list[int], members: list[Member], *, apart: bool = False) -> bool:
+    """Exhaustive: the gang's quotas fit these nodes' free GPUs in some order, sharing nodes (or,
+    ``apart``, one quota a node); by default a domain holds a gang only with as many nodes with
+    room for some quota as it has quotas."""
+    if sum(1 for free in nodes if any((gpu or 0) <= free for gpu, _ in members)) < len(members):
         return False
     for where in itertools.product(range(len(nodes)), repeat=len(members)):
+        if apart and len(set(where)) < len(where):
+            continue
         used = [0] * len(nodes)
         for i, (gpu, _) in zip(where, members, strict=True):
             used[i] += gpu or 0
@@ -101,7 +136,7 @@ def _fits(nodes: list[int], members: list[Member]) -> bool:
 def clusters(draw: st.DrawFn) -> tuple[str, list[int], list[Member]]:
     size = draw(st.integers(2, 5))
     domains = "".join(draw(st.sampled_from("aab")) for _ in range(size))
-    busy = [draw(st.sampled_from([0, 0, 4, 6])) for _ in range(size)]
+    busy = [draw(st.sampled_from([0, 0, 4, 6, 8])) for _ in range(size)]
     workers = [(draw(st.sampled_from([2, 4, 8])), "8")] * draw(st.integers(1, 2))
     return domains, busy, [(draw(st.sampled_from([None, 1])), "2"), *workers]
 
@@ -109,14 +144,35 @@ def clusters(draw: st.DrawFn) -> tuple[str, list[int], list[Member]]:
 @PROPERTY
 @given(clusters())
 def test_a_mixed_gang_one_domain_holds_keeps_to_one_domain(c: tuple[str, list[int], list[Member]]) -> None:
+    """One NVLink domain never makes ranks share a node: a domain whose nodes take the gang one
+    quota a node in rank order (its plan then does) beats one that only shares; the plan inside a
+    domain keeps rank order first, so a domain that holds the gang apart only out of order may
+    plan it apart or sharing. A domain that holds it only sharing a node is taken when the leaf
+    cannot hold it apart in rank order either (ranks share anyway: one domain beats two)."""
     domains, busy, members = c
     where = place(domains, members, busy=busy)
     free = [8 - x for x in busy]
-    holding = [d for d in set(domains) if _fits([f for f, e in zip(free, domains, strict=True) if e == d], members)]
-    if holding:
+    doms = sorted(set(domains))
+
+    def usable(d: str) -> int:
+        return sum(1 for f, e in zip(free, domains, strict=True) if e == d and any((g or 0) <= f for g, _ in members))
+
+    def mine(d: str) -> list[int]:
+        return [f for f, e in zip(free, domains, strict=True) if e == d]
+
+    in_order = [d for d in doms if _in_order_apart(mine(d), members)]
+    sharing = [d for d in doms if _fits(mine(d), members)]
+    leaf_apart = _in_order_apart(free, members)
+    distinct = len(set(where)) == len(where)
+    if in_order or (sharing and not leaf_apart):
         assert all(w for w in where), (c, where)
         spans = {domains[int(w[1:])] for w in where}
         assert len(spans) == 1, (c, where)
         (d,) = spans
-        # the least room (nodes) of those that hold it
-        assert domains.count(d) == min(domains.count(h) for h in holding), (c, where)
+        if distinct:  # apart: never with more room than a domain that holds it apart in rank order
+            assert _fits(mine(d), members, apart=True), (c, where)
+            assert not in_order or usable(d) <= min(usable(h) for h in in_order), (c, where)
+        else:  # sharing only when no domain holds it apart in rank order: the least room of those
+            assert not in_order and usable(d) == min(usable(h) for h in sharing), (c, where)
+    elif leaf_apart:
+        assert distinct, (c, where)

@@ -197,18 +197,25 @@ class MixedPlanner:
     def _domain(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str) -> SpecPlan | None:
         """Tier 0, as ``GangPlanner._plan_domain``: the NVLink domain with the least room that holds
         the whole gang (no RDMA hop at all), planned inside it by the rules of ``mixedplan.py``. A
-        domain's room (``GangPlanner.domain_rooms``) is its slots for the largest kind with
-        ``pack_workers``; by default its nodes, and a domain with fewer nodes than the gang has
-        quotas is not taken — one NVLink domain never makes ranks share a node — unless the job
-        may not leave one domain (``highestTierAllowed: nvlink``, hard): then, when no domain
-        holds it so, its slots (ranks share a domain's nodes rather than wait). Ties: fewer
-        nodes, the lower first node index."""
-        memo, t, sid = self.p.memo, mix.head_kind, self.p.memo.shape_of(mix.head)
+        domain counts only its nodes with room for some quota of the gang (a full node counts
+        none, as ``GangPlanner._candidates`` counts only nodes with room for the shape). Its room
+        (``GangPlanner.domain_rooms``) is its slots for the largest kind with ``pack_workers``; by
+        default its nodes, and one NVLink domain never makes ranks share a node: the domains whose
+        plan puts one quota a node come first (a launcher and two 4-GPU workers over a = n0 full,
+        n1, n2 and b = n3–n6 empty take n3, n4, n5, not n1, n1, n2); only when none does, a domain
+        with a node per quota whose plan shares one, unless the plan by zones puts one quota a
+        node (:meth:`_apart_in_leaves`): one domain beats two only when ranks share anyway. Held
+        to one domain (``highestTierAllowed: nvlink``, hard), when no domain holds the gang so,
+        its slots (ranks share a domain's nodes rather than wait). Ties: fewer nodes, the lower
+        first node index."""
+        memo, t = self.p.memo, mix.head_kind
         units: dict[str, dict[ZoneId, list[MixedNode]]] = {}
         for z in memo.spec_zones.get(spec, []):
             for n in self._members(job, mix, z):
                 domain = memo.domain_of.get(n.name)
-                if domain:
+                if domain and any(
+                    e and room_for(k.request, n.room) for e, k in zip(n.eligible, mix.kinds, strict=True)
+                ):
                     units.setdefault(domain, {}).setdefault(z, []).append(n)
         for by_slots in self.p.domain_rooms(job):
             ranked = []
@@ -218,13 +225,49 @@ class MixedPlanner:
                     continue
                 room = sum(room_for(mix.kinds[t].request, n.room) for n in nodes if n.eligible[t])
                 ranked.append(((room if by_slots else len(nodes), len(nodes), nodes[0].index, domain), members))
-            for (room, size, first, _), members in sorted(ranked, key=lambda u: u[0]):
-                offers = [self.p.offer(job, mix.head, sid, z) for z in members]
-                made = plan_mixed(gang, offers, members, [], None)
-                if made is not None:
-                    placed = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
-                    return SpecPlan((0, 1, 0, 0, room, size, first, spec), made[0], None, placed)
+            sharing: SpecPlan | None = None
+            for key, members in sorted(ranked, key=lambda u: u[0]):
+                plan = self._in_domain(job, mix, gang, spec, rank=key[:3], members=members)
+                if plan is not None and (by_slots or _apart(plan)):
+                    return plan
+                sharing = sharing or plan
+            if sharing is not None:
+                return self._apart_in_leaves(job, mix, gang, spec) or sharing
         return None
+
+    def _apart_in_leaves(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str) -> SpecPlan | None:
+        """When one NVLink domain holds the gang only with ranks sharing a node: the plan by zones
+        (``_spec``) if it puts one quota a node within the job's hard tier limit — distinct
+        nodes come before one domain, as for a gang of one size (a launcher and two 4-GPU
+        workers over a = n0 with 8 GPUs free, n1, n2 with 2, b = n3, n4 empty take n0, n3, n4,
+        not n1, n0, n0); else None: sharing is needed anyway, and one domain beats two."""
+        limit = job.hard_tier
+        if limit == 0:
+            return None
+        spread = self._spec(job, mix, gang, spec, [])
+        if spread is None or not _apart(spread):
+            return None
+        return spread if limit is None or spread.tier(self.p.memo.domain_of) <= limit else None
+
+    def _in_domain(
+        self,
+        job: JobInfo,
+        mix: Mix,
+        gang: MixedGang,
+        spec: str,
+        *,
+        rank: tuple[int, int, int],
+        members: dict[ZoneId, list[MixedNode]],
+    ) -> SpecPlan | None:
+        """The gang planned inside one NVLink domain (its nodes ``members``, by zone), ranked by
+        ``rank`` (its room, nodes, first node index)."""
+        sid = self.p.memo.shape_of(mix.head)
+        offers = [self.p.offer(job, mix.head, sid, z) for z in members]
+        made = plan_mixed(gang, offers, members, [], None)
+        if made is None:
+            return None
+        placed = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
+        return SpecPlan((0, 1, 0, 0, *rank, spec), made[0], None, placed)
 
     def _siblings_domain(
         self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str, bound_zones: list[ZoneId]
@@ -278,3 +321,9 @@ class MixedPlanner:
         chosen = [self.p.offer(job, mix.head, sid, z) for z in bound_zones if z in members] + made[0]
         nodes = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
         return SpecPlan(plan_key(chosen, spec, self.p.memo.span([z.id for z in chosen])), chosen, None, nodes)
+
+
+def _apart(plan: SpecPlan) -> bool:
+    """Whether the plan puts one of the gang's quotas a node (no two ranks share one)."""
+    placed = list((plan.nodes or {}).values())
+    return len(set(placed)) == len(placed)
