@@ -18,7 +18,7 @@ from extender.scheduler import CycleResult, Scheduler
 from tests import builders as b
 from tests.core.scenarios import policy_with_topology
 from tests.core.test_holds import Cluster as Cluster4
-from tests.core.topo_cluster import NOW, NodeSpec
+from tests.core.topo_cluster import NOW, NodeSpec, held_to_nvlink
 from tests.core.topo_gangs import Cluster, Gang
 
 
@@ -44,8 +44,7 @@ def _held_in_siblings_domain(priority: int, **topology: Any) -> tuple[ClusterCac
     for o in objs:
         if o["kind"] == "Pod":
             o["spec"]["priority"] = priority
-        if o["kind"] == "PodGroup":
-            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}
+    held_to_nvlink(objs)
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, [*objs, *b.training_job("big", 4, gpu=8, hca=1)])
     sched = Scheduler(policy_with_topology(topology))

@@ -14,7 +14,7 @@ from extender.scheduler import Scheduler
 from tests import builders as b
 from tests.core.mixed_gangs import Member, MixedCluster, MixedGang
 from tests.core.scenarios import policy_with_topology
-from tests.core.topo_cluster import NOW, NodeSpec
+from tests.core.topo_cluster import NOW, NodeSpec, held_to_nvlink
 
 LAUNCHER, WORKER = Member(0, 2), Member(8, 8)
 
@@ -30,8 +30,7 @@ def _held_in_siblings_domain(priority: int, **topology: object) -> tuple[Cluster
     for o in objs:
         if o["kind"] == "Pod":
             o["spec"]["priority"] = priority
-        if o["kind"] == "PodGroup":
-            o["spec"]["topology"] = {"highestTierAllowed": "nvlink", "mode": "hard"}
+    held_to_nvlink(objs)
     cache = ClusterCache(clock=lambda: NOW)
     b.feed(cache, objs)
     for name, workers, prio in (("big", 4, 5), ("other", 3, 0)):

@@ -29,7 +29,17 @@ from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.scenarios import policy_with_topology, quota_node
 from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers, held_to_nvlink
-from tests.core.topo_gangs import CONTINUITY, POLICY, Cluster, Gang, domain_room, draw_bound, room, run
+from tests.core.topo_gangs import (
+    CONTINUITY,
+    POLICY,
+    Cluster,
+    Gang,
+    check_in_one_domain,
+    domain_room,
+    draw_bound,
+    room,
+    run,
+)
 
 PACKED = policy_with_topology({"pack_workers": True})
 
@@ -381,13 +391,8 @@ def test_a_gang_held_to_one_nvlink_domain_runs_whenever_one_holds_it(c: Cluster,
     slots = room(c, c.start(), g.gpu)
     rooms = domain_room(c, slots)
     where = placed_within_nvlink(c, pack=pack)
-    spec = {n.name: n for n in c.nodes}
-    if max(rooms.values(), default=0) < g.workers:
-        assert not any(where), f"{g.name} placed beyond one NVLink domain: {where}"
-        return
-    assert all(where), f"{g.name} waits while one NVLink domain holds it: {rooms}"
-    assert len({spec[n].domain for n in where}) == 1 and spec[where[0]].domain, where
-    assert all(where.count(n) <= slots[n] for n in set(where)), where
+    check_in_one_domain(c, where, rooms)
+    assert all(where.count(n) <= slots[n] for n in set(where) if n), where
 
 
 def test_four_workers_held_to_one_domain_share_its_two_nodes() -> None:

@@ -18,7 +18,7 @@ from tests.core.props import PROPERTY
 from tests.core.test_mixed_gang_nvlink_hard import LAUNCHER, WORKER, _leaf
 from tests.core.test_nvlink_domains_property import domain_clusters
 from tests.core.topo_cluster import NOW, NodeSpec, check_ledgers, held_to_nvlink
-from tests.core.topo_gangs import CONTINUITY, Cluster, Gang, domain_room, room
+from tests.core.topo_gangs import CONTINUITY, Cluster, Gang, check_in_one_domain, domain_room, room
 
 Objects = list[dict[str, object]]
 
@@ -79,10 +79,4 @@ def test_under_continuity_a_gang_held_to_one_nvlink_domain_runs_whenever_one_hol
     room for all its quotas, and otherwise waits."""
     g = c.gangs[0]
     rooms = domain_room(c, room(c, c.start(), g.gpu))
-    where = within_nvlink(c.objects(), g.quotas)
-    spec = {n.name: n for n in c.nodes}
-    if max(rooms.values(), default=0) < g.workers:
-        assert not any(where), f"{g.name} placed beyond one NVLink domain: {where}"
-        return
-    assert all(where), f"{g.name} waits while one NVLink domain holds it: {rooms}"
-    assert len({spec[n].domain for n in where}) == 1 and spec[where[0]].domain, where
+    check_in_one_domain(c, within_nvlink(c.objects(), g.quotas), rooms)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,6 +166,19 @@ def domain_room(c: Cluster, slots: dict[str, int]) -> dict[str, int]:
         if n.domain:
             rooms[n.domain] = rooms.get(n.domain, 0) + slots.get(n.name, 0)
     return rooms
+
+
+def check_in_one_domain(c: Cluster, where: Sequence[str], rooms: Mapping[str, int]) -> None:
+    """A gang held hard to one NVLink domain (``where``: its quotas' nodes, "" for one left
+    unbound; ``rooms``: each named domain's slots for it) runs in one named domain whenever one
+    holds all its quotas, and otherwise waits, every quota of it."""
+    g = c.gangs[0]
+    spec = {n.name: n for n in c.nodes}
+    if max(rooms.values(), default=0) < g.workers:
+        assert not any(where), f"{g.name} placed beyond one NVLink domain: {where}"
+        return
+    assert all(where), f"{g.name} waits while one NVLink domain holds it: {rooms}"
+    assert len({spec[n].domain for n in where}) == 1 and spec[where[0]].domain, where
 
 
 def zone_room(c: Cluster, slots: dict[str, int]) -> dict[Zone, int]:
