@@ -132,8 +132,10 @@ class GangPlanner(PlanVerdicts):
             in_domain = self._plan_siblings_domain(job, quotas, unbound, head, sid, judged=judged)
             if in_domain is not None:
                 return in_domain
-            if self.holds.any() and (kept_off := self.kept_off_domain(job, quotas, unbound, head, sid)) is not None:
-                return kept_off
+            if self.holds.any():
+                unheld = self.without_holds()._plan_siblings_domain(job, quotas, unbound, head, sid, judged=False)
+                if (kept_off := self.kept_off_domain(job, unheld, quotas, unbound)) is not None:
+                    return kept_off
         best = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
         if self.holds.any():
             free = self.without_holds()._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)

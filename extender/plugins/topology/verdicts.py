@@ -54,19 +54,6 @@ class PlanVerdicts:
 
         def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]: ...
 
-        def without_holds(self) -> PlanVerdicts: ...
-
-        def _plan_siblings_domain(
-            self,
-            job: JobInfo,
-            quotas: Sequence[QuotaInfo],
-            unbound: Sequence[QuotaInfo],
-            head: QuotaInfo,
-            sid: int | None,
-            *,
-            judged: bool,
-        ) -> GangPlan | Status | None: ...
-
     def kept_off(
         self,
         job: JobInfo,
@@ -83,26 +70,31 @@ class PlanVerdicts:
         that domain's nodes keep it off, as it may take no other node."""
         if free is None or (best is not None and free.key[:2] >= best.key[:2]):
             return None
-        nodes = [n for z in free.zones for n in self.memo.zone_nodes[z.id]]
-        if domain:
-            nodes = [n for n in nodes if self.memo.domain_of.get(n) == domain]
+        nodes = self._nodes_in([z.id for z in free.zones], {domain} if domain else None)
         return self._held_for(job, free.key[1], nodes, unbound)
 
     def kept_off_domain(
-        self, job: JobInfo, quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo], head: QuotaInfo, sid: int | None
+        self,
+        job: JobInfo,
+        free: GangPlan | Status | None,
+        quotas: Sequence[QuotaInfo],
+        unbound: Sequence[QuotaInfo],
     ) -> Status | None:
         """``NodeHeldForGang`` for a gang held to its bound siblings' NVLink domain
         (``highestTierAllowed: nvlink``, hard) that this domain would take were nothing held for
-        another gang: it waits for the holders of the domain's nodes, not for a tier it fits only
-        above (``FitsOnlyAboveAllowedTier`` would hide the hold, and keep the keeper from ending a
-        lower gang's hold there)."""
-        free = self.without_holds()._plan_siblings_domain(job, quotas, unbound, head, sid, judged=False)
+        another gang (``free``: the planner's plan in the siblings' domain without holds): it waits
+        for the holders of the domain's nodes, not for a tier it fits only above
+        (``FitsOnlyAboveAllowedTier`` would hide the hold, and keep the keeper from ending a lower
+        gang's hold there)."""
         if not isinstance(free, GangPlan):
             return None
-        domain_of = self.memo.domain_of
-        domains = {domain_of.get(q.node_name) for q in quotas if q.node_name}
-        nodes = [n for z in free.zones for n in self.memo.zone_nodes[z] if domain_of.get(n) in domains]
-        return self._held_for(job, len(free.zones), nodes, unbound)
+        domains = {self.memo.domain_of.get(q.node_name) for q in quotas if q.node_name}
+        return self._held_for(job, len(free.zones), self._nodes_in(free.zones, domains), unbound)
+
+    def _nodes_in(self, zones: Sequence[ZoneId], domains: Collection[str | None] | None) -> list[str]:
+        """The nodes of ``zones``; only those whose NVLink domain is one of ``domains``, if given."""
+        nodes = [n for z in zones for n in self.memo.zone_nodes[z]]
+        return nodes if domains is None else [n for n in nodes if self.memo.domain_of.get(n) in domains]
 
     def _held_for(self, job: JobInfo, zones: int, nodes: Sequence[str], unbound: Sequence[QuotaInfo]) -> Status:
         """The refusal naming every gang but ``job`` that holds one of ``nodes`` (the keeper reads
