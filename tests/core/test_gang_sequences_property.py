@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from extender.cache.cache import ClusterCache
 from extender.framework.intents import BindQuota, ReleaseQuota
 from extender.framework.policy import Policy
+from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
 from extender.plugins.topology.fitmemo import capacity_for
 from extender.scheduler import CycleResult, Scheduler
@@ -34,6 +35,17 @@ Node = tuple[str, str, bool]  # GPU model, leaf, ready
 Step = tuple[str, int, int]  # ("arrive", workers, GPUs each) | ("finish", which, 0) | ("advance", seconds, 0)
 # | ("lose", node, 0): the node is deleted with its pods | ("flip", node, 0): its Ready condition flips
 IDLE_REASONS = ("no task claims it", "no longer exists")  # release_idle's reasons: before hop ②
+
+
+def released_late(result: CycleResult) -> list[QuotaInfo]:
+    """The quotas the cycle released at its end (a stuck job's, not an idle one's given back
+    before hop ②): they held room while the gangs were planned."""
+    before = result.session.snap.quotas
+    return [
+        before[i.quota]
+        for i in result.intents
+        if isinstance(i, ReleaseQuota) and i.quota in before and not any(r in i.reason for r in IDLE_REASONS)
+    ]
 
 
 def start_bound_pods(cache: ClusterCache) -> None:
@@ -105,12 +117,7 @@ def check_cycle(cache: ClusterCache, result: CycleResult, nodes: dict[str, Node]
             continue
         assert total.less_equal(cache.nodes[name].allocatable), f"invariant 1 broken on {name}: {total}"
     bound = {i.quota for i in result.intents if isinstance(i, BindQuota)}
-    before = result.session.snap.quotas
-    late = [  # released at the end of the cycle (a stuck job's): they held room while gangs were planned
-        before[i.quota]
-        for i in result.intents
-        if isinstance(i, ReleaseQuota) and i.quota in before and not any(r in i.reason for r in IDLE_REASONS)
-    ]
+    late = released_late(result)
     for gang, workers in gangs.items():
         mine = [f"q-{gang}-{k}" for k in range(workers)]
         if not bound & set(mine):

@@ -38,7 +38,7 @@ from bench.cache_writes import apply_plan
 from extender import wellknown
 from extender.binder.plan import plan_writes
 from extender.cache.cache import ClusterCache
-from extender.framework.intents import BindQuota, ReleaseQuota
+from extender.framework.intents import BindQuota
 from extender.framework.status import Reason
 from extender.plugins.topology.holds import EXPIRED_NOTE, FAILED_NOTE
 from extender.plugins.topology.holds import recorded as recorded_holds
@@ -47,10 +47,10 @@ from tests import builders as b
 from tests.core.props import PROPERTY
 from tests.core.scenarios import NOW, bumped, policy_with_topology
 from tests.core.test_gang_sequences_property import (
-    IDLE_REASONS,
     Node,
     check_cycle,
     placed,
+    released_late,
     set_ready,
     start_bound_pods,
 )
@@ -202,12 +202,7 @@ def check_spread(cache: ClusterCache, result: CycleResult, nodes: dict[str, Node
     when no leaf of one GPU model could hold all its quotas beside the others' (a hold makes a
     gang wait, never spread) — counted exactly, for gangs whose quotas differ in size too."""
     bound = {i.quota for i in result.intents if isinstance(i, BindQuota)}
-    before = result.session.snap.quotas
-    late = [  # released at the end of the cycle (a stuck job's): they held room while gangs were planned
-        before[i.quota]
-        for i in result.intents
-        if isinstance(i, ReleaseQuota) and i.quota in before and not any(r in i.reason for r in IDLE_REASONS)
-    ]
+    late = released_late(result)
     for gang, (count, _) in gangs.items():
         mine = [f"q-{gang}-{k}" for k in range(count)]
         if not bound & set(mine) or not all(cache.quotas[m].node_name for m in mine):
