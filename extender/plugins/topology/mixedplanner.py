@@ -55,7 +55,13 @@ class MixedPlanner:
         held = frozenset(q.node_name for q in quotas if q.node_name)  # its bound siblings' nodes (rule 3)
         mix, gang, best = self._glued_best(job, mix, fences, specs, bound_zones, held=held)
         if self.p.holds.any():
-            free = self.p.without_holds().mixed.best(job, mix, gang, specs, bound_zones)
+            unheld = self.p.without_holds()
+            free = unheld.mixed.best(job, mix, gang, specs, bound_zones)
+            if self.p.past_limit(job, free, held) and (best is None or self.p.past_limit(job, best, held)):
+                # were nothing held it would wait for its limit all the same: no hold keeps it off
+                refusal = unheld.mixed.plan(job, quotas, given)
+                if isinstance(refusal, Status):
+                    return refusal
             kept_off = self.p.kept_off(job, best, free, unbound, domain=self._held_domain(job, free, held))
             if kept_off is not None:
                 return kept_off
@@ -63,7 +69,7 @@ class MixedPlanner:
             return self._out_of_order(job, mix, gang, specs, bound_zones) or self.p.failure(
                 job, head, sid, specs, unbound
             )
-        if (limit := job.hard_tier) is not None and best.tier(self.p.memo.domain_of, held) > limit:
+        if (limit := job.hard_tier) is not None and self.p.past_limit(job, best, held):
             return self._out_of_order(job, mix, gang, specs, bound_zones, within=limit) or self.p.above_limit(
                 job, head, sid, best, unbound, held=held, room_in=partial(self.quotas_in, job, given)
             )

@@ -8,14 +8,17 @@
   the same for a gang held hard to its bound siblings' NVLink domain that the domain would
   take were nothing held there (:meth:`PlanVerdicts.kept_off_domain`);
 * ``FitsOnlyAboveAllowedTier`` (:meth:`PlanVerdicts.above_limit`) — a hard tier limit it fits only
-  above;
+  above; also when held nodes keep it off a plan that would itself go past the limit
+  (:meth:`PlanVerdicts.past_limit` of its plan were nothing held): no hold keeps it waiting, so
+  none is named and the keeper ends none for it (it is told what it would be told were nothing
+  held);
 * ``NoZoneFits`` (:meth:`PlanVerdicts.failure`) — no zone, or set of zones, holds it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -53,6 +56,12 @@ class PlanVerdicts:
         def offer(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> ZoneOffer: ...
 
         def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]: ...
+
+    def past_limit(self, job: JobInfo, plan: SpecPlan | None, held: Iterable[str]) -> bool:
+        """The plan spans a tier above the job's hard ``highestTierAllowed`` (``held``: the nodes of
+        its bound siblings, which the tier it spans counts too; ``SpecPlan.tier``)."""
+        limit = job.hard_tier
+        return plan is not None and limit is not None and plan.tier(self.memo.domain_of, held) > limit
 
     def kept_off(
         self,
