@@ -142,9 +142,17 @@ class PlanVerdicts:
             units = {name: parts for name, parts in units.items() if name in mine}
         count = room_in or partial(self._slots_in, job, head, sid)
         room = {name: count(parts) for name, parts in units.items()}
-        what = describe_gang(unbound, self.ssn.gpu_resources)
+        # bound siblings on a node naming no NVLink domain: no domain can ever hold the gang with them
+        homeless = sorted(n for n in held if n in self.memo.zone_of and not self.unit_of(n, limit))
         return fits_only_above(
-            what, len(unbound), span=best.key[0], levels=self.memo.levels, limit=limit, room=room, siblings=bool(held)
+            describe_gang(unbound, self.ssn.gpu_resources),
+            len(unbound),
+            span=best.key[0],
+            levels=self.memo.levels,
+            limit=limit,
+            room=room,
+            siblings=bool(held),
+            homeless=homeless,
         )
 
     def limit_units(self, spec: str, limit: int) -> dict[str, UnitParts]:
