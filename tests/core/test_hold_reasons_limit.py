@@ -76,3 +76,56 @@ def test_a_gang_over_its_nvlink_limit_without_holds_ends_no_hold(mixed: bool) ->
     result, sched = _cycle(mixed, holds, reserve_after_cycles=1)
     assert {job: h.nodes for job, h in sched.memory.holds.items()} == holds
     assert not any(q.name.startswith("q-g0-") and q.node_name not in ("", "n0") for q in result.session.quotas())
+
+
+def _domain_free_cycle(mixed: bool, waited: int) -> tuple[CycleResult, Scheduler]:
+    """Domains a (n0, n1), b (n2, n3: n2 runs a whole-node job) and c (n4) of one leaf; ``g0``
+    (pods of priority 10, held hard to one NVLink domain, nothing bound: two whole-node workers,
+    and a CPU-only launcher if ``mixed``) fits only a. ``big`` (priority 5) holds n1, in a;
+    ``other`` (priority 0) holds n4, in c, which never holds ``g0``. ``g0`` has ``waited`` failed
+    cycles; one cycle."""
+    doms = ["1a", "1a", "1b", "1b", "1c"]
+    nodes = [NodeSpec(f"n{i}", i, 1, "A100", True, False, 8 if i == 2 else 0, domain=d) for i, d in enumerate(doms)]
+    if mixed:
+        worker = Member(8, 8)
+        objs = MixedCluster(nodes, [MixedGang("g0", [Member(0, 2), worker, worker])]).objects()
+    else:
+        objs = Cluster(nodes, [Gang("g0", 2, 8, False)]).objects()
+    for o in objs:
+        if o["kind"] == "Pod":
+            o["spec"]["priority"] = 10
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, held_to_nvlink(objs))
+    for name, priority in (("big", 5), ("other", 0)):
+        job = b.training_job(name, 4, gpu=8, hca=1)
+        for o in job:
+            if o["kind"] == "Pod":
+                o["spec"]["priority"] = priority
+        b.feed(cache, job)
+    sched = Scheduler(policy_with_topology({"max_holds": 3, "reserve_after_cycles": 1}))
+    sched.memory.holds.update({"default/big": Hold(("n1",), NOW), "default/other": Hold(("n4",), NOW)})
+    sched.memory.gang_waits["default/g0"] = waited
+    return sched.run_once(cache.snapshot(NOW)), sched
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["one-size", "mixed"])
+def test_a_gang_held_to_one_nvlink_domain_is_told_only_the_holders_of_the_domain_it_would_take(mixed: bool) -> None:
+    """Were nothing held, ``g0`` would run in a: it waits for ``big`` — not for ``other``, whose
+    node n4 it could never use with a."""
+    result, _ = _domain_free_cycle(mixed, 0)
+    status = result.verdicts["default/g0"].status
+    assert status.reason is Reason.NODE_HELD_FOR_GANG, status.message()
+    assert status.message().endswith("held for default/big)"), status.message()
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["one-size", "mixed"])
+def test_a_gang_held_to_one_nvlink_domain_ends_only_the_hold_in_the_domain_it_takes(mixed: bool) -> None:
+    """``g0``, first in hold order and waiting long enough to hold, takes ``big``'s place and runs
+    in a in that cycle; ``other`` keeps its hold on n4 (before, the keeper ended it too; it may
+    then follow the room, as every waiting holder's does)."""
+    result, sched = _domain_free_cycle(mixed, 1)
+    placed = sorted(q.node_name for q in result.session.quotas() if q.name.startswith("q-g0-"))
+    assert set(placed) == {"n0", "n1"}, (placed, result.verdicts["default/g0"].status.message())
+    assert "default/big" not in sched.memory.holds
+    other = sched.memory.holds.get("default/other")
+    assert other is not None and "n4" in other.nodes, sched.memory.holds

@@ -62,7 +62,7 @@ class MixedPlanner:
                 refusal = unheld.mixed.plan(job, quotas, given)
                 if isinstance(refusal, Status):
                     return refusal
-            kept_off = self.p.kept_off(job, best, free, unbound, domain=self._held_domain(job, free, held))
+            kept_off = self.p.kept_off(job, best, free, unbound, held=held)
             if kept_off is not None:
                 return kept_off
         if best is None or best.nodes is None:
@@ -77,16 +77,6 @@ class MixedPlanner:
         for first, rest in mix.glued.items():
             nodes.update(dict.fromkeys(rest, nodes[first]))
         return GangPlan(nodes, [z.id for z in best.zones])
-
-    def _held_domain(self, job: JobInfo, free: SpecPlan | None, held: frozenset[str]) -> str:
-        """The NVLink domain of the bound siblings (``held``) of a gang held to one
-        (``highestTierAllowed: nvlink``, hard) when its plan were nothing held (``free``) keeps
-        to it (:meth:`_siblings_domain`): the only nodes whose holds keep it off
-        (``PlanVerdicts.kept_off``); "" otherwise."""
-        domain_of = self.p.memo.domain_of
-        if job.hard_tier != 0 or not held or free is None or free.tier(domain_of, held) != 0:
-            return ""
-        return domain_of.get(next(iter(held)), "")
 
     def quotas_in(self, job: JobInfo, mix: Mix, parts: UnitParts) -> int:
         """How many of the gang's quotas (``mix``: as it asks, not glued) the nodes of a unit of its

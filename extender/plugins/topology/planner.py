@@ -146,7 +146,7 @@ class GangPlanner(PlanVerdicts):
                 refusal = free_planner._plan_group(job, quotas, unbound, head, sid, judged=judged)
                 if isinstance(refusal, Status):
                     return refusal
-            kept_off = self.kept_off(job, best, free, unbound)
+            kept_off = self.kept_off(job, best, free, unbound, held=held or ())
             if kept_off is not None:
                 return kept_off
         if best is None:
