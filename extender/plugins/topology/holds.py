@@ -16,7 +16,9 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   equals, the first to hold keeps it, so no two gangs take a hold from each other in turn.
 * **Kept off by a hold after it** (:meth:`keeper.HoldKeeper.overrule`): a gang that qualifies (or
   holds already) and is kept off only by holds of gangs strictly after it in hold order
-  (``NodeHeldForGang``: the holders of nodes in the zones it would take were nothing held) takes
+  (``NodeHeldForGang``: the holders of nodes in the zones it would take were nothing held — of
+  the one NVLink domain it would take, when held hard to one; none when it would not run were
+  nothing held either, its hard tier limit exceeded: ``verdicts.py``) takes
   the places of as many as it needs — the fewest of the last in hold order whose holds lifted let
   it be planned — whether or not the book is full: those holds end as displaced ones do (the
   others stay), it holds (its choice made as if their nodes were free) unless it does already,
