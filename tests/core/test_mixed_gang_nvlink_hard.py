@@ -177,7 +177,7 @@ def test_a_mixed_gang_over_its_limit_is_told_a_domains_room_in_its_own_quotas() 
     counted in the largest quota (the workers) says."""
     c = MixedCluster(_leaf("aabb"), [MixedGang("g0", [LAUNCHER, WORKER, WORKER, WORKER])])
     assert _refusal(c) == (
-        "FitsOnlyAboveAllowedTier(4 quotas fits only across a leaf (tier 1); highestTierAllowed is nvlink "
+        "FitsOnlyAboveAllowedTier(4 quotas fit only across a leaf (tier 1); highestTierAllowed is nvlink "
         "(tier 0), and the roomiest NVLink domain, 1b, takes 3 of 4)"
     )
 
@@ -189,6 +189,6 @@ def test_a_bound_mixed_gang_over_its_limit_is_told_its_siblings_domains_room() -
     nodes = _leaf("aabb", busy={1: 8})
     c = MixedCluster(nodes, [MixedGang("g0", [LAUNCHER, WORKER, WORKER], bound={1: "n0"})])
     assert _refusal(c) == (
-        "FitsOnlyAboveAllowedTier(2 quotas fits only across a leaf (tier 1); highestTierAllowed is nvlink "
+        "FitsOnlyAboveAllowedTier(2 quotas fit only across a leaf (tier 1); highestTierAllowed is nvlink "
         "(tier 0), and its siblings' NVLink domain, 1a, takes 1 of 2)"
     )

@@ -16,7 +16,9 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   equals, the first to hold keeps it, so no two gangs take a hold from each other in turn.
 * **Kept off by a hold after it** (:meth:`keeper.HoldKeeper.overrule`): a gang that qualifies (or
   holds already) and is kept off only by holds of gangs strictly after it in hold order
-  (``NodeHeldForGang``: the holders of nodes in the zones it would take were nothing held) takes
+  (``NodeHeldForGang``: the holders of nodes in the zones it would take were nothing held — of
+  the one NVLink domain it would take, when held hard to one; none when it would not run were
+  nothing held either, its hard tier limit exceeded: ``verdicts.py``) takes
   the places of as many as it needs — the fewest of the last in hold order whose holds lifted let
   it be planned — whether or not the book is full: those holds end as displaced ones do (the
   others stay), it holds (its choice made as if their nodes were free) unless it does already,
@@ -28,8 +30,9 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
 * **What it holds** (:func:`choose_hold`): the zone that would fit it *soonest* — among the zones
   whose nodes could hold the whole gang once empty, the one with the most room for it now; within
   it, the nodes with the most room now, as many as the gang needs when they are empty. Room is
-  counted in the gang's quotas (:class:`Left`): a gang whose quotas differ in size is not
-  measured in copies of its largest. When no
+  counted in the gang's quotas (``holdroom.py``): a gang whose quotas differ in size is not
+  measured in copies of its largest, and a node too small for its largest quota is held when
+  it would take a smaller one (a 4-GPU node its launcher needs). When no
   single zone could ever hold it, the fewest zones by that measure, roomiest first. Only zones of
   a GPU model the gang may use (its bound quotas' model, if some are bound: ``GangPlanner.specs``),
   and "empty" is empty of other jobs: the room the gang's own bound quotas take stays taken. A
@@ -78,8 +81,8 @@ from typing import TYPE_CHECKING, Final
 from extender.model.job import JobInfo, JobQueueInfo, governing_jobqueue
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
-from extender.plugins.topology.fitmemo import capacity_for
 from extender.plugins.topology.gangplan import ZoneId, domain_unit
+from extender.plugins.topology.holdroom import Left, Row, bound_room, need_of, take
 
 if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
@@ -248,7 +251,7 @@ def room_now(memo: FitMemo, quotas: Sequence[QuotaInfo], nodes: Sequence[str]) -
         return 0
     sid = memo.shape_of(head)
     rows = [(memo.node_capacity(head, sid, n), 0, n.index, n.name) for n in map(memo.ssn.node, nodes) if n]
-    return _need(memo, quotas, _bound_room(quotas), head, sid).now(rows)
+    return need_of(memo, quotas, bound_room(quotas)).now(rows)
 
 
 def better_hold(
@@ -261,7 +264,6 @@ def better_hold(
     return new
 
 
-Row = tuple[int, int, int, str]  # a node a hold may take: (room now, room when empty, index, name)
 Key = tuple[int, int, int]  # what ranks held sets (lowest first): zones, less room now, nodes
 
 
@@ -275,9 +277,9 @@ def choose_hold(
         return ()
     sid = memo.shape_of(head)
     specs, _ = planner.specs(quotas, head)  # the GPU models the gang may use: its bound quotas' one
-    kept = _bound_room(quotas)
+    kept = bound_room(quotas)
     book = planner.holds
-    need = _need(memo, quotas, kept, head, sid)
+    need = need_of(memo, quotas, kept)
 
     def held(n: str) -> bool:  # kept for another gang, one whose place the job does not take
         holders = book.holders(n)
@@ -285,8 +287,9 @@ def choose_hold(
 
     best: tuple[Key, tuple[str, ...]] | None = None
     for spec in specs:
-        # per zone: the nodes that could take the gang
-        rows = {z: need.rows(memo.hold_rows(head, sid, z, held, kept)) for z in memo.spec_zones.get(spec, [])}
+        # per zone: the nodes that could take some of the gang
+        zones = memo.spec_zones.get(spec, [])
+        rows = {z: _rows(memo, need, z, head=head, sid=sid, held=held, kept=kept) for z in zones}
         for unit in _units(memo, job, rows, kept):
             found = _hold_in(unit, need)
             if found is not None and (best is None or found[0] < best[0]):
@@ -298,29 +301,28 @@ def choose_hold(
     return tuple(sorted(best[1], key=lambda n: (index.get(n, 0), n)))
 
 
-def _need(
-    memo: FitMemo, quotas: Sequence[QuotaInfo], kept: Mapping[str, Resource], head: QuotaInfo, sid: int | None
-) -> Left:
-    """The gang's unbound quotas as a hold makes room for them (:class:`Left`): copies of
-    its one kind, else each quota (largest first) in the room a node has once empty of others —
-    or, for its room now, the room the node has now (a node the QN stages refuse ``head``
-    none)."""
-    unbound = sorted((q.request for q in quotas if not q.node_name), key=lambda r: -sum(r.q.values()))
-    if len(set(unbound)) <= 1:
-        return Left(len(unbound))
-
-    def empty(name: str) -> Resource | None:
+def _rows(
+    memo: FitMemo,
+    need: Left,
+    zid: ZoneId,
+    *,
+    head: QuotaInfo,
+    sid: int | None,
+    held: Callable[[str], bool],
+    kept: Mapping[str, Resource],
+) -> list[Row]:
+    """The zone's nodes a hold may take (not ``held`` for another gang): those that take a quota
+    of the gang once empty — of a gang of one kind, its one (``FitMemo.hold_rows``); of several
+    kinds, any one of them (:meth:`Left.row`: a node too small for its largest quota may take
+    its launcher)."""
+    if not need.mixed:
+        return memo.hold_rows(head, sid, zid, held, kept)
+    out = []
+    for name in memo.zone_nodes[zid]:
         node = memo.ssn.node(name)
-        if node is None:
-            return None
-        own = kept.get(name)
-        return node.allocatable - own if own is not None else node.allocatable
-
-    def now(name: str) -> Resource | None:
-        node = memo.ssn.node(name)
-        return node.quota_room() if node is not None and memo.eligible(head, sid, node) else None
-
-    return Left(len(unbound), unbound, empty, now)
+        if node is not None and not held(name) and (row := need.row(name, node.index)) is not None:
+            out.append(row)
+    return out
 
 
 def _units(
@@ -355,10 +357,11 @@ def _hold_in(rows: Mapping[ZoneId, Sequence[Row]], need: Left) -> tuple[Key, tup
     """The nodes of these zones to hold for ``need``, and the key that ranks the set: the zone
     with the most room now of those that could hold the gang once empty; else the fewest zones by
     that measure, roomiest first (None: these zones could never hold it)."""
-    whole = [z for z, r in rows.items() if need.after(r).count <= 0]
+    taken = {z: take(r, need) for z, r in rows.items()}
+    whole = [z for z, (_, left) in taken.items() if left.count <= 0]
     if whole:
         zone = max(whole, key=lambda z: (need.now(rows[z]), -len(rows[z]), z))
-        picked, _ = _take(rows[zone], need)
+        picked = taken[zone][0]
         key = (1, -need.now(rows[zone]), 0)
     else:
         order = sorted(rows, key=lambda z: (-need.now(rows[z]), -sum(x[1] for x in rows[z]), z))
@@ -366,91 +369,13 @@ def _hold_in(rows: Mapping[ZoneId, Sequence[Row]], need: Left) -> tuple[Key, tup
         for z in order:
             if left.count <= 0:
                 break
-            nodes, left = _take(rows[z], left)
+            nodes, left = take(rows[z], left)
             picked += nodes
             count += 1
         if left.count > 0:
             return None
         key = (count, 0, len(picked))
     return (key, tuple(picked)) if picked else None
-
-
-def _bound_room(quotas: Sequence[QuotaInfo]) -> dict[str, Resource]:
-    """Node → what the gang's bound quotas take there (room that stays the gang's own)."""
-    out: dict[str, Resource] = {}
-    for q in quotas:
-        if q.node_name:
-            out[q.node_name] = out[q.node_name] + q.request if q.node_name in out else q.request
-    return out
-
-
-class Left:
-    """What of the gang a hold has yet to make room for, as nodes join it in turn: ``count`` of its
-    unbound quotas. A gang of one kind counts copies, each node taking its room when empty (a
-    ``Row``'s); a gang of several kinds (``requests``, largest first) gives each node, once empty
-    (``empty``: its room then, None if unknown), those of the remaining quotas that still fit it —
-    one 8-GPU and seven 1-GPU quotas take two 8-GPU nodes, not eight. Its room *now* is counted the
-    same way (:meth:`now`, ``now``: a node's room now), not in copies of its largest quota: nodes
-    one GPU short of fifteen 1-GPU quotas and an 8-GPU one are closer to holding it than nodes
-    with two 8-GPU nodes free and seven GPUs short."""
-
-    __slots__ = ("_empty", "_now", "count", "requests")
-
-    def __init__(
-        self,
-        count: int,
-        requests: Sequence[Resource] = (),
-        empty: Callable[[str], Resource | None] | None = None,
-        now: Callable[[str], Resource | None] | None = None,
-    ) -> None:
-        self.count, self.requests, self._empty, self._now = count, requests, empty, now
-
-    def after(self, rows: Iterable[Row]) -> Left:
-        """What is left once the nodes of ``rows`` (in this order) join the hold."""
-        if self._empty is None:
-            return Left(self.count - sum(r[1] for r in rows))
-        left = _unfitted(self.requests, (self._empty(row[3]) for row in rows))
-        return Left(len(left), left, self._empty, self._now)
-
-    def now(self, rows: Iterable[Row]) -> int:
-        """How many of the quotas the nodes of ``rows`` (in this order) take now: copies of its one
-        kind (the rows' room now), else its quotas, largest first, each node taking those that
-        still fit its room now."""
-        if self._now is None:
-            return sum(r[0] for r in rows)
-        return self.count - len(_unfitted(self.requests, (self._now(row[3]) for row in rows)))
-
-    def rows(self, rows: list[Row]) -> list[Row]:
-        """``rows`` with each node's room now counted as :meth:`now` counts it (what orders the
-        nodes a hold takes, roomiest first)."""
-        if self._now is None:
-            return rows
-        return [(self.now((r,)), *r[1:]) for r in rows]
-
-
-def _unfitted(requests: Sequence[Resource], rooms: Iterable[Resource | None]) -> list[Resource]:
-    """The ``requests`` (largest first) left once each room in turn takes those that still fit it."""
-    left = list(requests)
-    for given in rooms:
-        room, rest = given, list[Resource]()
-        for request in left:
-            if room is not None and capacity_for(request, room) > 0:
-                room = room - request
-            else:
-                rest.append(request)
-        left = rest
-    return left
-
-
-def _take(rows: Sequence[Row], need: Left) -> tuple[list[str], Left]:
-    """The roomiest nodes (now) until their room when empty covers ``need``, and what is left."""
-    out: list[str] = []
-    for row in sorted(rows, key=lambda r: (-r[0], r[2], r[3])):
-        if need.count <= 0:
-            break
-        out.append(row[3])
-        need = need.after((row,))
-    return out, need
 
 
 MAX_RUNS: Final = 4  # runs of consecutive nodes a held set names before it is cut short (``…``)

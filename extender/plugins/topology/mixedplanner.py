@@ -55,15 +55,21 @@ class MixedPlanner:
         held = frozenset(q.node_name for q in quotas if q.node_name)  # its bound siblings' nodes (rule 3)
         mix, gang, best = self._glued_best(job, mix, fences, specs, bound_zones, held=held)
         if self.p.holds.any():
-            free = self.p.without_holds().mixed.best(job, mix, gang, specs, bound_zones)
-            kept_off = self.p.kept_off(job, best, free, unbound, domain=self._held_domain(job, free, held))
+            unheld = self.p.without_holds()
+            free = unheld.mixed.best(job, mix, gang, specs, bound_zones)
+            if self.p.past_limit(job, free, held) and (best is None or self.p.past_limit(job, best, held)):
+                # were nothing held it would wait for its limit all the same: no hold keeps it off
+                refusal = unheld.mixed.plan(job, quotas, given)
+                if isinstance(refusal, Status):
+                    return refusal
+            kept_off = self.p.kept_off(job, best, free, unbound, held=held)
             if kept_off is not None:
                 return kept_off
         if best is None or best.nodes is None:
             return self._out_of_order(job, mix, gang, specs, bound_zones) or self.p.failure(
                 job, head, sid, specs, unbound
             )
-        if (limit := job.hard_tier) is not None and best.tier(self.p.memo.domain_of, held) > limit:
+        if (limit := job.hard_tier) is not None and self.p.past_limit(job, best, held):
             return self._out_of_order(job, mix, gang, specs, bound_zones, within=limit) or self.p.above_limit(
                 job, head, sid, best, unbound, held=held, room_in=partial(self.quotas_in, job, given)
             )
@@ -71,16 +77,6 @@ class MixedPlanner:
         for first, rest in mix.glued.items():
             nodes.update(dict.fromkeys(rest, nodes[first]))
         return GangPlan(nodes, [z.id for z in best.zones])
-
-    def _held_domain(self, job: JobInfo, free: SpecPlan | None, held: frozenset[str]) -> str:
-        """The NVLink domain of the bound siblings (``held``) of a gang held to one
-        (``highestTierAllowed: nvlink``, hard) when its plan were nothing held (``free``) keeps
-        to it (:meth:`_siblings_domain`): the only nodes whose holds keep it off
-        (``PlanVerdicts.kept_off``); "" otherwise."""
-        domain_of = self.p.memo.domain_of
-        if job.hard_tier != 0 or not held or free is None or free.tier(domain_of, held) != 0:
-            return ""
-        return domain_of.get(next(iter(held)), "")
 
     def quotas_in(self, job: JobInfo, mix: Mix, parts: UnitParts) -> int:
         """How many of the gang's quotas (``mix``: as it asks, not glued) the nodes of a unit of its

@@ -137,15 +137,21 @@ class GangPlanner(PlanVerdicts):
                 if (kept_off := self.kept_off_domain(job, unheld, quotas, unbound)) is not None:
                     return kept_off
         best = self._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
+        held = Counter(q.node_name for q in quotas if q.node_name) if bound_zones else None
         if self.holds.any():
-            free = self.without_holds()._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
-            kept_off = self.kept_off(job, best, free, unbound)
+            free_planner = self.without_holds()
+            free = free_planner._best_spec(job, head, sid, specs, need=len(unbound), bound_zones=bound_zones)
+            if self.past_limit(job, free, held or ()) and (best is None or self.past_limit(job, best, held or ())):
+                # were nothing held it would wait for its limit all the same: no hold keeps it off
+                refusal = free_planner._plan_group(job, quotas, unbound, head, sid, judged=judged)
+                if isinstance(refusal, Status):
+                    return refusal
+            kept_off = self.kept_off(job, best, free, unbound, held=held or ())
             if kept_off is not None:
                 return kept_off
         if best is None:
             return self.failure(job, head, sid, specs, unbound)
-        held = Counter(q.node_name for q in quotas if q.node_name) if bound_zones else None
-        if (limit := job.hard_tier) is not None and best.tier(self.memo.domain_of, held or ()) > limit:
+        if self.past_limit(job, best, held or ()):
             return self.above_limit(job, head, sid, best, unbound, held=held or ())
         slots = best.slots
         if slots is None:

@@ -5,7 +5,8 @@ reasons and the PodGroup condition. Pure: the planner gathers the figures, these
   waits rather than spread (a hold may delay a gang, never scatter it);
 * ``FitsOnlyAboveAllowedTier`` — the gang fits only across a tier above its hard
   ``highestTierAllowed``: which tier, and how many of its quotas the unit of the allowed one it
-  must fit in holds (its bound siblings' unit; nothing bound: the roomiest);
+  must fit in holds (its bound siblings' unit; nothing bound: the roomiest) — or, when a bound
+  sibling's node names no NVLink domain, that node;
 * ``NoZoneFits`` — no zone (or set of zones) holds it: the roomiest zone and what it takes, or,
   when no node takes any of its quotas, why the nodes refuse them.
 """
@@ -13,6 +14,7 @@ reasons and the PodGroup condition. Pure: the planner gathers the figures, these
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from extender import wellknown
 from extender.framework.status import Reason, Refused, Status, aggregate
@@ -21,21 +23,39 @@ from extender.model.resources import format_quantity
 from extender.model.topology import describe_tier
 from extender.plugins.topology.gangplan import ZoneId
 
-__all__ = ["describe_gang", "fits_only_above", "held_for_others", "no_zone_fits", "out_of_rank_order"]
+__all__ = ["GangWords", "describe_gang", "fits_only_above", "held_for_others", "no_zone_fits", "out_of_rank_order"]
 
 
-def describe_gang(quotas: Sequence[QuotaInfo], gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES) -> str:
+@dataclass(frozen=True, slots=True)
+class GangWords:
+    """What a gang asks of a zone, as an operator says it (``4×1 GPU``, ``4 quotas``): its
+    ``text``, and whether a verb after it is plural (``4 quotas fit``; ``1 quota fits``; one
+    gang's measure, ``4×1 GPU fits``)."""
+
+    text: str
+    plural: bool = False
+
+    def __str__(self) -> str:
+        return self.text
+
+    def fits(self) -> str:
+        """``4 quotas fit``, ``4×1 GPU fits``: the words with the verb agreeing in number."""
+        return f"{self.text} {'fit' if self.plural else 'fits'}"
+
+
+def describe_gang(quotas: Sequence[QuotaInfo], gpus: Sequence[str] = wellknown.DEFAULT_GPU_RESOURCES) -> GangWords:
     """``4×1 GPU`` — what the gang asks of a zone, as an operator would say it (``gpus``: the
-    resources that are GPUs, ``--gpu-resources``)."""
+    resources that are GPUs, ``--gpu-resources``); ``4 quotas`` when they differ in size."""
     first = quotas[0].request
     if not all(q.request == first for q in quotas):
-        return f"{len(quotas)} quotas"
+        count = len(quotas)
+        return GangWords(f"{count} quota{'s' if count != 1 else ''}", plural=count != 1)
     name = next((g for g in gpus if first.get(g)), "")
     what = f"{format_quantity(name, first.get(name))} GPU" if name else str(first)
-    return f"{len(quotas)}×{what}"
+    return GangWords(f"{len(quotas)}×{what}")
 
 
-def held_for_others(zones: int, what: str, holders: Sequence[str]) -> Status:
+def held_for_others(zones: int, what: GangWords, holders: Sequence[str]) -> Status:
     """``zones`` zones would hold the gang (``what``) but for the holds of ``holders``."""
     return Status.unschedulable(
         Reason.NODE_HELD_FOR_GANG,
@@ -44,24 +64,37 @@ def held_for_others(zones: int, what: str, holders: Sequence[str]) -> Status:
 
 
 def fits_only_above(
-    what: str, need: int, *, span: int, levels: int, limit: int, room: Mapping[str, int], siblings: bool = False
+    what: GangWords,
+    need: int,
+    *,
+    span: int,
+    levels: int,
+    limit: int,
+    room: Mapping[str, int],
+    siblings: bool = False,
+    homeless: Sequence[str] = (),
 ) -> Status:
     """The gang fits only across tier ``span`` (above ``levels``: the whole cluster) while its
     hard limit is tier ``limit``; ``room``: how many of its ``need`` quotas each unit of that tier
     it may use holds — with bound ``siblings``, only theirs (it may never use another, so another's
-    room would mislead), else every unit, of which the roomiest is named."""
+    room would mislead), else every unit, of which the roomiest is named. ``homeless``: the nodes
+    of bound siblings that are in no unit of the tier (a node naming no NVLink domain): those are
+    named instead, as no unit can ever hold the gang with them."""
     above = describe_tier(span) if span <= levels else "cluster"
-    unit, most = max(room.items(), key=lambda kv: (kv[1], kv[0])) if room else ("-", 0)
     allowed = describe_tier(limit)
     noun = "NVLink domain" if limit == 0 else allowed  # "the roomiest nvlink" names no thing
+    head = f"{what.fits()} only across a {above} (tier {span}); highestTierAllowed is {allowed} (tier {limit})"
+    if homeless:
+        nodes = ", ".join(homeless)
+        has = f"node {nodes} has" if len(homeless) == 1 else f"nodes {nodes} have"
+        return Status.unschedulable(Reason.FITS_ONLY_ABOVE_ALLOWED_TIER, f"{head}, and its siblings' {has} no {noun}")
+    unit, most = max(room.items(), key=lambda kv: (kv[1], kv[0])) if room else ("-", 0)
     if not siblings:
         which = f"the roomiest {noun}"
     else:
         which = f"its siblings' {noun}" if len(room) <= 1 else f"the roomiest of its siblings' {noun}s"
     return Status.unschedulable(
-        Reason.FITS_ONLY_ABOVE_ALLOWED_TIER,
-        f"{what} fits only across a {above} (tier {span}); highestTierAllowed is {allowed} "
-        f"(tier {limit}), and {which}, {unit}, takes {most} of {need}",
+        Reason.FITS_ONLY_ABOVE_ALLOWED_TIER, f"{head}, and {which}, {unit}, takes {most} of {need}"
     )
 
 
@@ -73,7 +106,7 @@ def out_of_rank_order(unbound: Sequence[QuotaInfo], broken: tuple[int, str]) -> 
 
 
 def no_zone_fits(
-    what: str,
+    what: GangWords,
     need: int,
     room: Mapping[ZoneId, int],
     refusals: Mapping[str, Status],

@@ -3,19 +3,23 @@
 
 * ``NodeHeldForGang`` (:meth:`PlanVerdicts.kept_off`) — were nothing held for another gang, the
   gang would take fewer zones than it can now: it waits rather than spread, told every gang
-  holding nodes of the zones it would take (:meth:`PlanVerdicts.holders_keeping_off` gives them
+  holding nodes of the zones it would take (held to one NVLink domain: of the domain it would
+  take) (:meth:`PlanVerdicts.holders_keeping_off` gives them
   to the keeper, which may end those after it in hold order);
   the same for a gang held hard to its bound siblings' NVLink domain that the domain would
   take were nothing held there (:meth:`PlanVerdicts.kept_off_domain`);
 * ``FitsOnlyAboveAllowedTier`` (:meth:`PlanVerdicts.above_limit`) — a hard tier limit it fits only
-  above;
+  above; also when held nodes keep it off a plan that would itself go past the limit
+  (:meth:`PlanVerdicts.past_limit` of its plan were nothing held): no hold keeps it waiting, so
+  none is named and the keeper ends none for it (it is told what it would be told were nothing
+  held);
 * ``NoZoneFits`` (:meth:`PlanVerdicts.failure`) — no zone, or set of zones, holds it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -54,6 +58,12 @@ class PlanVerdicts:
 
         def _candidates(self, job: JobInfo, head: QuotaInfo, sid: int | None, zid: ZoneId) -> list[Candidate]: ...
 
+    def past_limit(self, job: JobInfo, plan: SpecPlan | None, held: Iterable[str]) -> bool:
+        """The plan spans a tier above the job's hard ``highestTierAllowed`` (``held``: the nodes of
+        its bound siblings, which the tier it spans counts too; ``SpecPlan.tier``)."""
+        limit = job.hard_tier
+        return plan is not None and limit is not None and plan.tier(self.memo.domain_of, held) > limit
+
     def kept_off(
         self,
         job: JobInfo,
@@ -61,17 +71,28 @@ class PlanVerdicts:
         free: SpecPlan | None,
         unbound: Sequence[QuotaInfo],
         *,
-        domain: str = "",
+        held: Collection[str] = (),
     ) -> Status | None:
         """``NodeHeldForGang`` when the plan were nothing held (``free``) spans fewer zones than
         ``best``: a hold may make a gang wait, never make it span more zones than it would without.
-        ``domain``: the gang is held to its bound siblings' NVLink domain and ``free`` keeps to it
-        (a gang of several kinds; one of one kind: :meth:`kept_off_domain`) — only the holders of
-        that domain's nodes keep it off, as it may take no other node."""
+        It names the holders of the nodes of ``free``'s zones — of a gang held to one NVLink
+        domain (``highestTierAllowed: nvlink``, hard) that ``free`` keeps to, only of that
+        domain's nodes (:meth:`_free_domain`; ``held``: its bound siblings' nodes): it may use no
+        other node with them, and the keeper ends no hold it names but for it."""
         if free is None or (best is not None and free.key[:2] >= best.key[:2]):
             return None
+        domain = self._free_domain(job, free, held)
         nodes = self._nodes_in([z.id for z in free.zones], {domain} if domain else None)
         return self._held_for(job, free.key[1], nodes, unbound)
+
+    def _free_domain(self, job: JobInfo, free: SpecPlan, held: Collection[str]) -> str:
+        """The one NVLink domain of the nodes of ``free`` (and the bound siblings' ``held``) when the
+        job is held to one (hard) and ``free`` keeps to it; "" otherwise."""
+        domain_of = self.memo.domain_of
+        if job.hard_tier != 0 or free.tier(domain_of, held) != 0:
+            return ""
+        names = [s.node for s in free.slots] if free.slots is not None else list((free.nodes or {}).values())
+        return next((d for n in (*names, *held) if (d := domain_of.get(n, ""))), "")
 
     def kept_off_domain(
         self,
@@ -133,9 +154,17 @@ class PlanVerdicts:
             units = {name: parts for name, parts in units.items() if name in mine}
         count = room_in or partial(self._slots_in, job, head, sid)
         room = {name: count(parts) for name, parts in units.items()}
-        what = describe_gang(unbound, self.ssn.gpu_resources)
+        # bound siblings on a node naming no NVLink domain: no domain can ever hold the gang with them
+        homeless = sorted(n for n in held if n in self.memo.zone_of and not self.unit_of(n, limit))
         return fits_only_above(
-            what, len(unbound), span=best.key[0], levels=self.memo.levels, limit=limit, room=room, siblings=bool(held)
+            describe_gang(unbound, self.ssn.gpu_resources),
+            len(unbound),
+            span=best.key[0],
+            levels=self.memo.levels,
+            limit=limit,
+            room=room,
+            siblings=bool(held),
+            homeless=homeless,
         )
 
     def limit_units(self, spec: str, limit: int) -> dict[str, UnitParts]:
