@@ -29,7 +29,8 @@ The rules, in the order the planner applies them:
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
    inside it. When those slots break that order around bound siblings, the gang is placed in
-   order on the other nodes of its chosen zones if they allow it; a
+   order on the other nodes of its chosen zones if they allow it (with ``pack``, exactly the
+   fewest nodes that keep the order: ``rankorder.packed_in_order``); a
    strict-order gang whose chosen zones do not takes, beside its siblings' zones, the fewest
    further zones that do (:func:`fewest_zones_that`), else waits.
 
