@@ -12,10 +12,15 @@ more quotas outside the siblings' zones than the plan put there (rule 2: they fi
 siblings' zones first). The gang's distinct nodes, its siblings' among them (they cost no node
 more), must be the fewest of those placements.
 
-Before, a gang whose best-fit nodes broke rank order was placed in order greedily, each quota on
-the lowest-index node after the previous one: 4 workers × 4 GPU, task 2 bound on n3; n0 has room
-for one, n1 and n4 for two each. Tasks 0 and 1 took n0 and n1, task 3 n4: four nodes where n1,
-n3, n4 do.
+Before, two rules took a node more than needed:
+
+* a gang whose best-fit nodes broke rank order was placed in order greedily, each quota on the
+  lowest-index node after the previous one: 4 workers × 4 GPU, task 2 bound on n3; n0 has room
+  for one, n1 and n4 for two each. Tasks 0 and 1 took n0 and n1, task 3 n4: four nodes where n1,
+  n3, n4 do;
+* the siblings' zones took their shares one zone at a time, the roomiest first: 4 workers × 2
+  GPU, task 0 bound on n0 (room for one more) in leaf 1 beside an empty n1, task 3 on n2 (room for
+  three) in leaf 2. Leaf 1 took tasks 1 and 2, on n0 and a new n1, where n2 holds both.
 """
 
 from __future__ import annotations
@@ -122,9 +127,19 @@ def _lowest_first() -> HardCluster:
     return HardCluster(nodes, [Gang("g0", 4, 4, True, bound={2: "n3"})])
 
 
+def _siblings_in_two_leaves() -> HardCluster:
+    """The module docstring's second example: leaf 1 n0 (4 GPUs busy, task 0) and n1 (empty),
+    leaf 2 n2 (task 3)."""
+    nodes = [
+        NodeSpec(f"n{i}", i, leaf, "A100", True, False, busy) for i, (leaf, busy) in enumerate([(1, 4), (1, 0), (2, 0)])
+    ]
+    return HardCluster(nodes, [Gang("g0", 4, 2, False, bound={0: "n0", 3: "n2"})])
+
+
 @PROPERTY
 @given(clusters())
 @example(c=_lowest_first())
+@example(c=_siblings_in_two_leaves())
 def test_packed_gangs_in_rank_order_take_the_fewest_nodes(c: HardCluster) -> None:
     result = run(c, liveness=not c.hard, policy=PACKED, zone_rules=False)
     g = c.gangs[0]
@@ -143,3 +158,9 @@ def test_the_lowest_index_node_gives_way_to_fewer_nodes() -> None:
     c = _lowest_first()
     result = run(c, liveness=True, policy=PACKED, zone_rules=False)
     assert [quota_node(result.session, q) for q in c.gangs[0].quotas] == ["n1", "n1", "n3", "n4"]
+
+
+def test_the_siblings_nodes_in_a_smaller_leaf_come_first() -> None:
+    c = _siblings_in_two_leaves()
+    result = run(c, liveness=True, policy=PACKED, zone_rules=False)
+    assert [quota_node(result.session, q) for q in c.gangs[0].quotas] == ["n0", "n2", "n2", "n2"]
