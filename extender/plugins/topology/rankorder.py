@@ -90,6 +90,7 @@ def assign_in_order(
 
 
 Cost = tuple[int, int, int, int]  # quotas outside the siblings' zones, new nodes, their room, Σ node positions
+Path = tuple["Path", int, int] | None  # the placement so far, linked: (before, node position, quotas there)
 
 
 def packed_in_order(
@@ -109,23 +110,27 @@ def packed_in_order(
     the nodes in index order keeps, per number of quotas placed, the cheapest placement so far.
     A node that adds no quota outside takes as many as it may: placing more quotas never costs
     the rest more (what places the later ones places a suffix of them). States that place fewer
-    quotas at no lower cost are dropped. Greedy lowest index first is not exact: task 2 bound on
-    n3, n0 with room for one, n1 and n4 for two; tasks 0 and 1 on n0 and n1 then task 3 on n4
-    take four nodes, n1, n1, n4 three."""
+    quotas at no lower cost are dropped: at most one state per count of quotas, so the time is
+    O(nodes × quotas), × a node's room beyond the siblings' zones (the quotas are typically few:
+    the rest of a gang whose others stay bound). Greedy lowest index first is not exact: task 2
+    bound on n3, n0 with room for one, n1 and n4 for two; tasks 0 and 1 on n0 and n1 then task 3
+    on n4 take four nodes, n1, n1, n4 three."""
     nodes = sorted(candidates, key=lambda c: (c.index, c.name))
     need = len(ranges)
-    best: dict[int, tuple[Cost, tuple[tuple[int, int], ...]]] = {0: ((0, 0, 0, 0), ())}
+    los = [-1 if lo is None else lo for lo, _ in ranges]
+    his = [nodes[-1].index if hi is None else hi for _, hi in ranges] if nodes else []
+    best: dict[int, tuple[Cost, Path]] = {0: ((0, 0, 0, 0), None)}
     for pos, c in enumerate(nodes):
-        far, new = c.name in outside, c.name not in held
+        far, new, index = c.name in outside, c.name not in held, c.index
         grown = dict(best)
         for placed, (cost, path) in best.items():
-            most = 0
-            while placed + most < need and most < c.capacity and _inside(ranges[placed + most], c.index):
+            most = 0  # the quotas from ``placed`` on that may sit on this node, in a run
+            while most < c.capacity and placed + most < need and los[placed + most] <= index <= his[placed + most]:
                 most += 1
-            for k in range(1, most + 1) if far else range(most, most + 1) if most else ():
+            for k in range(1, most + 1) if far else (most,) if most else ():
                 step = (cost[0] + k * far, cost[1] + new, cost[2] + c.capacity * new, cost[3] + k * pos)
                 if placed + k not in grown or step < grown[placed + k][0]:
-                    grown[placed + k] = (step, (*path, (pos, k)))
+                    grown[placed + k] = (step, (path, pos, k))
         best, least = {}, None  # drop a state that places fewer quotas at no lower cost
         for placed in sorted(grown, reverse=True):
             if least is None or grown[placed][0] < least:
@@ -133,12 +138,12 @@ def packed_in_order(
                 least = grown[placed][0]
     if need not in best:
         return None
-    return [Slot(nodes[pos].name, nodes[pos].index) for pos, k in best[need][1] for _ in range(k)]
-
-
-def _inside(fence: Range, index: int) -> bool:
-    lo, hi = fence
-    return (lo is None or index >= lo) and (hi is None or index <= hi)
+    taken: list[tuple[int, int]] = []  # (node position, quotas there), the last node first
+    link = best[need][1]
+    while link is not None:
+        link, pos, k = link
+        taken.append((pos, k))
+    return [Slot(nodes[pos].name, nodes[pos].index) for pos, k in reversed(taken) for _ in range(k)]
 
 
 def assign_in_domains(
