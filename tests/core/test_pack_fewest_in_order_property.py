@@ -7,10 +7,10 @@ of 2–6 workers with some quotas bound in an earlier cycle in rank order (stric
 sometimes held hard to one NVLink domain), one cycle of the default policy with ``pack_workers``.
 The zones and NVLink domains the planner chose are judged by the other properties; inside them,
 every placement the rules allow is tried: each unbound quota on a usable node of the gang's GPU
-model with room, task *i* on a node index ≥ that of task *i−1* (the bound siblings included), no
-more quotas outside the siblings' zones than the plan put there (rule 2: they fill their
-siblings' zones first). The gang's distinct nodes, its siblings' among them (they cost no node
-more), must be the fewest of those placements.
+model with room, task *i* on a node index ≥ that of task *i−1* (the bound siblings included).
+The gang's quotas outside its siblings' zones must be the fewest of those placements (rule 2:
+they fill their siblings' zones first), and then its distinct nodes, its siblings' among them
+(they cost no node more), the fewest of those that put no more there.
 
 Before, two rules took a node more than needed:
 
@@ -77,31 +77,29 @@ def unit(n: NodeSpec) -> str:
     return n.domain or f"node#{n.name}"
 
 
-def fewest_nodes_in_order(c: Cluster, where: list[str]) -> int:
-    """The fewest distinct nodes (its bound siblings' included) of any placement of the gang's
-    quotas bound now in rank order, inside the zones and NVLink domains of its placement
-    ``where`` (task order), with at most as many quotas outside its siblings' zones (exhaustive)."""
+def fewest_in_order(c: Cluster, where: list[str]) -> tuple[int, int]:
+    """The least (quotas outside its siblings' zones, distinct nodes — its bound siblings'
+    included) of any placement of the gang's quotas bound now in rank order, inside the zones
+    and NVLink domains of its placement ``where`` (task order) — exhaustive."""
     g = c.gangs[0]
     spec = {n.name: n for n in c.nodes}
     placed = [spec[n] for n in where]
     zones, units = {n.zone for n in placed}, {unit(n) for n in placed}
     named = any(n.domain for n in c.nodes)
     home = {spec[n].zone for n in g.bound.values()}
-    outside = sum(1 for i, n in enumerate(placed) if i not in g.bound and home and n.zone not in home)
     slots = {
         n: k
         for n, k in room(c, c.start(), g.gpu).items()
         if k and spec[n].model == placed[0].model and spec[n].zone in zones and (not named or unit(spec[n]) in units)
     }
-    siblings = set(g.bound.values())
-    best = len(spec) + 1
+    best = (g.workers + 1, len(spec) + 1)
 
     def go(task: int, low: int, taken: frozenset[str], away: int) -> None:
         nonlocal best
-        if len(taken) >= best:
+        if (away, len(taken)) >= best:
             return
         if task == g.workers:
-            best = len(taken)
+            best = (away, len(taken))
             return
         if task in g.bound:
             index = spec[g.bound[task]].index
@@ -109,13 +107,12 @@ def fewest_nodes_in_order(c: Cluster, where: list[str]) -> int:
                 go(task + 1, index, taken, away)
             return
         for n, k in slots.items():
-            far = bool(home) and spec[n].zone not in home
-            if k and spec[n].index >= low and away + far <= outside:
+            if k and spec[n].index >= low:
                 slots[n] -= 1
-                go(task + 1, spec[n].index, taken | {n}, away + far)
+                go(task + 1, spec[n].index, taken | {n}, away + (bool(home) and spec[n].zone not in home))
                 slots[n] += 1
 
-    go(0, -1, frozenset(siblings), 0)
+    go(0, -1, frozenset(g.bound.values()), 0)
     return best
 
 
@@ -136,8 +133,20 @@ def _siblings_in_two_leaves() -> HardCluster:
     return HardCluster(nodes, [Gang("g0", 4, 2, False, bound={0: "n0", 3: "n2"})])
 
 
+def _strict_over_two_leaves() -> HardCluster:
+    """5 workers × 2 GPU in strict order, task 3 bound on n4 (room for two more) in leaf 2 with
+    three empty nodes; leaf 1: n0 and n3 empty, n1 and n2 (nearly) full. Ranks 0–2 must sit at
+    index ≤ 4, so leaf 2 holds only two of them: ranks 1 and 2 beside rank 3, rank 0 on n0 and
+    rank 4 on n5 — one quota outside leaf 2, three nodes, not ranks 0–2 on n0 (two nodes, three
+    quotas outside): rule 2 before the fewest nodes, as where the order does not decide."""
+    busy = [(1, 0), (1, 7), (1, 8), (1, 0), (2, 2), (2, 0), (2, 0), (2, 0)]
+    nodes = [NodeSpec(f"n{i}", i, leaf, "A100", True, False, b) for i, (leaf, b) in enumerate(busy)]
+    return HardCluster(nodes, [Gang("g0", 5, 2, True, bound={3: "n4"})])
+
+
 @PROPERTY
 @given(clusters())
+@example(c=_strict_over_two_leaves())
 @example(c=_lowest_first())
 @example(c=_siblings_in_two_leaves())
 def test_packed_gangs_in_rank_order_take_the_fewest_nodes(c: HardCluster) -> None:
@@ -146,12 +155,14 @@ def test_packed_gangs_in_rank_order_take_the_fewest_nodes(c: HardCluster) -> Non
     where = [quota_node(result.session, q) for q in g.quotas]
     if not all(where):
         return  # waits: the liveness check of ``run`` judged it (held hard: the other properties)
-    index = {n.name: n.index for n in c.nodes}
+    index, zone = {n.name: n.index for n in c.nodes}, {n.name: n.zone for n in c.nodes}
     if [index[n] for n in where] != sorted(index[n] for n in where):
         assert not g.strict, f"out of rank order: {where}"
         return  # order is a preference of this gang: test_topology_property judges when it may break
-    got = len(set(where))
-    assert got == fewest_nodes_in_order(c, where), f"{where} takes {got} nodes"
+    home = {n.zone for n in c.nodes if n.name in g.bound.values()}
+    away = sum(1 for i, n in enumerate(where) if i not in g.bound and home and zone[n] not in home)
+    got = (away, len(set(where)))
+    assert got == fewest_in_order(c, where), f"{where} takes (quotas outside, nodes) {got}"
 
 
 def test_the_lowest_index_node_gives_way_to_fewer_nodes() -> None:
@@ -164,3 +175,9 @@ def test_the_siblings_nodes_in_a_smaller_leaf_come_first() -> None:
     c = _siblings_in_two_leaves()
     result = run(c, liveness=True, policy=PACKED, zone_rules=False)
     assert [quota_node(result.session, q) for q in c.gangs[0].quotas] == ["n0", "n2", "n2", "n2"]
+
+
+def test_the_siblings_leaf_comes_before_fewer_nodes() -> None:
+    c = _strict_over_two_leaves()
+    result = run(c, liveness=True, policy=PACKED, zone_rules=False)
+    assert [quota_node(result.session, q) for q in c.gangs[0].quotas] == ["n0", "n4", "n4", "n4", "n5"]
