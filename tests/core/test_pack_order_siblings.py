@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender.plugins.topology.nodechoice import Candidate
-from extender.plugins.topology.rankorder import assign_in_order
+from extender.plugins.topology.rankorder import assign_in_order, packed_in_order
 from tests.core.props import PROPERTY
 
 Range = tuple[int | None, int | None]
@@ -67,6 +67,53 @@ def test_packed_ranks_stay_on_siblings_nodes_when_they_hold_them_in_order(
     if _in_order_on([c for c in nodes if c.name in held], ranges):
         assert placed is not None
         assert {s.node for s in placed} <= held, (placed, held)
+
+
+def _least_cost(
+    nodes: list[Candidate], ranges: list[Range], held: set[str], outside: set[str]
+) -> tuple[int, int, int] | None:
+    """The least (quotas on ``outside`` nodes, nodes free of ``held``, their room) of any
+    placement of ``ranges`` on ``nodes`` in rank order (brute force)."""
+    best: tuple[int, int, int] | None = None
+    for combo in itertools.product(nodes, repeat=len(ranges)):
+        left = {c.name: c.capacity for c in nodes}
+        last = -1
+        for (lo, hi), c in zip(ranges, combo, strict=True):
+            if c.index < last or (lo is not None and c.index < lo) or (hi is not None and c.index > hi):
+                break
+            if left[c.name] == 0:
+                break
+            left[c.name] -= 1
+            last = c.index
+        else:
+            new = {c.name: c.capacity for c in combo if c.name not in held}
+            cost = (sum(c.name in outside for c in combo), len(new), sum(new.values()))
+            best = cost if best is None else min(best, cost)
+    return best
+
+
+@PROPERTY
+@given(gangs(), st.sets(st.integers(0, 3)))
+def test_packed_in_order_is_what_brute_force_finds(
+    g: tuple[list[Candidate], list[Range], set[str]], far: set[int]
+) -> None:
+    """The fewest quotas outside the siblings' zones, then the fewest nodes free of the siblings,
+    then the least room: exact, not the lowest index first."""
+    nodes, ranges, held = g
+    outside = {f"n{i}" for i in far}
+    placed = packed_in_order(nodes, ranges, held=held, outside=outside)
+    least = _least_cost(nodes, ranges, held, outside)
+    assert (placed is None) == (least is None)
+    if placed is not None:
+        caps = {c.name: c.capacity for c in nodes}
+        new = {s.node for s in placed} - held
+        got = (sum(s.node in outside for s in placed), len(new), sum(caps[n] for n in new))
+        assert got == least, placed
+        assert all(x.index <= y.index for x, y in itertools.pairwise(placed)), placed
+        assert all(
+            (lo is None or s.index >= lo) and (hi is None or s.index <= hi)
+            for s, (lo, hi) in zip(placed, ranges, strict=True)
+        )
 
 
 def test_rank_0_goes_beside_its_sibling_on_n1() -> None:

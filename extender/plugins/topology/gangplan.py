@@ -20,8 +20,9 @@ The rules, in the order the planner applies them:
    capacity, so the largest part of the gang shares one switch.
 3. **Nodes in a zone** (``nodechoice``): by default distinct nodes while the zone has enough of
    them, best QN score first; consecutive ranks share a node only when needed, and then, as with
-   ``pack``, on the fewest nodes that hold the share, best fit. With ``pack`` the zones beyond
-   the bound siblings' are one pool (the fewest nodes of the zones, not of each zone's share).
+   ``pack``, on the fewest nodes that hold the share, best fit. With ``pack`` the bound siblings'
+   zones are one pool, filled first, and the zones beyond them another (the fewest nodes of the
+   zones, not of each zone's share).
    Where nodes name NVLink domains, the nodes come from the fewest domains first, best fit among
    them, the bound siblings' domains before any other (:func:`domain_parts`: rules 1 and 2 one
    tier down; a domain's room is its nodes by default, its slots with ``pack``: NVLink first).
@@ -29,7 +30,8 @@ The rules, in the order the planner applies them:
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
    inside it. When those slots break that order around bound siblings, the gang is placed in
-   order on the other nodes of its chosen zones if they allow it; a
+   order on the other nodes of its chosen zones if they allow it (with ``pack``, exactly the
+   fewest nodes that keep the order: ``rankorder.packed_in_order``); a
    strict-order gang whose chosen zones do not takes, beside its siblings' zones, the fewest
    further zones that do (:func:`fewest_zones_that`), else waits.
 
@@ -231,19 +233,25 @@ def slots_in(
     of those zones hold the gang, not the fewest of each zone's share (4 workers over a leaf with
     three half free nodes and a leaf with one empty node take the empty node and two others, not
     all four). Every pooled zone still takes some: they are the fewest zones that hold the gang.
+    So are the zones of ``home``, filled first: the siblings' nodes in any of them cost no node
+    more (rank 0 on n0 in leaf 1 and rank 3 on n2 in leaf 2 with room for three: ranks 1 and 2
+    beside rank 3, not onto a new n1 because leaf 1 has the most room).
     ``domains``: node → its NVLink domain; the gang takes each part in its bound siblings'
     domains first, then the fewest further domains (:func:`domain_parts`)."""
     lists = {z.id: candidates(z.id) for z in chosen}
-    free = None
-    if not pack and len(chosen) > 1:  # distinct nodes across the chosen zones (rule 2)
-        free = {z: sum(1 for c in cs if c.name not in held) if held else len(cs) for z, cs in lists.items()}
-    shares = split_slots(chosen, need, home, free)
-    if pack:
-        mine = [(z, m) for z, m in shares if z.id in home]
-        pool = sorted((c for z in chosen if z.id not in home for c in lists[z.id]), key=rank_key)
-        parts = [(lists[z.id], m) for z, m in mine] + [(pool, need - sum(m for _, m in mine))]
+    parts: list[tuple[Sequence[Candidate], int]]
+    if pack:  # the siblings' zones one pool, filled first (rule 2), the others another
+        mine = min(need, sum(z.capacity for z in chosen if z.id in home))
+        pools = [
+            sorted((c for z in chosen if (z.id in home) == inner for c in lists[z.id]), key=rank_key)
+            for inner in (True, False)
+        ]
+        parts = [(pool, m) for pool, m in zip(pools, (mine, need - mine), strict=True) if m > 0]
     else:
-        parts = [(lists[z.id], m) for z, m in shares]
+        free = None
+        if len(chosen) > 1:  # distinct nodes across the chosen zones (rule 2)
+            free = {z: sum(1 for c in cs if c.name not in held) if held else len(cs) for z, cs in lists.items()}
+        parts = [(lists[z.id], m) for z, m in split_slots(chosen, need, home, free)]
     if domains:
         parts = [p for ranked, m in parts for p in domain_parts(ranked, m, domains, pack=pack, held=held)]
     slots: list[Slot] = []

@@ -55,23 +55,26 @@ def assign_in_order(
     *,
     pack: bool = False,
     held: Collection[str] = (),
+    outside: Collection[str] = (),
 ) -> list[Slot] | None:
     """Rule 4 for a strict-order gang whose bound siblings fence its ranks (``ranges``, task
     order): each quota on the lowest-index node after the previous quota's, inside its range, from
     which the rest can still follow in order — one holding none of its bound siblings (``held``)
     first — else beside the previous quota (distinct nodes while the candidates allow). With
-    ``pack`` (rule 3's ``pack_workers``) beside the previous quota first, then its siblings' nodes
-    (``held``: they cost no node more; rank 0 before a rank 1 bound on n1 goes beside it, not onto
-    a new n0), then the lowest-index node after it. None when no placement in rank order exists."""
+    ``pack`` (rule 3's ``pack_workers``) the fewest nodes in rank order instead
+    (:func:`packed_in_order`; ``outside``: the candidates beyond the siblings' zones). None when
+    no placement in rank order exists."""
+    if pack:
+        return packed_in_order(candidates, ranges, held=held, outside=outside)
     nodes = sorted(candidates, key=lambda c: (c.index, c.name))
     left = [c.capacity for c in nodes]
     out: list[Slot] = []
     at = -1  # position of the previous quota's node
     for i, (lo, hi) in enumerate(ranges):
         after, beside = list(range(at + 1, len(nodes))), [at] if at >= 0 else []
-        if held:  # by default free nodes first (the lowest-index one still leaves the most room); packed, held
-            after.sort(key=lambda pos: (nodes[pos].name in held) != pack)
-        for pos in [*beside, *after] if pack else [*after, *beside]:
+        if held:  # free nodes first: the lowest-index one still leaves the most room
+            after.sort(key=lambda pos: nodes[pos].name in held)
+        for pos in [*after, *beside]:
             index = nodes[pos].index
             if left[pos] == 0 or (lo is not None and index < lo) or (hi is not None and index > hi):
                 continue
@@ -86,6 +89,63 @@ def assign_in_order(
     return out
 
 
+Cost = tuple[int, int, int, int]  # quotas outside the siblings' zones, new nodes, their room, Σ node positions
+Path = tuple["Path", int, int] | None  # the placement so far, linked: (before, node position, quotas there)
+
+
+def packed_in_order(
+    candidates: Sequence[Candidate],
+    ranges: Sequence[Range],
+    *,
+    held: Collection[str] = (),
+    outside: Collection[str] = (),
+) -> list[Slot] | None:
+    """Rule 4 with ``pack_workers``: the quotas of ``ranges`` (task order, each fenced by its
+    bound siblings) in rank order on the fewest nodes. Lexicographically least: quotas on nodes
+    of ``outside`` (beyond the siblings' zones: rule 2 fills those first), then nodes that hold
+    none of the siblings (``held``: theirs cost no node more), then those nodes' room (best fit),
+    then lower node indices. None when no placement in rank order exists.
+
+    Exact: in rank order each node takes a run of consecutive quotas, so a dynamic programme over
+    the nodes in index order keeps, per number of quotas placed, the cheapest placement so far.
+    A node that adds no quota outside takes as many as it may: placing more quotas never costs
+    the rest more (what places the later ones places a suffix of them). States that place fewer
+    quotas at no lower cost are dropped: at most one state per count of quotas, so the time is
+    O(nodes × quotas), × a node's room beyond the siblings' zones (the quotas are typically few:
+    the rest of a gang whose others stay bound). Greedy lowest index first is not exact: task 2
+    bound on n3, n0 with room for one, n1 and n4 for two; tasks 0 and 1 on n0 and n1 then task 3
+    on n4 take four nodes, n1, n1, n4 three."""
+    nodes = sorted(candidates, key=lambda c: (c.index, c.name))
+    need = len(ranges)
+    los = [-1 if lo is None else lo for lo, _ in ranges]
+    his = [nodes[-1].index if hi is None else hi for _, hi in ranges] if nodes else []
+    best: dict[int, tuple[Cost, Path]] = {0: ((0, 0, 0, 0), None)}
+    for pos, c in enumerate(nodes):
+        far, new, index = c.name in outside, c.name not in held, c.index
+        grown = dict(best)
+        for placed, (cost, path) in best.items():
+            most = 0  # the quotas from ``placed`` on that may sit on this node, in a run
+            while most < c.capacity and placed + most < need and los[placed + most] <= index <= his[placed + most]:
+                most += 1
+            for k in range(1, most + 1) if far else (most,) if most else ():
+                step = (cost[0] + k * far, cost[1] + new, cost[2] + c.capacity * new, cost[3] + k * pos)
+                if placed + k not in grown or step < grown[placed + k][0]:
+                    grown[placed + k] = (step, (path, pos, k))
+        best, least = {}, None  # drop a state that places fewer quotas at no lower cost
+        for placed in sorted(grown, reverse=True):
+            if least is None or grown[placed][0] < least:
+                best[placed] = grown[placed]
+                least = grown[placed][0]
+    if need not in best:
+        return None
+    taken: list[tuple[int, int]] = []  # (node position, quotas there), the last node first
+    link = best[need][1]
+    while link is not None:
+        link, pos, k = link
+        taken.append((pos, k))
+    return [Slot(nodes[pos].name, nodes[pos].index) for pos, k in reversed(taken) for _ in range(k)]
+
+
 def assign_in_domains(
     candidates: Sequence[Candidate],
     ranges: Sequence[Range],
@@ -94,15 +154,16 @@ def assign_in_domains(
     siblings: Collection[str],
     pack: bool = False,
     held: Collection[str] = (),
+    outside: Collection[str] = (),
 ) -> list[Slot] | None:
     """:func:`assign_in_order` in the fewest NVLink domains (``domains``: node → domain; a node
     without one is a domain of its own) that allow it: the domains of the bound ``siblings``
     (their nodes) first, then the fewest further ones, the cheapest such set by rule 1 one tier
     down (:func:`gangplan.fewest_zones_that`) — as :func:`gangplan.domain_parts` does where order
     does not decide. By default never at the cost of a rank sharing a node more than on all the
-    ``candidates``: a domain never makes ranks share a node. ``pack`` and ``held``: as
-    :func:`assign_in_order`."""
-    whole = assign_in_order(candidates, ranges, pack=pack, held=held)
+    ``candidates``: a domain never makes ranks share a node. ``pack``, ``held`` and ``outside``:
+    as :func:`assign_in_order`."""
+    whole = assign_in_order(candidates, ranges, pack=pack, held=held, outside=outside)
     if whole is None or not domains:
         return whole
     units: dict[str, list[Candidate]] = {}
@@ -116,7 +177,7 @@ def assign_in_domains(
     def place(zs: Sequence[ZoneOffer]) -> list[Slot] | None:
         keys = home | {z.id[1] for z in zs}
         inside = [c for c in candidates if domain_unit(c.name, domains) in keys]
-        placed = assign_in_order(inside, ranges, pack=pack, held=held)
+        placed = assign_in_order(inside, ranges, pack=pack, held=held, outside=outside)
         if placed is None or (shared is not None and _shared(placed, siblings) > shared):
             return None
         return placed
@@ -165,18 +226,19 @@ def ordered_in_zones(
     ``home`` the fewest of them that allow it, the cheapest such set by rule 1
     (:func:`fewest_zones_that`); None when none do. ``pack`` and ``held``: as
     :func:`assign_in_order` (by default nodes free of the siblings first, unless that costs a quota
-    more outside ``home``: locality, then order, then distinct nodes; packed, the siblings' nodes
-    first); ``domains`` (node → NVLink
+    more outside ``home``: locality, then order, then distinct nodes; packed, the fewest quotas
+    outside ``home``, then the fewest nodes); ``domains`` (node → NVLink
     domain): within the zones, the fewest domains that keep the order (:func:`assign_in_domains`)."""
 
     def place(zones: Sequence[ZoneId], free_first: bool = True) -> tuple[list[Slot], list[ZoneId]] | None:
         zone_of = {c.name: z for z in zones for c in candidates(z)}
         mine = held if free_first else ()
         cands = [c for z in zones for c in candidates(z)]
+        far = {c.name for c in cands if zone_of[c.name] not in home} if home else ()
         if domains:
-            placed = assign_in_domains(cands, ranges, domains=domains, siblings=held, pack=pack, held=mine)
+            placed = assign_in_domains(cands, ranges, domains=domains, siblings=held, pack=pack, held=mine, outside=far)
         else:
-            placed = assign_in_order(cands, ranges, pack=pack, held=mine)
+            placed = assign_in_order(cands, ranges, pack=pack, held=mine, outside=far)
         return None if placed is None else (placed, sorted({zone_of[s.node] for s in placed}))
 
     got = place(chosen)
