@@ -14,7 +14,9 @@ nodes while that zone had enough, and the siblings' zones took their whole room 
 bound over two leaves put its last rank beside a sibling in one leaf while the other leaf, which
 it spans already, had a free node; and a rank the siblings' leaf could hold only beside a sibling
 joined it while the further leaf the gang took anyway had free nodes. A gang of several sizes
-already counted free nodes over all its chosen leaves (``mixedplan.preferred``).
+already counted free nodes over all its chosen leaves (``mixedplan.preferred``), but took one
+NVLink domain that holds it only with ranks sharing a node while the domain's own leaf held it
+one quota a node, whenever the best-fit leaf would make its ranks share too.
 """
 
 from __future__ import annotations
@@ -87,11 +89,23 @@ def _launcher_before_two_whole_workers() -> MixedCluster:
     return MixedCluster(nodes, [MixedGang("g0", [LAUNCHER, WHOLE, WHOLE])])
 
 
+def _domain_that_would_share() -> MixedCluster:
+    """Leaf 1: n0 (empty) and n1 (2 GPUs free) in NVLink domain a, n2 (empty) in none; leaf 2: n3
+    (empty). A GPU-less launcher (rank 0) and a 4-GPU worker: a has a node per quota but holds
+    them only together on n0 (the worker fits no node after the launcher's), while leaf 1 holds
+    them apart (n0 or n1, then n2). Leaf 2, the best fit, holds them only together on n3: the
+    gang shares a node wherever it goes, but in leaf 1 it need not; so the zone rules place it
+    (n3, n3, as a gang of one size), not the domain (n0, n0)."""
+    nodes = [node(0, 1, domain="1a"), node(1, 1, busy=6, domain="1a"), node(2, 1), node(3, 2)]
+    return MixedCluster(nodes, [MixedGang("g0", [LAUNCHER, HALF])])
+
+
 @PROPERTY
 @given(gangs())
 @example(c=_last_rank_over_two_leaves())
 @example(c=_siblings_leaf_only_beside_them())
 @example(c=_launcher_before_two_whole_workers())
+@example(c=_domain_that_would_share())
 def test_a_gang_shares_a_node_only_when_its_leaves_hold_it_no_other_way(c: MixedCluster) -> None:
     g = c.gangs[0]
     where = placed(c)
@@ -123,3 +137,7 @@ def test_a_rank_takes_a_free_node_of_a_further_leaf_the_gang_takes_anyway() -> N
 
 def test_a_launcher_ranked_before_two_whole_workers_shares_rather_than_break_rank_order() -> None:
     assert placed(_launcher_before_two_whole_workers()) == ["n0", "n0", "n1"]
+
+
+def test_a_domain_that_would_make_ranks_share_where_its_leaf_need_not_yields_to_the_zone_rules() -> None:
+    assert placed(_domain_that_would_share()) == ["n3", "n3"]
