@@ -440,10 +440,11 @@ def check_near_siblings(
     c: Cluster, g: Gang, chosen: list[NodeSpec], slots: dict[str, int], *, pack: bool = False
 ) -> None:
     """A partly bound gang takes its bound quotas' zones first, then the fewest further zones for
-    what they cannot hold; beyond that, by default no more quotas leave its siblings' zones than
-    those zones lack nodes free of the gang (distinct nodes: a further zone it takes anyway may
-    spare a rank a sibling's node, never take a rank a free node of its siblings' zones holds);
-    with ``pack_workers``, none (the siblings' zones are filled first)."""
+    what they cannot hold; beyond that, by default, while the zones it spans have a node free of
+    it per new quota, no more quotas leave its siblings' zones than those zones lack such nodes
+    (distinct nodes: a further zone it takes anyway may spare a rank a sibling's node, never take
+    a rank a free node of its siblings' zones holds); else, and with ``pack_workers``, none (ranks
+    share anyway: the siblings' zones are filled first)."""
     spec = {n.name: n for n in c.nodes}
     home = {spec[n].zone for n in g.bound.values()}
     model = next(iter(home))[0]
@@ -451,9 +452,11 @@ def check_near_siblings(
     inside = sum(room_of[z] for z in home)
     outside = [n for n in chosen if n.zone not in home]
     held = set(g.bound.values())
-    free = sum(1 for n in c.nodes if n.zone in home and slots.get(n.name, 0) > 0 and n.name not in held)
+    spans = home | {n.zone for n in chosen}
+    free = [n for n in c.nodes if n.zone in spans and slots.get(n.name, 0) > 0 and n.name not in held]
     least = max(0, len(chosen) - inside)
-    most = least if pack else max(least, len(chosen) - free)
+    apart = not pack and len(free) >= len(chosen)
+    most = max(least, len(chosen) - sum(1 for n in free if n.zone in home)) if apart else least
     assert least <= len(outside) <= most, (
         f"{g.name} puts {len(outside)} quotas outside its siblings' zones {home}: {chosen}"
     )
