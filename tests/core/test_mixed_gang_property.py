@@ -182,8 +182,8 @@ def check_around(c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int]
     when those nodes allow it, else among its new quotas when they allow that; and its new quotas
     on distinct nodes that hold no bound quota whenever some placement in that order does so —
     a node holding a sibling is no distinct node (exhaustive: ``mixed_gangs.distinct_exists``).
-    Distinct nodes are checked where the quotas to place differ in size: those of one size go
-    to the planner of gangs of one kind, whose rule counts the chosen zone's nodes only."""
+    Quotas of one size (the planner of gangs of one kind) are held to the same rule
+    (``test_distinct_nodes_oracle``)."""
     spec = {n.name: n for n in c.nodes}
     index = {n.name: n.index for n in c.nodes}
     zones = {spec[n].zone for n in nodes if n}
@@ -197,8 +197,6 @@ def check_around(c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int]
         assert fresh == sorted(fresh), f"{g.name} breaks rank order among its new quotas: {nodes}"
     held = set(g.bound.values())
     free = [n for n in mine if n.name not in held]
-    if len({g.members[i] for i in g.unbound}) == 1:
-        return  # one size: the planner of gangs of one kind, whose rule is per zone (test_distinct_nodes_property)
     if distinct_exists(g, len(new), free, room, order, index):
         got = [nodes[i] for i in new]
         assert len(set(got)) == len(got) and not held & set(got), (

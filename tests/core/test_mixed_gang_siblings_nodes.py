@@ -6,10 +6,10 @@ binpack scores a sibling's node first: worker 0 bound on n0 of four empty nodes,
 and a 4-GPU worker took n0 (beside the sibling) and n1, where the whole gang takes three nodes.
 
 Against an exhaustive oracle over small clusters (``test_mixed_gang_property``'s, one whole gang
-with some quotas bound, its rest of several sizes): whenever the nodes of the gang's zones free
-of it take its rest one quota a node in the best rank order those zones allow (inside the fences
-of its bound siblings, else among its own quotas, else any), the rest takes none of its
-siblings' nodes. The helpers here serve ``test_mixed_gang_nvlink_fewest.py`` too.
+with some quotas bound, its rest of any sizes — one size too, held to the same rule): whenever
+the nodes of the gang's zones free of it take its rest one quota a node in the best rank order
+those zones allow (inside the fences of its bound siblings, else among its own quotas, else
+any), the rest takes none of its siblings' nodes. The helpers here serve ``test_mixed_gang_nvlink_fewest.py`` too.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def test_the_rest_of_a_mixed_gang_takes_no_bound_siblings_node_while_free_ones_h
     nodes = sorted((n for n in c.nodes if n.zone in zones and n.name in room), key=lambda n: n.index)
     needs = [g.members[i].need() for i in g.unbound]
     free = [n for n in nodes if n.name not in held and any(fits(m, room[n.name]) for m in needs)]
-    if len({g.members[i] for i in g.unbound}) < 2 or not in_best_order(g, nodes, room, distinct=True)(free):
-        return  # one size (GangPlanner's path), or its free nodes take no quota each
+    if not in_best_order(g, nodes, room, distinct=True)(free):
+        return  # its free nodes take no quota each
     new = {where[i] for i in g.unbound}
     assert not new & held, f"{g.name} puts its rest beside its bound siblings while free nodes hold it: {where}"

@@ -385,7 +385,7 @@ def check_placed(
         if g.strict:
             check_fewest_in_order(c, g, placed, len(new), used)
         else:
-            check_near_siblings(c, g, chosen, slots)
+            check_near_siblings(c, g, chosen, slots, pack=pack)
         return
     need = len(new)
     minimal = fewest_zones(c, slots, need)
@@ -436,16 +436,31 @@ def check_fewest_in_order(c: Cluster, g: Gang, placed: list[NodeSpec], count: in
     assert len(zones) == fewest, f"{g.name} spans {len(zones)} zones in rank order, {fewest} would do: {placed}"
 
 
-def check_near_siblings(c: Cluster, g: Gang, chosen: list[NodeSpec], slots: dict[str, int]) -> None:
-    """A partly bound gang fills its bound quotas' zones first, then the fewest further zones."""
+def check_near_siblings(
+    c: Cluster, g: Gang, chosen: list[NodeSpec], slots: dict[str, int], *, pack: bool = False
+) -> None:
+    """A partly bound gang takes its bound quotas' zones first, then the fewest further zones for
+    what they cannot hold; beyond that, by default, while the zones it spans have a node free of
+    it per new quota, no more quotas leave its siblings' zones than those zones lack such nodes
+    (distinct nodes: a further zone it takes anyway may spare a rank a sibling's node, never take
+    a rank a free node of its siblings' zones holds); else, and with ``pack_workers``, none (ranks
+    share anyway: the siblings' zones are filled first)."""
     spec = {n.name: n for n in c.nodes}
     home = {spec[n].zone for n in g.bound.values()}
     model = next(iter(home))[0]
     room_of = zone_room(c, slots)
     inside = sum(room_of[z] for z in home)
     outside = [n for n in chosen if n.zone not in home]
-    assert len(outside) == max(0, len(chosen) - inside), f"{g.name} leaves room in its siblings' zones {home}"
+    held = set(g.bound.values())
+    spans = home | {n.zone for n in chosen}
+    free = [n for n in c.nodes if n.zone in spans and slots.get(n.name, 0) > 0 and n.name not in held]
+    least = max(0, len(chosen) - inside)
+    apart = not pack and len(free) >= len(chosen)
+    most = max(least, len(chosen) - sum(1 for n in free if n.zone in home)) if apart else least
+    assert least <= len(outside) <= most, (
+        f"{g.name} puts {len(outside)} quotas outside its siblings' zones {home}: {chosen}"
+    )
     if outside:
         others = [z for z in room_of if z[0] == model and z not in home]
-        fewest = fewest_zones(c, slots, len(outside), among=others)
+        fewest = fewest_zones(c, slots, least, among=others)  # for what its siblings' zones cannot hold
         assert len({n.zone for n in outside}) == fewest, f"{g.name} takes more further zones than {fewest}"

@@ -17,7 +17,10 @@ The rules, in the order the planner applies them:
    ``topology-affinity-key`` first prefer zones where that key already holds quotas.
 2. **Slots per zone** (:func:`split_slots`): the zones of the gang's bound siblings first (a
    partly bound gang fills them before it takes room elsewhere), then the zone with the most
-   capacity, so the largest part of the gang shares one switch.
+   capacity, so the largest part of the gang shares one switch — by default one slot per node
+   free of the gang first, so that ranks share a node only when the chosen zones run out of free
+   nodes (a sibling's node is no free one: while the chosen zones have a free node per slot, a
+   rank takes one in any of them before it joins a sibling).
 3. **Nodes in a zone** (``nodechoice``): by default distinct nodes while the zone has enough of
    them, best QN score first; consecutive ranks share a node only when needed, and then, as with
    ``pack``, on the fewest nodes that hold the share, best fit. With ``pack`` the bound siblings'
@@ -192,10 +195,14 @@ def split_slots(
     """How many of ``need`` slots each chosen zone takes (rule 2): the zones of the gang's bound
     siblings (``home``) first, then the largest zone first. Given ``nodes`` (the default's
     distinct nodes: each zone's nodes with room that hold none of the gang), the zones beyond
-    ``home`` first take one slot per such node, largest first, and only then the rest of their
-    room: ranks share a node only when the chosen zones run out of free ones (three workers over
-    a leaf of one node with room for two and a leaf of two nodes with room for one each take all
-    three nodes)."""
+    ``home`` first take one slot per such node, and only then the rest of their room: ranks share
+    a node only when the chosen zones run out of free ones (three workers over a leaf of one node
+    with room for two and a leaf of two nodes with room for one each take all three nodes). While
+    the chosen zones have a free node per slot, ``home`` too first takes only its free nodes: a
+    bound sibling's node is no free one, and a rank goes to a free node of any zone the gang takes
+    before it joins a sibling (the zones are chosen already: this costs no zone more). When they
+    have fewer, ranks share anyway, and ``home`` gives its whole room first (as ranks that must
+    share take the siblings' nodes first: ``nodechoice.choose_ranked``)."""
     order = sorted(zones, key=lambda z: (z.id not in home, -z.capacity, z.first_index, z.id))
     out: list[tuple[ZoneOffer, int]] = []
     if nodes is None or len(order) == 1:  # one pass, by room (kept plain: it runs for every gang)
@@ -207,9 +214,10 @@ def split_slots(
         return out
     taken = dict.fromkeys((z.id for z in order), 0)
     left = need
+    apart = sum(min(z.capacity, nodes.get(z.id, 0)) for z in order) >= need  # a free node per slot
     for distinct in (True, False):  # one slot per free node first, then the rest of the room
         for z in order:
-            cap = min(z.capacity, nodes.get(z.id, 0)) if distinct and z.id not in home else z.capacity
+            cap = min(z.capacity, nodes.get(z.id, 0)) if distinct and (apart or z.id not in home) else z.capacity
             take = min(cap - taken[z.id], left)
             if take > 0:
                 taken[z.id] += take

@@ -75,6 +75,7 @@ __all__ = [
     "MixedGang",
     "MixedNode",
     "continuity_run",
+    "holds_apart",
     "must_share",
     "next_fit",
     "nodes_and_ranks",
@@ -123,17 +124,27 @@ def preferred(
     free = sum(1 for n in ranked if n.name not in held)
     for k in range(len(order), free + 1):  # one quota a node, free of the gang, while some such nodes hold it
         subset = sorted(ranked[:k], key=lambda n: (n.index, n.name))
-        if (
-            fits_apart(subset, kinds, order, kept)
-            if kept is not None
-            else _place_any(subset, kinds, order, one_each=True) is not None
-        ):
+        if _apart_in(subset, kinds, order, kept):
             return subset
     for k in range(len(order), len(ranked)):
         subset = sorted(ranked[:k], key=lambda n: (n.index, n.name))
         if next_fit(subset, kinds, order, kept) if kept is not None else need in frontier_of(subset, kinds):
             return subset
     return sorted(nodes, key=lambda n: (n.index, n.name))
+
+
+def holds_apart(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences = ()) -> bool:
+    """Rule 3's question, whether ranks need share a node: whether ``nodes`` (index order) hold the
+    gang one quota a node in the rank order they allow (:func:`mixedorder.order_kept`: inside
+    the ``fences``, else among its own quotas, else any)."""
+    return _apart_in(nodes, kinds, order, order_kept(nodes, kinds, order, fences))
+
+
+def _apart_in(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], kept: Fences | None) -> bool:
+    """Whether ``nodes`` hold the gang one quota a node in the order ``kept`` (None: any)."""
+    if kept is not None:
+        return fits_apart(nodes, kinds, order, kept)
+    return _place_any(nodes, kinds, order, one_each=True) is not None
 
 
 def packed(

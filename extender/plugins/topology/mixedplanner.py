@@ -27,7 +27,7 @@ from extender.model.quota import QuotaInfo
 from extender.plugins.topology.gangparts import GangPlan, Mix, SpecPlan, coarsen, for_planning, plan_key
 from extender.plugins.topology.gangplan import Range, Slot, ZoneId
 from extender.plugins.topology.mixedfrontier import STATE_LIMIT, frontier_of
-from extender.plugins.topology.mixedplan import MixedGang, MixedNode, plan_mixed, plan_run, room_for
+from extender.plugins.topology.mixedplan import MixedGang, MixedNode, holds_apart, plan_mixed, plan_run, room_for
 from extender.plugins.topology.rankorder import order_break
 from extender.plugins.topology.refusals import out_of_rank_order
 from extender.plugins.topology.siblings import rank_ranges
@@ -199,8 +199,10 @@ class MixedPlanner:
         default its nodes, and one NVLink domain never makes ranks share a node: the domains whose
         plan puts one quota a node come first (a launcher and two 4-GPU workers over a = n0 full,
         n1, n2 and b = n3–n6 empty take n3, n4, n5, not n1, n1, n2); only when none does, a domain
-        with a node per quota whose plan shares one, unless the plan by zones puts one quota a
-        node (:meth:`_apart_in_leaves`): one domain beats two only when ranks share anyway. Held
+        with a node per quota whose plan shares one — not one whose leaves hold the gang one quota
+        a node (:meth:`_shares_needlessly`: the zone rules then place it, distinct nodes in the
+        leaf they choose where it has them) —, unless the plan by zones puts one quota a node
+        (:meth:`_apart_in_leaves`): one domain beats two only when ranks share anyway. Held
         to one domain (``highestTierAllowed: nvlink``, hard), when no domain holds the gang so,
         its slots (ranks share a domain's nodes rather than wait). Ties: fewer nodes, the lower
         first node index."""
@@ -226,10 +228,21 @@ class MixedPlanner:
                 plan = self._in_domain(job, mix, gang, spec, rank=key[:3], members=members)
                 if plan is not None and (by_slots or _apart(plan)):
                     return plan
-                sharing = sharing or plan
+                if sharing is None and plan is not None and not self._shares_needlessly(job, mix, gang, plan):
+                    sharing = plan
             if sharing is not None:
                 return self._apart_in_leaves(job, mix, gang, spec) or sharing
         return None
+
+    def _shares_needlessly(self, job: JobInfo, mix: Mix, gang: MixedGang, plan: SpecPlan) -> bool:
+        """Whether a domain's ``plan`` that shares a node makes ranks share where they need not: the
+        leaves it takes hold the gang one quota a node (in the rank order they allow:
+        ``mixedplan.holds_apart``), and the job may leave one domain (not ``highestTierAllowed:
+        nvlink``, hard). Such a domain yields to the zone rules."""
+        if job.hard_tier == 0:
+            return False
+        nodes = sorted((n for z in plan.zones for n in self._members(job, mix, z.id)), key=lambda n: (n.index, n.name))
+        return holds_apart(nodes, gang.kinds, gang.order, gang.fences)
 
     def _apart_in_leaves(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str) -> SpecPlan | None:
         """When one NVLink domain holds the gang only with ranks sharing a node: the plan by zones
