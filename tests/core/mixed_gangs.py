@@ -7,7 +7,7 @@ order for a strict gang) — exhaustive, beside ``mixed_oracle.py``'s bin-packin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,30 +216,64 @@ def fence(g: MixedGang, i: int, index: Mapping[str, int]) -> tuple[int, int]:
     return max(below, default=-1), min(above, default=OPEN_END)
 
 
-def order_due(g: MixedGang, count: int, nodes: Sequence[NodeSpec], room: Mapping[str, Need]) -> str:
+def order_due(
+    g: MixedGang,
+    count: int,
+    nodes: Sequence[NodeSpec],
+    room: Mapping[str, Need],
+    *,
+    outside: Collection[str] = (),
+    budget: int | None = None,
+) -> str:
     """The order a placement of ``g``'s first ``count`` unbound quotas (it has bound ones) keeps on
     the usable ``nodes`` (``room``) by ``mixedorder.order_kept``: ``"fences"`` (rank order around
     the bound quotas: each new quota inside its :func:`fence`, none below the new one before; the
     seed's ``[preNode, lastNode]``, even where the bound quotas themselves are out of order) when
-    they allow it, else ``"plain"`` (among the new quotas), else ``"none"``."""
+    they allow it, else ``"plain"`` (among the new quotas), else ``"none"``. With a ``budget`` (a
+    gang without strict order keeps to its siblings' zones first, docs/placement.md), an order is
+    due only when it allows at most ``budget`` of those quotas on nodes of ``outside`` (beyond the
+    siblings' zones): order never costs locality."""
     ranked = sorted((n for n in nodes if n.name in room), key=lambda n: n.index)
     index = {n.name: n.index for n in nodes}
     for order in ("fences", "plain"):
-        if _fits_ordered(g, count, ranked, room, order, index):
+        if _fits_ordered(g, count, ranked, room, order, index, outside=outside, budget=budget):
             return order
     return "none"
 
 
+def order_due_for(
+    c: MixedCluster, g: MixedGang, new: Sequence[str], nodes: Sequence[NodeSpec], room: Mapping[str, Need]
+) -> str:
+    """:func:`order_due` for a placement made (``new``: the nodes its unbound quotas took, in task
+    order, on the usable ``nodes``): without strict order a partly bound gang keeps to its
+    siblings' zones first (docs/placement.md), so an order is due only where it puts no more of
+    those quotas outside the siblings' zones than the placement did."""
+    zone = {n.name: n.zone for n in c.nodes}
+    home = {zone[n] for n in g.bound.values()}
+    outside = {n.name for n in nodes if n.zone not in home}
+    budget = None if g.strict or not home else sum(1 for n in new if n in outside)
+    return order_due(g, len(new), nodes, room, outside=outside, budget=budget)
+
+
 def _fits_ordered(
-    g: MixedGang, count: int, ranked: Sequence[NodeSpec], room: Mapping[str, Need], order: str, index: Mapping[str, int]
+    g: MixedGang,
+    count: int,
+    ranked: Sequence[NodeSpec],
+    room: Mapping[str, Need],
+    order: str,
+    index: Mapping[str, int],
+    *,
+    outside: Collection[str] = (),
+    budget: int | None = None,
 ) -> bool:
     """Whether ``g``'s first ``count`` unbound quotas fit ``ranked`` (index order; nodes may take
     several) with node indices that never descend among them, each inside its fence for
-    ``"fences"`` — exhaustive."""
+    ``"fences"``, and (given a ``budget``) at most ``budget`` of them on nodes of ``outside`` —
+    exhaustive."""
     todo = g.unbound[:count]
     left = {n.name: dict(room[n.name]) for n in ranked}
 
-    def go(at: int, low: int) -> bool:
+    def go(at: int, low: int, spent: int) -> bool:
         if at == len(todo):
             return True
         i = todo[at]
@@ -248,14 +282,17 @@ def _fits_ordered(
         for n in ranked:
             if n.index < low or not lo <= n.index <= hi or not fits(need, left[n.name]):
                 continue
+            cost = spent + (n.name in outside)
+            if budget is not None and cost > budget:
+                continue
             charge(left[n.name], need, 1)
-            ok = go(at + 1, n.index)
+            ok = go(at + 1, n.index, cost)
             charge(left[n.name], need, -1)
             if ok:
                 return True
         return False
 
-    return go(0, -1)
+    return go(0, -1, 0)
 
 
 def distinct_exists(

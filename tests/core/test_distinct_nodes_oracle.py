@@ -4,7 +4,7 @@ no placement on the usable nodes of the leaves the gang spans avoids it, in the 
 leaves allow (around its bound siblings, else among its new quotas, else any: rank order comes
 before distinct nodes, and the leaves before both).
 
-Against an exhaustive oracle (``mixed_gangs.order_due``, ``mixed_gangs.distinct_exists``) over
+Against an exhaustive oracle (``mixed_gangs.order_due_for``, ``mixed_gangs.distinct_exists``) over
 the small clusters of ``test_mixed_gang_property`` — at most 8 nodes in at most 3 leaves, some
 nodes in NVLink domains — and one whole gang, of one size or of several, some of its quotas
 bound in an earlier cycle or none.
@@ -32,7 +32,7 @@ from tests.core.mixed_gangs import (
     draw_bound,
     members,
     mixed_clusters,
-    order_due,
+    order_due_for,
 )
 from tests.core.props import PROPERTY
 from tests.core.test_mixed_gang_siblings_nodes import placed
@@ -117,7 +117,7 @@ def test_a_gang_shares_a_node_only_when_its_leaves_hold_it_no_other_way(c: Mixed
     held = set(g.bound.values())
     leaves = {spec[n].zone for n in where}
     nodes = sorted((n for n in c.nodes if n.zone in leaves and n.name in room), key=lambda n: n.index)
-    order = order_due(g, len(g.unbound), nodes, room)
+    order = order_due_for(c, g, [where[i] for i in g.unbound], nodes, room)
     free = [n for n in nodes if n.name not in held]
     if distinct_exists(g, len(g.unbound), free, room, order, index):
         new = [where[i] for i in g.unbound]

@@ -60,7 +60,7 @@ from tests.core.mixed_gangs import (
     fits_first,
     mixed_clusters,
     node,
-    order_due,
+    order_due_for,
 )
 from tests.core.mixed_oracle import check_shares, fewest_sets, packs, zone_cost
 from tests.core.props import PROPERTY
@@ -179,7 +179,9 @@ def check_around(c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int]
     """Rank order and distinct nodes by default for a gang (``new``: its quotas bound now;
     ``room``: each usable node's room when it was placed), on the usable nodes of its zones (its
     bound quotas', if any, and the further ones it took): rank order around its bound quotas
-    when those nodes allow it, else among its new quotas when they allow that; and its new quotas
+    when those nodes allow it, else among its new quotas when they allow that — without strict
+    order, only where that puts no more of them outside its siblings' zones than the planner did
+    (locality first, docs/placement.md); and its new quotas
     on distinct nodes that hold no bound quota whenever some placement in that order does so —
     a node holding a sibling is no distinct node (exhaustive: ``mixed_gangs.distinct_exists``).
     Quotas of one size (the planner of gangs of one kind) are held to the same rule
@@ -188,7 +190,7 @@ def check_around(c: MixedCluster, g: MixedGang, nodes: list[str], new: list[int]
     index = {n.name: n.index for n in c.nodes}
     zones = {spec[n].zone for n in nodes if n}
     mine = [n for n in sorted(c.nodes, key=lambda n: n.index) if n.zone in zones and n.name in room]
-    order = order_due(g, len(new), mine, room)
+    order = order_due_for(c, g, [nodes[i] for i in new], mine, room)
     fresh = [index[nodes[i]] for i in new]
     if order == "fences":
         inside = all(lo <= index[nodes[i]] <= hi for i in new for lo, hi in [fence(g, i, index)])
@@ -299,6 +301,15 @@ def _no_order_left() -> MixedCluster:
     return MixedCluster(nodes, [MixedGang("g0", members, bound={2: "n2"})])
 
 
+def _locality_before_order() -> MixedCluster:
+    """Three 2-GPU ranks and a launcher (rank 3) bound on n1 in leaf 2, whose n2 has room for two
+    of them: a gang without strict order keeps to its siblings' leaf first, n0, n2, n2 (one rank
+    outside it), not the rank order n0, n0, n0 (three outside)."""
+    members = [Member(2, 8)] * 3 + [Member(0, 32)]
+    nodes = [node(0, 1), node(1, 2, cpu=64), node(2, 2, busy=4)]
+    return MixedCluster(nodes, [MixedGang("g0", members, bound={3: "n1"})])
+
+
 def _best_scored_would_share() -> MixedCluster:
     """A 1-GPU and a 2-GPU rank (32 and 48 CPUs) and an 8-GPU worker over two leaves: the three
     best-scored nodes (n1, n3, n4) hold them only with ranks 0 and 1 sharing n1; n2 (2 GPUs
@@ -317,6 +328,7 @@ def _best_scored_would_share() -> MixedCluster:
 @example(c=_bound_out_of_order())
 @example(c=_no_order_left())
 @example(c=_best_scored_would_share())
+@example(c=_locality_before_order())
 def test_mixed_gangs_are_placed_valid_in_the_fewest_zones_whenever_they_fit(c: MixedCluster) -> None:
     run(c, alone=len(c.gangs) == 1)
 
