@@ -66,3 +66,20 @@ def test_a_bound_gang_over_its_nvlink_limit_names_its_siblings_nodes_without_a_d
         if homeless:
             has = f"node {homeless[0]} has" if len(homeless) == 1 else f"nodes {', '.join(homeless)} have"
             assert message.endswith(f"its siblings' {has} no NVLink domain)"), message
+
+
+def test_a_gang_whose_siblings_span_several_units_is_told_those_units() -> None:
+    """Bound siblings in two leaves of a gang held hard to one leaf (or two NVLink domains, to
+    one domain): the refusal names the units they span, in the plural, and no unit's room."""
+    leaf = fits_only_above(
+        _words(8), 1, span=2, levels=2, limit=1, room={"s1": 3, "s0": 1}, siblings=True, spanned=["s0", "s1"]
+    )
+    assert leaf.message() == (
+        "FitsOnlyAboveAllowedTier(1×8 GPU fits only across a spine (tier 2); highestTierAllowed is leaf "
+        "(tier 1), and its bound siblings already span 2 leaves (s0, s1): no leaf can hold it with them)"
+    )
+    nvlink = fits_only_above(
+        _words(8), 1, span=1, levels=1, limit=0, room={"1a": 2}, siblings=True, spanned=["1a", "1b"]
+    )
+    assert "span 2 NVLink domains (1a, 1b): no NVLink domain can hold it" in nvlink.message()
+    assert "takes" not in nvlink.message()

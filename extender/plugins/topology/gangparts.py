@@ -42,6 +42,7 @@ __all__ = [
     "kinds_of",
     "most_that_fit",
     "plan_key",
+    "quota_size",
     "together",
 ]
 
@@ -103,8 +104,10 @@ class Mix:
     glued: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _size(quota: QuotaInfo, gpus: Sequence[str]) -> tuple[int, int]:
-    """How large a quota is, to find a gang's largest: its GPUs, then all its units."""
+def quota_size(quota: QuotaInfo, gpus: Sequence[str]) -> tuple[int, int]:
+    """How large a quota is, to find a gang's largest — for its plan (:func:`kinds_of`) and its
+    hold (``holds.py``, ``holdroom.py``) alike: its GPUs (``gpus``: the GPU resource names), then
+    all its units (so memory in bytes never outweighs a GPU)."""
     return (sum(quota.request.get(g) for g in gpus), sum(quota.request.q.values()))
 
 
@@ -129,7 +132,7 @@ def kinds_of(unbound: Sequence[QuotaInfo], shape_of: Callable[[QuotaInfo], int |
     apart = _apart(reps)
     kinds = [Kind(rep.request.q, n, apart[t]) for t, (rep, n) in enumerate(zip(reps, counts, strict=True))]
     # the largest quota (ties: the last name); the quotas of one kind ask for the same
-    sizes = [_size(rep, gpus) for rep in reps]
+    sizes = [quota_size(rep, gpus) for rep in reps]
     top = max(sizes)
     at = max((i for i, t in enumerate(order) if sizes[t] == top), key=lambda i: unbound[i].name)
     return Mix(list(unbound), unbound[at], kinds, [[r] for r in reps], order, order[at])

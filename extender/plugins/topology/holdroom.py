@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
 from extender.plugins.topology.fitmemo import capacity_for
+from extender.plugins.topology.gangparts import quota_size
 
 if TYPE_CHECKING:
     from extender.plugins.topology.fitmemo import FitMemo
@@ -44,10 +45,11 @@ def bound_room(quotas: Sequence[QuotaInfo]) -> dict[str, Resource]:
 
 def need_of(memo: FitMemo, quotas: Sequence[QuotaInfo], kept: Mapping[str, Resource]) -> Left:
     """The gang's unbound quotas as a hold makes room for them (:class:`Left`): copies of its one
-    kind, else each quota (largest first), on the nodes the QN stages let it on, in the room a
-    node has once empty of others (``kept``: what its own bound quotas take there) — or, for its
-    room now, the room the node has now."""
-    unbound = sorted((q for q in quotas if not q.node_name), key=lambda q: -sum(q.request.q.values()))
+    kind, else each quota (largest first, by the planner's rule: ``gangparts.quota_size``), on
+    the nodes the QN stages let it on, in the room a node has once empty of others (``kept``:
+    what its own bound quotas take there) — or, for its room now, the room the node has now."""
+    gpus = memo.ssn.gpu_resources
+    unbound = sorted((q for q in quotas if not q.node_name), key=lambda q: quota_size(q, gpus), reverse=True)
     if len({q.request for q in unbound}) <= 1:
         return Left(len(unbound))
     lets: dict[object, Callable[[str], bool]] = {}

@@ -81,6 +81,7 @@ from typing import TYPE_CHECKING, Final
 from extender.model.job import JobInfo, JobQueueInfo, governing_jobqueue
 from extender.model.quota import QuotaInfo
 from extender.model.resources import Resource
+from extender.plugins.topology.gangparts import quota_size
 from extender.plugins.topology.gangplan import ZoneId, domain_unit
 from extender.plugins.topology.holdroom import Left, Row, bound_room, need_of, take
 
@@ -237,16 +238,18 @@ def _holders_of(holds: Mapping[str, Hold]) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _head(quotas: Sequence[QuotaInfo]) -> QuotaInfo | None:
-    """The gang's largest unbound quota (the shape whose QN stages judge the nodes a hold takes)."""
+def _head(memo: FitMemo, quotas: Sequence[QuotaInfo]) -> QuotaInfo | None:
+    """The gang's largest unbound quota, as its plan counts it (``gangparts.quota_size``: GPUs
+    first; ties: the last name) — the quota whose spec and shape judge the nodes a hold takes."""
+    gpus = memo.ssn.gpu_resources
     unbound = [q for q in quotas if not q.node_name]
-    return max(unbound, key=lambda q: (sum(q.request.q.values()), q.name)) if unbound else None
+    return max(unbound, key=lambda q: (quota_size(q, gpus), q.name)) if unbound else None
 
 
 def room_now(memo: FitMemo, quotas: Sequence[QuotaInfo], nodes: Sequence[str]) -> int:
     """How many of the gang's unbound quotas ``nodes`` take now (:meth:`Left.now`: copies of its
     one kind, else its quotas, largest first, in each node's room in turn)."""
-    head = _head(quotas)
+    head = _head(memo, quotas)
     if head is None:
         return 0
     sid = memo.shape_of(head)
@@ -272,7 +275,7 @@ def choose_hold(
 ) -> tuple[str, ...]:
     """The nodes to hold for the job's unbound quotas (empty: no set of zones could ever hold them);
     the nodes held for the jobs ``ignoring`` (holds the job would displace) count as free."""
-    head = _head(quotas)
+    head = _head(memo, quotas)
     if head is None:
         return ()
     sid = memo.shape_of(head)

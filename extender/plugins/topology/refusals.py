@@ -6,7 +6,8 @@ reasons and the PodGroup condition. Pure: the planner gathers the figures, these
 * ``FitsOnlyAboveAllowedTier`` — the gang fits only across a tier above its hard
   ``highestTierAllowed``: which tier, and how many of its quotas the unit of the allowed one it
   must fit in holds (its bound siblings' unit; nothing bound: the roomiest) — or, when a bound
-  sibling's node names no NVLink domain, that node;
+  sibling's node names no NVLink domain, that node; when its bound siblings already span more
+  than one unit, those units (no unit can ever hold it with them);
 * ``NoZoneFits`` — no zone (or set of zones) holds it: the roomiest zone and what it takes, or,
   when no node takes any of its quotas, why the nodes refuse them.
 """
@@ -73,13 +74,16 @@ def fits_only_above(
     room: Mapping[str, int],
     siblings: bool = False,
     homeless: Sequence[str] = (),
+    spanned: Sequence[str] = (),
 ) -> Status:
     """The gang fits only across tier ``span`` (above ``levels``: the whole cluster) while its
     hard limit is tier ``limit``; ``room``: how many of its ``need`` quotas each unit of that tier
     it may use holds — with bound ``siblings``, only theirs (it may never use another, so another's
     room would mislead), else every unit, of which the roomiest is named. ``homeless``: the nodes
     of bound siblings that are in no unit of the tier (a node naming no NVLink domain): those are
-    named instead, as no unit can ever hold the gang with them."""
+    named instead, as no unit can ever hold the gang with them; so are the units its bound
+    siblings already span when more than one (``spanned``, names in order): their room would
+    read as if more of it let the gang run, which nothing but its siblings moving does."""
     above = describe_tier(span) if span <= levels else "cluster"
     allowed = describe_tier(limit)
     noun = "NVLink domain" if limit == 0 else allowed  # "the roomiest nvlink" names no thing
@@ -88,14 +92,22 @@ def fits_only_above(
         nodes = ", ".join(homeless)
         has = f"node {nodes} has" if len(homeless) == 1 else f"nodes {nodes} have"
         return Status.unschedulable(Reason.FITS_ONLY_ABOVE_ALLOWED_TIER, f"{head}, and its siblings' {has} no {noun}")
+    if len(spanned) > 1:
+        units = f"{len(spanned)} {_plural(noun)} ({', '.join(spanned)})"
+        return Status.unschedulable(
+            Reason.FITS_ONLY_ABOVE_ALLOWED_TIER,
+            f"{head}, and its bound siblings already span {units}: no {noun} can hold it with them",
+        )
     unit, most = max(room.items(), key=lambda kv: (kv[1], kv[0])) if room else ("-", 0)
-    if not siblings:
-        which = f"the roomiest {noun}"
-    else:
-        which = f"its siblings' {noun}" if len(room) <= 1 else f"the roomiest of its siblings' {noun}s"
+    which = f"its siblings' {noun}" if siblings else f"the roomiest {noun}"
     return Status.unschedulable(
         Reason.FITS_ONLY_ABOVE_ALLOWED_TIER, f"{head}, and {which}, {unit}, takes {most} of {need}"
     )
+
+
+def _plural(noun: str) -> str:
+    """``NVLink domains``, ``leaves``, ``spines``: a tier unit's noun for more than one."""
+    return "leaves" if noun == "leaf" else f"{noun}s"
 
 
 def out_of_rank_order(unbound: Sequence[QuotaInfo], broken: tuple[int, str]) -> Status:

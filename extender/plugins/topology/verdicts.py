@@ -144,13 +144,14 @@ class PlanVerdicts:
         """A hard ``highestTierAllowed`` the gang fits only above: it waits (``refusals.py``),
         told what the unit of its limit's tier it must fit in has room for, in its own quotas —
         its bound siblings' unit when it has siblings (``held``: their nodes; it may use no other),
-        else the roomiest unit. ``room_in``: how many of the gang's quotas a unit's nodes hold
+        else the roomiest unit — or, when they already span several units, those units (no room
+        of theirs would let it run). ``room_in``: how many of the gang's quotas a unit's nodes hold
         (default: slots for ``head``, the one size of a gang of one size)."""
         limit = job.highest_tier or 0
         spec = best.zones[0].id[0] if best.zones else ""
         units = self.limit_units(spec, limit)
+        mine = {self.unit_of(n, limit) for n in held}
         if held:
-            mine = {self.unit_of(n, limit) for n in held}
             units = {name: parts for name, parts in units.items() if name in mine}
         count = room_in or partial(self._slots_in, job, head, sid)
         room = {name: count(parts) for name, parts in units.items()}
@@ -165,6 +166,7 @@ class PlanVerdicts:
             room=room,
             siblings=bool(held),
             homeless=homeless,
+            spanned=sorted(mine - {""}),  # more than one: no unit can ever hold the gang with them
         )
 
     def limit_units(self, spec: str, limit: int) -> dict[str, UnitParts]:
