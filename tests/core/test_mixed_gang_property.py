@@ -111,8 +111,10 @@ def run(c: MixedCluster, *, alone: bool = False, policy: Policy | None = None) -
         check_placed(c, g, nodes, new, free_room(c.nodes, before[g.name]), runs=policy is not None)
         if policy is None:
             check_zone_choice(c, g, nodes, new, free_room(c.nodes, before[g.name]), before[g.name])
-            if not c.pack and not g.bound:
-                needs = [g.members[i].need() for i in new]
+            needs = [g.members[i].need() for i in new]
+            if not c.pack and not g.bound and len({g.members[i] for i in new}) > 1:
+                # one size shares per zone, the largest part in one switch (gangplan rules 2, 3;
+                # test_distinct_nodes_property): 3 + 1 over two leaves, not 2 + 2 on fewer nodes
                 check_shares(
                     g.name, c.nodes, [nodes[i] for i in new], needs, free_room(c.nodes, before[g.name]), g.strict
                 )
@@ -310,6 +312,15 @@ def _locality_before_order() -> MixedCluster:
     return MixedCluster(nodes, [MixedGang("g0", members, bound={3: "n1"})])
 
 
+def _one_size_shares_per_leaf() -> MixedCluster:
+    """Four 2-GPU, 48-CPU workers (one size: the planner of one kind) over leaf 1 = n0 and leaf 2 =
+    n2, n3 (n3 with room for one): ranks must share; the largest part shares leaf 2 (n0, n2,
+    n2, n3), not the fewest nodes of both leaves (n0, n0, n2, n2), the mixed gangs' pooled rule."""
+    gang = MixedGang("g0", [Member(2, 48)] * 4)
+    nodes = [node(0, 1), node(2, 2), node(3, 2, cpu=32)]
+    return MixedCluster(nodes, [gang])
+
+
 def _best_scored_would_share() -> MixedCluster:
     """A 1-GPU and a 2-GPU rank (32 and 48 CPUs) and an 8-GPU worker over two leaves: the three
     best-scored nodes (n1, n3, n4) hold them only with ranks 0 and 1 sharing n1; n2 (2 GPUs
@@ -329,6 +340,7 @@ def _best_scored_would_share() -> MixedCluster:
 @example(c=_no_order_left())
 @example(c=_best_scored_would_share())
 @example(c=_locality_before_order())
+@example(c=_one_size_shares_per_leaf())
 def test_mixed_gangs_are_placed_valid_in_the_fewest_zones_whenever_they_fit(c: MixedCluster) -> None:
     run(c, alone=len(c.gangs) == 1)
 
