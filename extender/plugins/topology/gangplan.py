@@ -36,7 +36,8 @@ The rules, in the order the planner applies them:
    order on the other nodes of its chosen zones if they allow it, exactly as rule 2 would (by
    default one quota a node while the order allows it, the fewest quotas outside the siblings'
    zones first; else, as with ``pack``, the fewest nodes, the fewest quotas outside first:
-   ``rankorder.assign_in_order``); a
+   ``rankorder.assign_in_order``); the range is the seed's even where the bound siblings are
+   themselves out of order; a
    strict-order gang whose chosen zones do not takes, beside its siblings' zones, the fewest
    further zones that do (:func:`fewest_zones_that`), else waits.
 
