@@ -33,8 +33,11 @@ The rules, in the order the planner applies them:
    so task *i* sits on a node index ≥ that of task *i−1* (the seed's closed range
    ``[preNode, lastNode]``); a quota whose bound siblings fence its range takes the lowest slot
    inside it. When those slots break that order around bound siblings, the gang is placed in
-   order on the other nodes of its chosen zones if they allow it (with ``pack``, exactly the
-   fewest nodes that keep the order: ``rankorder.packed_in_order``); a
+   order on the other nodes of its chosen zones if they allow it, exactly as rule 2 would (by
+   default one quota a node while the order allows it, the fewest quotas outside the siblings'
+   zones first; else, as with ``pack``, the fewest nodes, the fewest quotas outside first:
+   ``rankorder.assign_in_order``); the range is the seed's even where the bound siblings are
+   themselves out of order; a
    strict-order gang whose chosen zones do not takes, beside its siblings' zones, the fewest
    further zones that do (:func:`fewest_zones_that`), else waits.
 

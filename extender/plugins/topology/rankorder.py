@@ -6,7 +6,7 @@ Pure functions: no session, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from extender.plugins.topology.gangplan import Range, Slot, ZoneId, ZoneOffer, domain_unit, fewest_zones_that
 from extender.plugins.topology.nodechoice import Candidate, fewest_to_reach
@@ -56,41 +56,36 @@ def assign_in_order(
     pack: bool = False,
     held: Collection[str] = (),
     outside: Collection[str] = (),
+    away: int | None = None,
 ) -> list[Slot] | None:
-    """Rule 4 for a strict-order gang whose bound siblings fence its ranks (``ranges``, task
-    order): each quota on the lowest-index node after the previous quota's, inside its range, from
-    which the rest can still follow in order — one holding none of its bound siblings (``held``)
-    first — else beside the previous quota (distinct nodes while the candidates allow). With
-    ``pack`` (rule 3's ``pack_workers``) the fewest nodes in rank order instead
-    (:func:`packed_in_order`; ``outside``: the candidates beyond the siblings' zones). None when
-    no placement in rank order exists."""
-    if pack:
-        return packed_in_order(candidates, ranges, held=held, outside=outside)
-    nodes = sorted(candidates, key=lambda c: (c.index, c.name))
-    left = [c.capacity for c in nodes]
-    out: list[Slot] = []
-    at = -1  # position of the previous quota's node
-    for i, (lo, hi) in enumerate(ranges):
-        after, beside = list(range(at + 1, len(nodes))), [at] if at >= 0 else []
-        if held:  # free nodes first: the lowest-index one still leaves the most room
-            after.sort(key=lambda pos: nodes[pos].name in held)
-        for pos in [*after, *beside]:
-            index = nodes[pos].index
-            if left[pos] == 0 or (lo is not None and index < lo) or (hi is not None and index > hi):
-                continue
-            left[pos] -= 1
-            if _follows(nodes, left, pos, ranges[i + 1 :]):
-                out.append(Slot(nodes[pos].name, index))
-                at = pos
-                break
-            left[pos] += 1
-        else:
+    """Rule 4 for a gang whose bound siblings fence its ranks (``ranges``, task order): the quotas
+    in rank order on the ``candidates``, exactly, as rule 2 places them by room. By default one
+    quota a node (none on a node holding a bound sibling, ``held``, or an earlier one of them)
+    while some placement in order allows it with at most ``away`` quotas on nodes of ``outside``
+    (beyond the siblings' zones; None: any), the fewest there first, then the lowest node
+    indices; else — and with ``pack`` (rule 3's ``pack_workers``) — ranks share on the fewest
+    nodes, the fewest quotas outside first (:func:`packed_in_order`). None when no placement in
+    rank order exists. Greedy lowest index first is not exact: task 0 bound on n1 (room for one
+    more) in leaf 1, n3 (room for two) in leaf 2; free nodes first put tasks 1 and 2 both on n3,
+    two quotas outside leaf 1, where n1, n3 put one."""
+    if not pack:
+
+        def apart(pos: int, c: Candidate, most: int) -> Iterator[tuple[int, Cost]]:
+            free = c.name not in held
+            for k in range(1, most + 1):
+                yield k, (k - free, k * (c.name in outside), 0, k * pos)
+
+        placed = _least_in_order(candidates, ranges, apart)
+        if placed is None:
             return None
-    return out
+        if _shared(placed, held) == 0 and (away is None or sum(s.node in outside for s in placed) <= away):
+            return placed
+    return packed_in_order(candidates, ranges, held=held, outside=outside)
 
 
-Cost = tuple[int, int, int, int]  # quotas outside the siblings' zones, new nodes, their room, Σ node positions
+Cost = tuple[int, int, int, int]  # lexicographic and additive over the nodes a placement takes
 Path = tuple["Path", int, int] | None  # the placement so far, linked: (before, node position, quotas there)
+Steps = Callable[[int, Candidate, int], Iterable[tuple[int, Cost]]]  # (position, node, most) → (quotas, cost)
 
 
 def packed_in_order(
@@ -104,31 +99,46 @@ def packed_in_order(
     bound siblings) in rank order on the fewest nodes. Lexicographically least: quotas on nodes
     of ``outside`` (beyond the siblings' zones: rule 2 fills those first), then nodes that hold
     none of the siblings (``held``: theirs cost no node more), then those nodes' room (best fit),
-    then lower node indices. None when no placement in rank order exists.
+    then lower node indices. None when no placement in rank order exists (:func:`_least_in_order`).
+    A node that adds no quota outside takes as many as it may: placing more quotas there never
+    costs the rest more (what places the later ones places a suffix of them). Greedy lowest index
+    first is not exact: task 2 bound on n3, n0 with room for one, n1 and n4 for two; tasks 0 and 1
+    on n0 and n1 then task 3 on n4 take four nodes, n1, n1, n4 three."""
+
+    def packed(pos: int, c: Candidate, most: int) -> Iterator[tuple[int, Cost]]:
+        far, new = c.name in outside, c.name not in held
+        for k in range(1, most + 1) if far else (most,) if most else ():
+            yield k, (k * far, new, c.capacity * new, k * pos)
+
+    return _least_in_order(candidates, ranges, packed)
+
+
+def _least_in_order(candidates: Sequence[Candidate], ranges: Sequence[Range], steps: Steps) -> list[Slot] | None:
+    """The least placement of the quotas of ``ranges`` (task order, each fenced by its bound
+    siblings) in rank order on ``candidates``, by the cost ``steps`` gives a node for taking k of
+    them (``most``: the most it may take from there on; a cost never falls as k grows). None
+    when none exists.
 
     Exact: in rank order each node takes a run of consecutive quotas, so a dynamic programme over
     the nodes in index order keeps, per number of quotas placed, the cheapest placement so far.
-    A node that adds no quota outside takes as many as it may: placing more quotas never costs
-    the rest more (what places the later ones places a suffix of them). States that place fewer
-    quotas at no lower cost are dropped: at most one state per count of quotas, so the time is
-    O(nodes × quotas), × a node's room beyond the siblings' zones (the quotas are typically few:
-    the rest of a gang whose others stay bound). Greedy lowest index first is not exact: task 2
-    bound on n3, n0 with room for one, n1 and n4 for two; tasks 0 and 1 on n0 and n1 then task 3
-    on n4 take four nodes, n1, n1, n4 three."""
+    States that place fewer quotas at no lower cost are dropped (whatever completes them
+    completes the other, for no more): at most one state per count of quotas, so the time is
+    O(nodes × quotas × the steps of a node) — the quotas are typically few: the rest of a gang
+    whose others stay bound."""
     nodes = sorted(candidates, key=lambda c: (c.index, c.name))
     need = len(ranges)
     los = [-1 if lo is None else lo for lo, _ in ranges]
     his = [nodes[-1].index if hi is None else hi for _, hi in ranges] if nodes else []
     best: dict[int, tuple[Cost, Path]] = {0: ((0, 0, 0, 0), None)}
     for pos, c in enumerate(nodes):
-        far, new, index = c.name in outside, c.name not in held, c.index
+        index = c.index
         grown = dict(best)
         for placed, (cost, path) in best.items():
             most = 0  # the quotas from ``placed`` on that may sit on this node, in a run
             while most < c.capacity and placed + most < need and los[placed + most] <= index <= his[placed + most]:
                 most += 1
-            for k in range(1, most + 1) if far else (most,) if most else ():
-                step = (cost[0] + k * far, cost[1] + new, cost[2] + c.capacity * new, cost[3] + k * pos)
+            for k, add in steps(pos, c, most) if most else ():
+                step = (cost[0] + add[0], cost[1] + add[1], cost[2] + add[2], cost[3] + add[3])
                 if placed + k not in grown or step < grown[placed + k][0]:
                     grown[placed + k] = (step, (path, pos, k))
         best, least = {}, None  # drop a state that places fewer quotas at no lower cost
@@ -155,15 +165,16 @@ def assign_in_domains(
     pack: bool = False,
     held: Collection[str] = (),
     outside: Collection[str] = (),
+    away: int | None = None,
 ) -> list[Slot] | None:
     """:func:`assign_in_order` in the fewest NVLink domains (``domains``: node → domain; a node
     without one is a domain of its own) that allow it: the domains of the bound ``siblings``
     (their nodes) first, then the fewest further ones, the cheapest such set by rule 1 one tier
     down (:func:`gangplan.fewest_zones_that`) — as :func:`gangplan.domain_parts` does where order
     does not decide. By default never at the cost of a rank sharing a node more than on all the
-    ``candidates``: a domain never makes ranks share a node. ``pack``, ``held`` and ``outside``:
-    as :func:`assign_in_order`."""
-    whole = assign_in_order(candidates, ranges, pack=pack, held=held, outside=outside)
+    ``candidates``: a domain never makes ranks share a node. ``pack``, ``held``, ``outside`` and
+    ``away``: as :func:`assign_in_order`."""
+    whole = assign_in_order(candidates, ranges, pack=pack, held=held, outside=outside, away=away)
     if whole is None or not domains:
         return whole
     units: dict[str, list[Candidate]] = {}
@@ -177,7 +188,7 @@ def assign_in_domains(
     def place(zs: Sequence[ZoneOffer]) -> list[Slot] | None:
         keys = home | {z.id[1] for z in zs}
         inside = [c for c in candidates if domain_unit(c.name, domains) in keys]
-        placed = assign_in_order(inside, ranges, pack=pack, held=held, outside=outside)
+        placed = assign_in_order(inside, ranges, pack=pack, held=held, outside=outside, away=away)
         if placed is None or (shared is not None and _shared(placed, siblings) > shared):
             return None
         return placed
@@ -225,20 +236,21 @@ def ordered_in_zones(
     else, given ``further`` zones (a strict-order gang: its spec's zones but ``home``), beside
     ``home`` the fewest of them that allow it, the cheapest such set by rule 1
     (:func:`fewest_zones_that`); None when none do. ``pack`` and ``held``: as
-    :func:`assign_in_order` (by default nodes free of the siblings first, unless that costs a quota
-    more outside ``home``: locality, then order, then distinct nodes; packed, the fewest quotas
-    outside ``home``, then the fewest nodes); ``domains`` (node → NVLink
+    :func:`assign_in_order` (exactly the fewest quotas outside ``home`` first: locality, then
+    order; then by default distinct nodes, nodes free of the siblings first, packed the fewest
+    nodes); ``domains`` (node → NVLink
     domain): within the zones, the fewest domains that keep the order (:func:`assign_in_domains`)."""
 
-    def place(zones: Sequence[ZoneId], free_first: bool = True) -> tuple[list[Slot], list[ZoneId]] | None:
+    def place(zones: Sequence[ZoneId]) -> tuple[list[Slot], list[ZoneId]] | None:
         zone_of = {c.name: z for z in zones for c in candidates(z)}
-        mine = held if free_first else ()
         cands = [c for z in zones for c in candidates(z)]
         far = {c.name for c in cands if zone_of[c.name] not in home} if home else ()
         if domains:
-            placed = assign_in_domains(cands, ranges, domains=domains, siblings=held, pack=pack, held=mine, outside=far)
+            placed = assign_in_domains(
+                cands, ranges, domains=domains, siblings=held, pack=pack, held=held, outside=far, away=away
+            )
         else:
-            placed = assign_in_order(cands, ranges, pack=pack, held=mine, outside=far)
+            placed = assign_in_order(cands, ranges, pack=pack, held=held, outside=far, away=away)
         return None if placed is None else (placed, sorted({zone_of[s.node] for s in placed}))
 
     got = place(chosen)
@@ -248,8 +260,6 @@ def ordered_in_zones(
         def near(p: tuple[list[Slot], list[ZoneId]] | None) -> bool:
             return p is not None and sum(1 for s in p[0] if s.node in outside) <= away
 
-        if not near(got) and held:  # free nodes first took a quota outside home: order on any
-            got = place(chosen, free_first=False)
         return got if near(got) else None
     if got is not None or further is None:
         return got
@@ -264,16 +274,3 @@ def ordered_in_zones(
         return None
     found = fewest_zones_that(further, lambda zs: place(beside(zs)) is not None, smallest=smallest)
     return None if found is None else place(beside(found))
-
-
-def _follows(nodes: Sequence[Candidate], left: Sequence[int], at: int, ranges: Sequence[Range]) -> bool:
-    """Whether quotas of ``ranges`` fit in order on ``nodes`` (room ``left``) from position ``at``
-    on. Exact: each on the lowest node it may take leaves the most room to the rest."""
-    room = list(left)
-    for lo, hi in ranges:
-        while at < len(nodes) and (room[at] == 0 or (lo is not None and nodes[at].index < lo)):
-            at += 1
-        if at == len(nodes) or (hi is not None and nodes[at].index > hi):
-            return False
-        room[at] -= 1
-    return True

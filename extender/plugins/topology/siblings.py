@@ -124,7 +124,9 @@ def rank_ranges(
     quotas: Sequence[QuotaInfo], unbound: Sequence[QuotaInfo], node: Callable[[str], NodeInfo | None]
 ) -> list[Range]:
     """Each of ``unbound``'s closed node-index range between the bound ones of ``quotas`` (a job's
-    quotas; ``node``: a node by name): the seed's ``[preNode, lastNode]``."""
+    quotas; ``node``: a node by name): the seed's ``[preNode, lastNode]`` — also where the bound
+    ones are out of order themselves (ranks 1–3 on n2, n3, n2: rank 0's is ``[open, 2]``), as
+    ``mixedorder``'s fences: a new quota keeps the order with its neighbours the siblings left."""
     if len(unbound) == len(quotas) or not any(q.node_name for q in quotas):  # none bound
         return [(None, None)] * len(unbound)
     info = BoundSiblings((q.name, q.rank) for q in quotas)
