@@ -51,7 +51,10 @@ per-quota cost grows at most ~log n (``seconds_per_quota(n) / seconds_per_quota(
 ``ratio_to_floor`` ≤ 2.0 at every size.
 
 Usage: ``python bench/binder_cycle.py [--nodes 5000] [--jobs 2000] [--workers 8] [--repeat 5]
-[--system-pods-per-node 0] [--affinity-keys 0] [--scale]``; prints one JSON document.
+[--system-pods-per-node 0] [--affinity-keys 0] [--launchers] [--scale]``; prints one JSON document.
+``--launchers`` (off by default, so the figures above stay comparable) gives every gang a GPU-less
+launcher of rank 0 (an MPIJob), which the planner places on its path for gangs of mixed sizes;
+the floors place the launcher too (``quotas`` counts it).
 """
 
 from __future__ import annotations
@@ -84,25 +87,43 @@ from tests import builders as b
 SCALE_SIZES = (1000, 5000, 10000)
 RSS_LIMIT_MIB = 1024.0
 RATIO_TARGET = 2.0
+LAUNCHER = {"cpu": "2", "memory": "8Gi"}  # an MPIJob launcher's request beside its HCA (``--launchers``)
 SCALE_KEYS = ("nodes", "quotas", "pods", "build_seconds", "peak_rss_mib", "seconds_per_quota", "ratio_to_floor",
               "ratio_to_policy_floor", "plugin_calls_ratio_to_floor", "first_cycle_seconds", "full_cycle_seconds",
               "floor_seconds", "policy_floor_seconds")  # fmt: skip
 
 
 def build(
-    nodes: int, leaves: int, jobs: int, workers: int, system_pods: int = 0, *, affinity_keys: int = 0
+    nodes: int,
+    leaves: int,
+    jobs: int,
+    workers: int,
+    system_pods: int = 0,
+    *,
+    affinity_keys: int = 0,
+    launchers: bool = False,
 ) -> ClusterCache:
     cache = ClusterCache(clock=lambda: 1_000_000.0)
-    b.feed(cache, cluster_objects(nodes, leaves, jobs, workers, system_pods, affinity_keys=affinity_keys))
+    objs = cluster_objects(nodes, leaves, jobs, workers, system_pods, affinity_keys=affinity_keys, launchers=launchers)
+    b.feed(cache, objs)
     return cache
 
 
 def cluster_objects(
-    nodes: int, leaves: int, jobs: int, workers: int, system_pods: int = 0, *, affinity_keys: int = 0
+    nodes: int,
+    leaves: int,
+    jobs: int,
+    workers: int,
+    system_pods: int = 0,
+    *,
+    affinity_keys: int = 0,
+    launchers: bool = False,
 ) -> list[dict[str, Any]]:
     """The benchmark's cluster as API objects: nodes in leaves of two GPU models (alternating), and
     RDMA gangs of ``workers`` whose pods claim their quotas (as the webhook leaves them); with
-    ``affinity_keys``, each gang names one of that many topology affinity keys in turn."""
+    ``affinity_keys``, each gang names one of that many topology affinity keys in turn; with
+    ``launchers``, each gang is an MPIJob: a GPU-less launcher (rank 0, 2 CPUs, 8 GiB, one HCA:
+    ``launcher``) before its workers, so every gang takes the planner's path for mixed sizes."""
     per_leaf = max(1, nodes // leaves)
     objs: list[dict[str, Any]] = []
     for leaf in range(leaves):
@@ -128,10 +149,30 @@ def cluster_objects(
     for j in range(jobs):
         gpu = (1, 2, 2, 1)[j % 4]
         gang = b.training_job(f"job{j}", workers, gpu=gpu, hca=1)
+        if launchers:
+            gang = launcher(gang, f"job{j}")
         if affinity_keys:
             gang[0]["spec"]["topology"] = {"affinityKey": f"key-{j % affinity_keys}"}  # the PodGroup
         objs += gang
     return objs
+
+
+def launcher(gang: list[dict[str, Any]], job: str) -> list[dict[str, Any]]:
+    """``gang`` (a PodGroup, then quota and pod of each worker) as an MPIJob: a launcher quota and
+    pod of rank 0 (2 CPUs, 8 GiB, one HCA, no GPU) first, the workers' ranks shifted by one."""
+    group, members = gang[0], gang[1:]
+    group["spec"]["minMember"] = group["spec"]["minMember"] + 1
+    for obj in members:
+        anno = obj["metadata"].get("annotations", {})
+        if wellknown.ANNO_TASK_INDEX in anno:
+            anno[wellknown.ANNO_TASK_INDEX] = str(int(anno[wellknown.ANNO_TASK_INDEX]) + 1)
+    quota = f"q-{job}-launcher"
+    return [
+        group,
+        b.quota(quota, gpu=None, hca=1, request=LAUNCHER),
+        b.pod(f"{job}-launcher", group=job, quota=quota, gpu=None, hca=1, cpu="2", memory="8Gi", index=0),
+        *members,
+    ]
 
 
 def timed_cycle(cache: ClusterCache) -> tuple[float, float, CycleResult, Any]:
@@ -171,6 +212,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             args.workers,
             args.system_pods_per_node,
             affinity_keys=args.affinity_keys,
+            launchers=args.launchers,
         )
     build_s = time.perf_counter() - t0
     settle_s = heap.settle()  # what the service does once its cache has synced
@@ -207,6 +249,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "gpu_models": 2,
         "jobs": args.jobs,
         "affinity_keys": args.affinity_keys,
+        "launchers": args.launchers,
         "quotas": len(cache.quotas),
         "pods": len(cache.task_job) + len(cache.others),
         "quotas_bound_in_cycle": bound,
@@ -297,7 +340,7 @@ def scale(args: argparse.Namespace) -> dict[str, Any]:
     for n in SCALE_SIZES:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--nodes", str(n), "--leaves", str(max(1, n // 125))]
         cmd += ["--jobs", str(n * 2 // 5), "--workers", "8", "--repeat", str(min(args.repeat, 2))]
-        cmd += ["--system-pods-per-node", "7", "--skip-idle"]
+        cmd += ["--system-pods-per-node", "7", "--skip-idle"] + (["--launchers"] if args.launchers else [])
         doc = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=900).stdout)
         sizes.append({k: doc[k] for k in SCALE_KEYS})
     base = sizes[0]
@@ -349,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--system-pods-per-node", type=int, default=0, help="running pods of another scheduler per node")
     ap.add_argument("--affinity-keys", type=int, default=0, help="gangs name one of this many affinity keys in turn")
+    ap.add_argument("--launchers", action="store_true", help="each gang is an MPIJob: a GPU-less launcher first")
     ap.add_argument("--skip-idle", action="store_true", help="do not measure the idle cycle")
     ap.add_argument("--scale", action="store_true", help="1,000 / 5,000 / 10,000 nodes, one process each")
     args = ap.parse_args(argv)

@@ -19,9 +19,10 @@ operations unlike time does (a cache miss costs no more than a hit), so these ra
 to, not equal to, the timed ones; use them to compare two versions of the code.
 
 Usage: ``python bench/cycle_instructions.py [--nodes 2500] [--leaves 40] [--jobs 1000]
-[--workers 8]``; needs ``valgrind`` (Debian: ``apt install valgrind``). About a minute at the
+[--workers 8] [--launchers]``; needs ``valgrind`` (Debian: ``apt install valgrind``). About a minute at the
 default size, which keeps the benchmark's shape (gangs of 8, zones of ~60 nodes, 40 leaves) at
-half its node count.
+half its node count. ``--launchers``: every gang has a GPU-less launcher (``binder_cycle.py``),
+so the cycle takes the planner's path for gangs of mixed sizes.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def count(what: str, args: argparse.Namespace) -> int:
     cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null"]
     cmd += [sys.executable, str(Path(__file__).resolve()), "--count", what]
     cmd += ["--nodes", str(args.nodes), "--leaves", str(args.leaves), "--jobs", str(args.jobs)]
-    cmd += ["--workers", str(args.workers)]
+    cmd += ["--workers", str(args.workers)] + (["--launchers"] if args.launchers else [])
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800, check=False)
     if done.returncode != 0:
@@ -74,7 +75,7 @@ def counted_run(what: str, args: argparse.Namespace) -> None:
     from extender.scheduler import Scheduler
 
     with heap.paused():
-        cache = build(args.nodes, args.leaves, args.jobs, args.workers)
+        cache = build(args.nodes, args.leaves, args.jobs, args.workers, launchers=args.launchers)
     heap.settle()
     Scheduler(default_policy()).run_once(cache.snapshot())
     greedy_floor(cache.snapshot())
@@ -106,6 +107,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "leaves": args.leaves,
         "jobs": args.jobs,
         "workers": args.workers,
+        "launchers": args.launchers,
         "cycle_instructions": cycle,
         "floor_instructions": floor,
         "plugin_calls_instructions": calls,
@@ -123,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--leaves", type=int, default=40)
     ap.add_argument("--jobs", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--launchers", action="store_true", help="each gang is an MPIJob: a GPU-less launcher first")
     ap.add_argument("--count", choices=WHATS, help=argparse.SUPPRESS)  # the child's part
     args = ap.parse_args(argv)
     if args.count:

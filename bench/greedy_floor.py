@@ -6,7 +6,9 @@ Rules (the placement rules of DESIGN §1, capacity only):
 * gangs are the snapshot's pending jobs with unbound, claimed quotas, in creation order; a gang is
   placed whole or not at all;
 * a node holds ``min over resources of quota_idle // request`` more quotas of the gang's shape (the
-  elementwise largest request among its unbound quotas); no other predicate is checked;
+  elementwise largest request among its unbound quotas: a gang of several sizes, a launcher beside
+  its workers, is planned as if every quota were that large, which never over-fills a node); what
+  a node gives away is each quota's own request; no other predicate is checked;
 * one zone (GPU spec × RDMA leaf, ``snapshot.zones``) if any holds the gang: the one with the least
   room that still holds it (ties: fewer nodes, then zone order); else the fewest zones of one spec,
   largest room first; the gang does not fit: skipped;
@@ -21,8 +23,10 @@ node and per zone, updated only for the nodes a gang takes. It writes nothing to
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 
+from extender import wellknown
 from extender.framework.policy import Policy
 from extender.framework.session import Session, Snapshot
 from extender.framework.status import Code, Reason
@@ -167,9 +171,32 @@ def greedy_floor(snap: Snapshot) -> dict[str, str]:
         for node, k in plan:
             for _ in range(k):
                 out[next(ranks)[1]] = node
-        for node, k in plan:
-            room.take(node, shape, k)
+        for _, _, req in unbound:
+            if req != need:  # several sizes: each node gives away what its quotas ask
+                given = Counter((out[name], own_shape(req, shape)) for _, name, req in unbound)
+                for (node, own), k in given.items():
+                    room.take(node, own, k)
+                break
+        else:  # one size: each is the shape
+            for node, k in plan:
+                room.take(node, shape, k)
     return out
+
+
+def largest_shape(requests: Iterable[Mapping[str, int]]) -> Shape:
+    """The elementwise largest of ``requests``: a quota of that shape holds any of them."""
+    need: dict[str, int] = {}
+    for req in requests:
+        for r, v in req.items():
+            if v > need.get(r, 0):
+                need[r] = v
+    return tuple(sorted(need.items()))
+
+
+def own_shape(request: Mapping[str, int], largest: Shape) -> Shape:
+    """``request`` as a shape (``largest`` itself when they are equal: a gang of one size)."""
+    own = tuple(sorted((r, v) for r, v in request.items() if v > 0))
+    return largest if own == largest else own
 
 
 # --- the policy floor ------------------------------------------------------------------------
@@ -208,14 +235,9 @@ def policy_floor(snap: Snapshot, policy: Policy, parts: dict[str, float] | None 
         unbound = [q for q in ssn.job_quotas(job) if not q.node_name]
         if not unbound or len(unbound) < job.min_member:
             continue
-        rep = max(unbound, key=lambda q: sum(q.request.q.values()))
-        key = ssn.filter_key(rep)
-        ok = judged.get(key)
-        if ok is None:
-            t0 = clock()
-            ok = judged[key] = {n.name: _eligible(ssn, rep, n) for n in ssn.nodes()}
-            spent["judge"] = spent.get("judge", 0.0) + clock() - t0
-        shape: Shape = tuple(sorted((r, v) for r, v in rep.request.q.items() if v > 0))
+        rep = max(unbound, key=lambda q: (q.request.q.get(wellknown.RESOURCE_GPU, 0), sum(q.request.q.values())))
+        key, ok = _judge(ssn, unbound, judged, spent)
+        shape = largest_shape(q.request.q for q in unbound)
         fits, per_zone = room.of(shape, (key, ok))
         zones = _choose_zones(room, per_zone, len(unbound))
         if not zones:
@@ -228,12 +250,15 @@ def policy_floor(snap: Snapshot, policy: Policy, parts: dict[str, float] | None 
         stmt = ssn.statement()
         ranks = iter(sorted(unbound, key=lambda q: (q.rank if q.rank is not None else 0, q.name)))
         for node_name, k in plan:
+            owns: list[Shape] = []
             for _ in range(k):
                 q = next(ranks)
                 stmt.allocate_quota_to_node(q.name, node_name)
                 out[q.name] = node_name
+                owns.append(own_shape(q.request.q, shape))
             in_statement += clock() - t0
-            room.take(node_name, shape, k)
+            for own, n in Counter(owns).items():
+                room.take(node_name, own, n)
             for s in scores.values():
                 s.pop(node_name, None)
             t0 = clock()
@@ -277,6 +302,25 @@ def _scored_plan(
         plan += part
         left -= m
     return plan
+
+
+def _judge(
+    ssn: Session, unbound: Sequence[QuotaInfo], judged: dict[object, dict[str, bool]], spent: dict[str, float]
+) -> tuple[object, dict[str, bool]]:
+    """(key, node → eligible) for the gang: the QN select and predicate stages once per node and
+    request shape (``Session.filter_key``); a node is eligible for a gang of several shapes (a
+    launcher beside its workers) when it is for each of them."""
+    kinds = {ssn.filter_key(q): q for q in unbound}
+    key: object = next(iter(kinds)) if len(kinds) == 1 else tuple(kinds)
+    for k, q in kinds.items():
+        if k not in judged:
+            t0 = time.perf_counter()
+            judged[k] = {n.name: _eligible(ssn, q, n) for n in ssn.nodes()}
+            spent["judge"] = spent.get("judge", 0.0) + time.perf_counter() - t0
+    if key not in judged:
+        each = [judged[k] for k in kinds]
+        judged[key] = {n: all(ok[n] for ok in each) for n in each[0]}
+    return key, judged[key]
 
 
 def _eligible(ssn: Session, quota: QuotaInfo, node: NodeInfo) -> bool:

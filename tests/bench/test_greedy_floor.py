@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bench.binder_cycle import launcher
 from bench.greedy_floor import greedy_floor, policy_floor
 from extender.cache.cache import ClusterCache
 from extender.conf import default_policy
@@ -105,3 +106,21 @@ def test_the_policy_floor_keeps_off_a_node_the_policy_refuses() -> None:
     # takes the other leaf whole
     assert greedy_floor(cache.snapshot()) == {f"q-{i}": f"n{i}" for i in range(4)}
     assert policy_floor(cache.snapshot(), default_policy()) == {f"q-{i}": f"n{i + 4}" for i in range(4)}
+
+
+@pytest.mark.parametrize("floor", FLOORS)
+@pytest.mark.parametrize(
+    ("workers", "placed"),
+    [(1, {"q-b-0": "n0"}), (3, {"q-b-0": "n4", "q-b-1": "n5", "q-b-2": "n6"})],
+)
+def test_a_launcher_is_placed_as_its_largest_sibling_but_gives_away_only_its_own_request(
+    floor: Floor, workers: int, placed: dict[str, str]
+) -> None:
+    """An MPIJob (``binder_cycle --launchers``): a GPU-less launcher (rank 0) and three 8-GPU
+    workers take one leaf, n0–n3, each as large as the largest (a sound fit); n0 keeps its GPUs
+    and n1–n3 have none left, so a later one-worker gang fits s1, the leaf with the least room,
+    on n0, and a three-worker gang only s2."""
+    mpi = launcher(b.training_job("a", 3, gpu=8), "a")
+    cache = cache_of([*two_leaves(), *mpi, *b.training_job("b", workers, gpu=8)])
+    first = {"q-a-launcher": "n0", "q-a-0": "n1", "q-a-1": "n2", "q-a-2": "n3"}
+    assert floor(cache.snapshot()) == first | placed

@@ -91,10 +91,14 @@ def frontier_of(nodes: Iterable[MixedNode], kinds: Sequence[Kind]) -> Frontier:
 
 
 def combined(fronts: Iterable[Frontier], need: Counts) -> Frontier:
-    """What disjoint sets of nodes with these frontiers hold together, capped at ``need``."""
+    """What disjoint sets of nodes with these frontiers hold together, capped at ``need``: once
+    they reach ``need`` (a frontier of that one vector), more nodes add nothing, and the rest of
+    ``fronts`` (lazy: each node's, computed on demand) is not read."""
     out: Frontier = (tuple(0 for _ in need),)
     for front in fronts:
         out = combine(out, front, need)
+        if need in out:
+            return out
     return out
 
 
