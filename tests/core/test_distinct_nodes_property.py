@@ -159,8 +159,18 @@ def _two_leaves_three_nodes() -> Cluster:
     return Cluster([node(0, 1), node(1, 2, busy=4), node(2, 2, busy=4)], [Gang("g0", 3, 4, False)])
 
 
+def _order_short_of_the_siblings_leaf() -> Cluster:
+    """Six 4-GPU workers, ranks 0 and 1 bound on n1 (full); leaf 1 has room on n0 (one, below the
+    siblings) and n3 (two), leaf 2 on n5 and n7 (two each). Placing the other four on distinct
+    nodes (n3, n5, n7, n0) breaks rank order and keeps no more of the gang in leaf 1 than the
+    order does (two outside either way): order comes before distinct nodes."""
+    nodes = [node(0, 1, busy=4), node(1, 1), node(3, 1), node(5, 2), node(7, 2)]
+    return Cluster(nodes, [Gang("g0", 6, 4, False, bound={0: "n1", 1: "n1"})])
+
+
 @PROPERTY
 @given(clusters())
 @example(c=_two_leaves_three_nodes())
+@example(c=_order_short_of_the_siblings_leaf())
 def test_gangs_share_nodes_only_when_their_zones_run_out(c: Cluster) -> None:
     run(c, liveness=True)
