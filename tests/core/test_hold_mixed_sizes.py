@@ -7,10 +7,11 @@ gang that needs a small node was never held, and small jobs kept taking that nod
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from extender.cache.cache import ClusterCache
@@ -111,3 +112,72 @@ def test_a_waiting_gang_that_fits_once_nodes_empty_holds_nodes_that_hold_it(
     held = [boxes[int(n[1:])] for n in hold.nodes]
     assert packs(gang, [box.gpu for box in held]), f"{gang} held {hold.nodes}, which never hold it"
     assert not one_leaf or len({box.leaf for box in held}) == 1, f"{gang} held {hold.nodes} across leaves"
+
+
+def test_a_mixed_gang_holds_one_node_when_one_node_would_hold_it() -> None:
+    """Leaf s0: n0 of 4 GPUs, n1 of 8, both fully busy. ``mix`` (a 2-GPU launcher and a 4-GPU
+    worker) fits n1 alone once empty: it holds n1, not n0 too. Before, the hold took the nodes in
+    index order while none had room now — n0 for the worker, then n1 for the launcher — and kept
+    others off a node the gang never needed (with the node order swapped it held one)."""
+    bound, sched = _cycle([Box(0, 4, 4), Box(0, 8, 8)], [2, 4])
+    assert not bound
+    hold = sched.memory.holds.get("default/mix")
+    assert hold is not None and hold.nodes == ("n1",), sched.memory.holds
+
+
+def _fit_now(gpus: list[int], free: int) -> int:
+    """How many of these quotas (GPUs each, smallest first) fit ``free`` GPUs together."""
+    return sum(1 for total in itertools.accumulate(sorted(gpus)) if total <= free)
+
+
+def _most_now(gang: list[int], boxes: list[Box]) -> int:
+    """The most of ``gang``'s quotas (GPUs each) a packing of all of them on ``boxes`` once empty
+    places on GPUs free now; -1 when no packing holds them all (exhaustive: each quota on each node)."""
+    best = -1
+    for where in itertools.product(range(len(boxes)), repeat=len(gang)):
+        on = [sorted(g for g, k in zip(gang, where, strict=True) if k == i) for i in range(len(boxes))]
+        if all(sum(gs) <= box.gpu for gs, box in zip(on, boxes, strict=True)):
+            now = sum(_fit_now(gs, box.gpu - box.busy) for gs, box in zip(on, boxes, strict=True))
+            best = max(best, now)
+    return best
+
+
+def _fewest_nodes(boxes: list[Box], gang: list[int]) -> tuple[str, ...] | None:
+    """The oracle of rule "what it holds" within one leaf, for a gang of several sizes: among the
+    sets of Ready nodes that hold every quota once empty, the fewest nodes, then the most quotas
+    a packing there places on GPUs free now, then the lowest indices (None: no set does)."""
+    ready = [i for i, box in enumerate(boxes) if box.ready]
+    for k in range(1, len(ready) + 1):
+        sets = [s for s in itertools.combinations(ready, k) if packs(gang, [boxes[i].gpu for i in s])]
+        if sets:
+            best = min(sets, key=lambda s: (-_most_now(gang, [boxes[i] for i in s]), s))
+            return tuple(f"n{i}" for i in best)
+    return None
+
+
+@st.composite
+def leaves(draw: st.DrawFn) -> tuple[list[Box], list[int]]:
+    """One leaf of 2–5 nodes of 2, 4 or 8 GPUs, some running a one-pod job or NotReady, and a gang
+    of a launcher and 1–3 workers, of at least two sizes."""
+    boxes = []
+    for _ in range(draw(st.integers(2, 5))):
+        gpu = draw(st.sampled_from([2, 4, 8]))
+        boxes.append(Box(0, gpu, draw(st.integers(0, gpu)), draw(st.booleans() | st.just(True))))
+    launcher = draw(st.sampled_from([1, 2, 4, 8]))
+    workers = draw(st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=3))
+    assume(any(w != launcher for w in workers))
+    return boxes, [launcher, *workers]
+
+
+@PROPERTY
+@given(leaves())
+def test_a_waiting_mixed_gang_holds_the_fewest_nodes_that_hold_it(world: tuple[list[Box], list[int]]) -> None:
+    """Whenever the gang waits and its leaf could hold it once empty, it holds what the exhaustive
+    oracle holds (:func:`_fewest_nodes`): never a node more than it needs."""
+    boxes, gang = world
+    bound, sched = _cycle(boxes, gang)
+    want = _fewest_nodes(boxes, gang)
+    if bound or want is None:
+        return
+    hold = sched.memory.holds.get("default/mix")
+    assert hold is not None and hold.nodes == want, f"{gang} on {boxes}: held {hold}, want {want}"

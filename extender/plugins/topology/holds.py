@@ -29,10 +29,21 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   gang waits anew before it holds again.
 * **What it holds** (:func:`choose_hold`): the zone that would fit it *soonest* — among the zones
   whose nodes could hold the whole gang once empty, the one with the most room for it now; within
-  it, the nodes with the most room now, as many as the gang needs when they are empty. Room is
-  counted in the gang's quotas (``holdroom.py``): a gang whose quotas differ in size is not
-  measured in copies of its largest, and a node too small for its largest quota is held when
-  it would take a smaller one (a 4-GPU node its launcher needs). When no
+  it, as many nodes as the gang needs when they are empty. Room is counted in the gang's quotas
+  (``holdroom.py``): a gang whose quotas differ in size is not measured in copies of its
+  largest, and a node too small for its largest quota is held when it would take a smaller one
+  (a 4-GPU node its launcher needs). A gang of one kind holds the nodes with the most room now
+  until their room when empty covers it. A gang of several kinds holds the *fewest* nodes that
+  hold all of it once empty (an exact packing, :func:`holdroom.take`), then of those sets the one
+  where a packing of it places the most quotas on room free now, then the lowest indices (a
+  2-GPU launcher and a 4-GPU worker, on a busy 4-GPU n0 and a busy 8-GPU n1: n1 alone, not
+  both). Fewest nodes come before room now: a held node's free GPUs sit idle for as long as the
+  hold lasts, for certain, while how much sooner its room would let the gang start depends on
+  which running jobs end first, which is not known (and the hold moves when another set gets
+  more room). A small node with room now for the launcher is held only when no set of as few
+  nodes without it holds the gang. Exact for gangs of at most ``holdroom.MAX_QUOTAS`` unbound
+  quotas on at most ``holdroom.MAX_NODES`` candidate nodes of a zone; beyond, greedily, as a
+  gang of one kind, each node taking what still fits it, largest first. When no
   single zone could ever hold it, the fewest zones by that measure, roomiest first. Only zones of
   a GPU model the gang may use (its bound quotas' model, if some are bound: ``GangPlanner.specs``),
   and "empty" is empty of other jobs: the room the gang's own bound quotas take stays taken. A
