@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 from extender.framework.session import Session
 from extender.framework.status import SUCCESS, Code, Reason, Status
@@ -33,6 +34,12 @@ from extender.model.resources import Resource
 from extender.plugins.topology.gangplan import ZoneId, ZoneOffer, domain_unit
 from extender.plugins.topology.nodechoice import Candidate, rank_key
 from extender.plugins.topology.ranking import ZoneRanking
+
+if TYPE_CHECKING:
+    from extender.plugins.topology.mixedorder import MixedNode
+
+# a zone's nodes as a gang of several kinds sees them: (zone, each kind's shape ids, head shape id)
+MembersKey = tuple[ZoneId, tuple[tuple[int, ...], ...], int]
 
 __all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for"]
 
@@ -131,6 +138,10 @@ class FitMemo:
         self._stand_ins: set[str] = set()  # the names of the shapes' stand-ins
         self._no_room: dict[str, QuotaInfo] = {}  # stand-in → it asking for nothing (judge)
         self._changed: list[str] = []  # nodes whose ledgers changed, in order (see _fit)
+        self._zone_version: dict[ZoneId, int] = {}  # zone → changes of its nodes seen (zone_version)
+        self._versioned = 0  # how many of _changed the zone versions count
+        # the mixed planner's members of a zone (mixedplanner._members), as of the zone's version
+        self.mixed_members: dict[MembersKey, tuple[int, list[MixedNode]]] = {}
 
     # --- shapes ------------------------------------------------------------------------------
     def shape_of(self, quota: QuotaInfo) -> int | None:
@@ -415,6 +426,18 @@ class FitMemo:
         if self._at_index is not None:
             for side in (node.index - 1, node.index + 1):
                 self._changed += self._at_index.get(side, ())
+
+    def zone_version(self, zid: ZoneId) -> int:
+        """How many times a node of the zone (or, when scores read neighbours, a neighbour of one)
+        has changed so far: what was kept of the zone at another version is stale. Counted when
+        read, not on every change, so sessions that never read it pay nothing for it."""
+        if self._versioned < len(self._changed):
+            versions, zone_of = self._zone_version, self.zone_of
+            for name in self._changed[self._versioned :]:
+                zid_of = zone_of[name]
+                versions[zid_of] = versions.get(zid_of, 0) + 1
+            self._versioned = len(self._changed)
+        return self._zone_version.get(zid, 0)
 
     def _fit(self, sid: int) -> ShapeFit:
         """The shape's view, caught up with every node changed since it was last read: a bind

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from extender.framework.status import Status
 from extender.model.job import JobInfo
@@ -303,13 +303,34 @@ class MixedPlanner:
 
     def _members(self, job: JobInfo, mix: Mix, zid: ZoneId) -> list[MixedNode]:
         """The zone's nodes not held for another gang, with their room, which kinds they take and
-        their QN score for the gang's largest kind."""
-        memo, out = self.p.memo, []
+        their QN score for the gang's largest kind. When every quota of the gang has a shape, the
+        zone's list is kept in the memo (``FitMemo.mixed_members``) until one of its nodes changes
+        (:meth:`FitMemo.zone_version`): the same for every gang of those shapes, holds filtered after."""
+        memo = self.p.memo
         shaped = [[(rep, memo.shape_of(rep)) for rep in reps] for reps in mix.reps]
         head_sid = memo.shape_of(mix.head)
+        sids = tuple(tuple(sid for _, sid in kind) for kind in shaped)
+        if head_sid is None or any(sid is None for kind in sids for sid in kind):
+            out = self._scan(mix, zid, shaped, head_sid)
+        else:
+            key = (zid, cast("tuple[tuple[int, ...], ...]", sids), head_sid)
+            version = memo.zone_version(zid)
+            kept = memo.mixed_members.get(key)
+            if kept is None or kept[0] != version:
+                kept = memo.mixed_members[key] = (version, self._scan(mix, zid, shaped, head_sid))
+            out = kept[1]
+        if self.p.holds.any():
+            return [n for n in out if not self.p.holds.held_for_other(n.name, job.key)]
+        return list(out)
+
+    def _scan(
+        self, mix: Mix, zid: ZoneId, shaped: list[list[tuple[QuotaInfo, int | None]]], head_sid: int | None
+    ) -> list[MixedNode]:
+        """Every node of the zone that some kind of the gang may use, holds aside."""
+        memo, out = self.p.memo, []
         for name in memo.zone_nodes[zid]:
             node = self.p.ssn.node(name)
-            if node is None or (self.p.holds.any() and self.p.holds.held_for_other(name, job.key)):
+            if node is None:
                 continue
             eligible = tuple(all(memo.eligible(rep, sid, node) for rep, sid in kind) for kind in shaped)
             if any(eligible):
