@@ -10,6 +10,7 @@ of a gang whose rank 1 sits on n1 took a new n0 rather than n1.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -40,8 +41,9 @@ def gangs(draw: st.DrawFn) -> tuple[list[Candidate], list[Range], set[str]]:
     return nodes, ranges, {f"n{i}" for i in on}
 
 
-def _in_order_on(nodes: list[Candidate], ranges: list[Range]) -> bool:
-    """Whether some placement of ``ranges`` (task order) on ``nodes`` keeps rank order (brute force)."""
+def _placements_in_order(nodes: list[Candidate], ranges: list[Range]) -> Iterator[tuple[Candidate, ...]]:
+    """Every placement of ``ranges`` (task order) on ``nodes`` that keeps rank order and each
+    node's capacity (brute force)."""
     for combo in itertools.product(nodes, repeat=len(ranges)):
         left = {c.name: c.capacity for c in nodes}
         last = -1
@@ -53,8 +55,12 @@ def _in_order_on(nodes: list[Candidate], ranges: list[Range]) -> bool:
             left[c.name] -= 1
             last = c.index
         else:
-            return True
-    return False
+            yield combo
+
+
+def _in_order_on(nodes: list[Candidate], ranges: list[Range]) -> bool:
+    """Whether some placement of ``ranges`` (task order) on ``nodes`` keeps rank order."""
+    return next(_placements_in_order(nodes, ranges), None) is not None
 
 
 @PROPERTY
@@ -75,20 +81,10 @@ def _least_cost(
     """The least (quotas on ``outside`` nodes, nodes free of ``held``, their room) of any
     placement of ``ranges`` on ``nodes`` in rank order (brute force)."""
     best: tuple[int, int, int] | None = None
-    for combo in itertools.product(nodes, repeat=len(ranges)):
-        left = {c.name: c.capacity for c in nodes}
-        last = -1
-        for (lo, hi), c in zip(ranges, combo, strict=True):
-            if c.index < last or (lo is not None and c.index < lo) or (hi is not None and c.index > hi):
-                break
-            if left[c.name] == 0:
-                break
-            left[c.name] -= 1
-            last = c.index
-        else:
-            new = {c.name: c.capacity for c in combo if c.name not in held}
-            cost = (sum(c.name in outside for c in combo), len(new), sum(new.values()))
-            best = cost if best is None else min(best, cost)
+    for combo in _placements_in_order(nodes, ranges):
+        new = {c.name: c.capacity for c in combo if c.name not in held}
+        cost = (sum(c.name in outside for c in combo), len(new), sum(new.values()))
+        best = cost if best is None else min(best, cost)
     return best
 
 
