@@ -130,9 +130,31 @@ def _sibling_on_the_middle_node() -> Cluster:
     return Cluster(nodes, [Gang("g0", 4, 1, False, bound={2: "n1"})])
 
 
+def _packed_scored_by_sylas() -> tuple[dict[str, Any], str]:
+    """The default policy with ``pack_workers``, ``qn.node_order: sum(1*sylas)`` and no node
+    predicates in the QN stages (what hypothesis drew)."""
+    source, text = base_policies()[0]
+    doc = yaml.safe_load(text)
+    doc["stages"].update({"qn.select": "and(quotapredicates, specpool)", "qn.predicate": "and(quotapredicates)"})
+    doc["stages"]["qn.node_order"] = "sum(1*sylas)"
+    doc["plugins"]["topology"]["pack_workers"] = True
+    return doc, source
+
+
+def _siblings_in_two_leaves() -> Cluster:
+    """3×1 GPU packed, rank 0 bound on n3 (leaf 1), rank 2 on n11 (leaf 3): rank 1 joins a
+    sibling's node, n3 or n11 alike by the zone rules (the roomier siblings' leaf first: leaf 1);
+    before, the siblings' leaves were one pool ordered by score, so the scores chose the leaf."""
+    leaf = [1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 4, 4]
+    ready = {3, 4, 8, 9, 11}
+    nodes = [NodeSpec(f"n{i}", i, leaf[i], "A100", i in ready, i not in ready, 0) for i in range(14)]
+    return Cluster(nodes, [Gang("g0", 3, 1, False, bound={0: "n3", 2: "n11"})])
+
+
 @PROPERTY
 @given(clusters(max_gangs=1), policies())
 @example(c=_sibling_on_the_middle_node(), drawn=_scored_by_topology_alone())
+@example(c=_siblings_in_two_leaves(), drawn=_packed_scored_by_sylas())
 def test_scores_and_filters_change_no_zone_of_a_lone_gang(c: Cluster, drawn: tuple[dict[str, Any], str]) -> None:
     """A lone gang's unbound quotas take the same zones, and the gang as many nodes, whatever the
     scores (they decide only which nodes of a zone), as under its source policy with the same

@@ -228,6 +228,11 @@ def split_slots(
     return [(z, taken[z.id]) for z in order if taken[z.id]]
 
 
+def _roomiest(z: ZoneOffer) -> tuple[int, int, ZoneId]:
+    """Rule 2's order of zones: the most capacity first, ties the lower first index."""
+    return (-z.capacity, z.first_index, z.id)
+
+
 def slots_in(
     candidates: Callable[[ZoneId], Sequence[Candidate]],
     chosen: Sequence[ZoneOffer],
@@ -253,10 +258,11 @@ def slots_in(
     parts: list[tuple[Sequence[Candidate], int]]
     if pack:  # the siblings' zones one pool, filled first (rule 2), the others another
         mine = min(need, sum(z.capacity for z in chosen if z.id in home))
-        pools = [
-            sorted((c for z in chosen if (z.id in home) == inner for c in lists[z.id]), key=rank_key)
-            for inner in (True, False)
-        ]
+        # the siblings' zones in rule 2's order (the roomiest first), each best first: which of
+        # them takes a rank is the zones' rule, not the scores' (those choose only nodes of a zone)
+        inner = [c for z in sorted(chosen, key=_roomiest) if z.id in home for c in lists[z.id]]
+        outer = sorted((c for z in chosen if z.id not in home for c in lists[z.id]), key=rank_key)
+        pools = [inner, outer]
         parts = [(pool, m) for pool, m in zip(pools, (mine, need - mine), strict=True) if m > 0]
     else:
         free = None
