@@ -151,10 +151,19 @@ def _siblings_in_two_leaves() -> Cluster:
     return Cluster(nodes, [Gang("g0", 3, 1, False, bound={0: "n3", 2: "n11"})])
 
 
+def _rank_between_two_leaves() -> Cluster:
+    """4×1 GPU packed, ranks 0 and 1 bound on n2, n3 (leaf 1), rank 3 on n4 (leaf 2): rank 2's
+    range [3, 4] holds a sibling's node in each leaf; the roomier siblings' leaf (leaf 1) takes it."""
+    ready = {2, 3, 4}
+    nodes = [NodeSpec(f"n{i}", i, 1 if i < 4 else 2, "A100", i in ready, i not in ready, 0) for i in range(6)]
+    return Cluster(nodes, [Gang("g0", 4, 1, False, bound={0: "n2", 1: "n3", 3: "n4"})])
+
+
 @PROPERTY
 @given(clusters(max_gangs=1), policies())
 @example(c=_sibling_on_the_middle_node(), drawn=_scored_by_topology_alone())
 @example(c=_siblings_in_two_leaves(), drawn=_packed_scored_by_sylas())
+@example(c=_rank_between_two_leaves(), drawn=_packed_scored_by_sylas())
 def test_scores_and_filters_change_no_zone_of_a_lone_gang(c: Cluster, drawn: tuple[dict[str, Any], str]) -> None:
     """A lone gang's unbound quotas take the same zones, and the gang as many nodes, whatever the
     scores (they decide only which nodes of a zone), as under its source policy with the same
