@@ -249,16 +249,18 @@ def policy_floor(snap: Snapshot, policy: Policy, parts: dict[str, float] | None 
         t0 = clock()
         stmt = ssn.statement()
         ranks = iter(sorted(unbound, key=lambda q: (q.rank if q.rank is not None else 0, q.name)))
+        one_size = all(q.request == rep.request for q in unbound)  # each quota is the shape
         for node_name, k in plan:
-            owns: list[Shape] = []
-            for _ in range(k):
-                q = next(ranks)
+            placed = [next(ranks) for _ in range(k)]
+            for q in placed:
                 stmt.allocate_quota_to_node(q.name, node_name)
                 out[q.name] = node_name
-                owns.append(own_shape(q.request.q, shape))
             in_statement += clock() - t0
-            for own, n in Counter(owns).items():
-                room.take(node_name, own, n)
+            if one_size:
+                room.take(node_name, shape, k)
+            else:  # several sizes: the node gives away what its quotas ask
+                for own, n in Counter(own_shape(q.request.q, shape) for q in placed).items():
+                    room.take(node_name, own, n)
             for s in scores.values():
                 s.pop(node_name, None)
             t0 = clock()
