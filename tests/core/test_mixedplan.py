@@ -1,7 +1,8 @@
 """The pure rules of ``extender/plugins/topology/mixedplan.py`` against the brute-force packer of
 ``test_mixed_gang_property`` (no session: random rooms, requests and predicates):
 
-* a set of nodes holds the gang by its frontier iff some placement exists;
+* a set of nodes holds the gang by its frontier iff some placement exists; a node takes some
+  quota of it (``takes_some``) iff one quota of some kind can be placed on it alone;
 * ``next_fit`` says yes iff some placement in rank order exists (its exactness claim);
 * ``place`` answers a valid placement whenever one exists: each node's quotas fit its room and
   pass its predicates, ranks ascend whenever an ordered placement exists, and always within a kind;
@@ -20,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender.plugins.topology.gangplan import Range
-from extender.plugins.topology.mixedfrontier import frontier_of
+from extender.plugins.topology.mixedfrontier import frontier_of, takes_some
 from extender.plugins.topology.mixedplan import Kind, MixedNode, next_fit, packed, place
 from tests.core.mixed_oracle import packs
 from tests.core.props import PROPERTY
@@ -96,6 +97,10 @@ def test_frontiers_next_fit_and_place_agree_with_brute_force(c: Case) -> None:
     anywhere = brute(c, ordered=False)
     in_order = brute(c, ordered=True)
     assert (need in frontier_of(c.nodes, c.kinds)) == anywhere
+    for n in c.nodes:  # takes_some: the node alone takes one quota of some kind
+        assert takes_some(n, c.kinds) == any(
+            brute(replace(c, order=[t], nodes=[n]), ordered=False) for t in range(len(c.kinds))
+        )
     assert next_fit(c.nodes, c.kinds, c.order) == in_order
     placed = place(c.nodes, c.kinds, c.order, pack=c.pack)
     assert (placed is not None) == anywhere

@@ -36,10 +36,12 @@ from extender.plugins.topology.nodechoice import Candidate, rank_key
 from extender.plugins.topology.ranking import ZoneRanking
 
 if TYPE_CHECKING:
+    from extender.plugins.topology.mixedfrontier import Frontier
     from extender.plugins.topology.mixedorder import MixedNode
 
 # a zone's nodes as a gang of several kinds sees them: (zone, each kind's shape ids, head shape id)
 MembersKey = tuple[ZoneId, tuple[tuple[int, ...], ...], int]
+KindsKey = tuple[tuple[tuple[tuple[str, int], ...], int, frozenset[int]], ...]  # mixedplanner.kinds_key
 
 __all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for"]
 
@@ -142,6 +144,8 @@ class FitMemo:
         self._versioned = 0  # how many of _changed the zone versions count
         # the mixed planner's members of a zone (mixedplanner._members), as of the zone's version
         self.mixed_members: dict[MembersKey, tuple[int, list[MixedNode]]] = {}
+        # … and what those members hold of a gang of these kinds (mixedfrontier.frontier_of), likewise
+        self.mixed_fronts: dict[tuple[MembersKey, KindsKey], tuple[int, Frontier]] = {}
 
     # --- shapes ------------------------------------------------------------------------------
     def shape_of(self, quota: QuotaInfo) -> int | None:

@@ -28,6 +28,7 @@ __all__ = [
     "frontier_of",
     "node_frontier",
     "states",
+    "takes_some",
 ]
 
 Counts = tuple[int, ...]
@@ -81,13 +82,31 @@ def node_frontier(node: MixedNode, kinds: Sequence[Kind]) -> Frontier:
     return _maximal(found)
 
 
+def takes_some(node: MixedNode, kinds: Sequence[Kind]) -> bool:
+    """Whether ``node`` takes at least one quota of the gang (its frontier is not just zero): one
+    quota of some kind its predicates allow fits its room — what :func:`node_frontier` finds
+    first, without the rest."""
+    return any(e and k.count > 0 and fits(k.request, node.room) for e, k in zip(node.eligible, kinds, strict=True))
+
+
 def combine(a: Frontier, b: Frontier, need: Counts) -> Frontier:
     """What two disjoint sets of nodes hold together, capped at ``need``."""
     return _maximal(tuple(min(x + y, n) for x, y, n in zip(u, v, need, strict=True)) for u in a for v in b)
 
 
 def frontier_of(nodes: Iterable[MixedNode], kinds: Sequence[Kind]) -> Frontier:
-    return combined((node_frontier(node, kinds) for node in nodes), tuple(k.count for k in kinds))
+    """What ``nodes`` hold of the gang together; nodes of equal room and predicates (a zone's
+    empty nodes) hold the same, measured once."""
+    seen: dict[tuple[tuple[tuple[str, int], ...], tuple[bool, ...]], Frontier] = {}
+
+    def front(node: MixedNode) -> Frontier:
+        key = (tuple(node.room.items()), node.eligible)
+        out = seen.get(key)
+        if out is None:
+            out = seen[key] = node_frontier(node, kinds)
+        return out
+
+    return combined((front(node) for node in nodes), tuple(k.count for k in kinds))
 
 
 def combined(fronts: Iterable[Frontier], need: Counts) -> Frontier:

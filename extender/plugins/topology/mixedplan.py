@@ -57,7 +57,15 @@ from dataclasses import dataclass, field
 
 from extender.plugins.topology.gangplan import SEARCH_LIMIT, ZoneId, ZoneOffer
 from extender.plugins.topology.mixeddomains import in_fewest_domains
-from extender.plugins.topology.mixedfrontier import Counts, choose_zones_kept, combined, frontier_of, node_frontier
+from extender.plugins.topology.mixedfrontier import (
+    Counts,
+    Frontier,
+    choose_zones_kept,
+    combined,
+    frontier_of,
+    node_frontier,
+    takes_some,
+)
 from extender.plugins.topology.mixedorder import (
     Fences,
     Kind,
@@ -303,8 +311,11 @@ def plan_mixed(
     members: Mapping[ZoneId, Sequence[MixedNode]],
     home: Sequence[MixedNode],
     by_tier: ByTier | None,
+    *,
+    known: Mapping[ZoneId, Frontier] | None = None,
 ) -> tuple[list[ZoneOffer], list[str]] | None:
-    """Rules 1–4 over the zones ``offers`` (``members``: each zone's nodes): the zones taken
+    """Rules 1–4 over the zones ``offers`` (``members``: each zone's nodes; ``known``: what some of
+    them hold of the gang, their frontiers, when the caller kept them): the zones taken
     beside ``home`` (the nodes of the bound siblings' zones), and each quota's node; None when
     they cannot hold the gang. ``by_tier`` (the planner's tier walk: a unit of the lowest tier
     that holds the gang, best fit) is asked once one zone does not do; None: the fewest zones
@@ -317,7 +328,8 @@ def plan_mixed(
     def fits_ordered(nodes: list[MixedNode]) -> bool:
         return next_fit(nodes, kinds, order, fences)
 
-    fronts = {z.id: frontier_of(members[z.id], kinds) for z in offers}
+    known = known or {}
+    fronts = {z.id: known[z.id] if z.id in known else frontier_of(members[z.id], kinds) for z in offers}
     start = frontier_of(home, kinds) if home else ()
 
     def choose(zs: Sequence[ZoneOffer]) -> list[ZoneOffer] | None:
@@ -362,7 +374,7 @@ def must_share(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequenc
     gang of one size does (``nodechoice.choose_ranked``), not over every node."""
     free = 0
     for n in nodes:
-        if n.name not in held and any(any(v) for v in node_frontier(n, kinds)):
+        if n.name not in held and takes_some(n, kinds):
             free += 1
             if free >= len(order):
                 return False

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from extender.framework.status import Status
 from extender.model.job import JobInfo
@@ -27,6 +27,7 @@ from extender.model.quota import QuotaInfo
 from extender.plugins.topology.gangparts import GangPlan, Mix, SpecPlan, coarsen, for_planning, plan_key
 from extender.plugins.topology.gangplan import Range, Slot, ZoneId
 from extender.plugins.topology.mixedfrontier import STATE_LIMIT, frontier_of
+from extender.plugins.topology.mixedmembers import MixedMembers
 from extender.plugins.topology.mixedplan import MixedGang, MixedNode, holds_apart, plan_mixed, plan_run, room_for
 from extender.plugins.topology.rankorder import order_break
 from extender.plugins.topology.refusals import out_of_rank_order
@@ -44,6 +45,7 @@ class MixedPlanner:
 
     def __init__(self, planner: GangPlanner) -> None:
         self.p = planner
+        self.members = MixedMembers(planner)
 
     def plan(self, job: JobInfo, quotas: Sequence[QuotaInfo], mix: Mix) -> GangPlan | Status:
         """A gang of several kinds, planned exactly (``mixedplan.py``) under every rule of
@@ -86,7 +88,10 @@ class MixedPlanner:
         than the unit holds)."""
         mix = coarsen(mix, STATE_LIMIT)
         nodes = [
-            n for zid, names in parts.items() for n in self._members(job, mix, zid) if names is None or n.name in names
+            n
+            for zid, members in self.members.of(job, mix, parts).items()
+            for n in members
+            if (names := parts[zid]) is None or n.name in names
         ]
         return max(sum(v) for v in frontier_of(nodes, mix.kinds))
 
@@ -179,7 +184,7 @@ class MixedPlanner:
     def _run(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str, bound_zones: list[ZoneId]) -> SpecPlan | None:
         """``GangPlanner._plan_continuity`` for a gang of several kinds (``mixedplan.continuity_run``)."""
         memo, t = self.p.memo, mix.head_kind
-        nodes = [n for z in memo.spec_zones.get(spec, []) for n in self._members(job, mix, z)]
+        nodes = [n for ns in self.members.of(job, mix, memo.spec_zones.get(spec, [])).values() for n in ns]
         indices = memo.all_indices.get(spec, [])
         made = plan_run(gang, sorted(nodes, key=lambda n: n.index), indices, memo.tiers_spanned)
         if made is None:
@@ -208,8 +213,8 @@ class MixedPlanner:
         first node index."""
         memo, t = self.p.memo, mix.head_kind
         units: dict[str, dict[ZoneId, list[MixedNode]]] = {}
-        for z in memo.spec_zones.get(spec, []):
-            for n in self._members(job, mix, z):
+        for z, zone_nodes in self.members.of(job, mix, memo.spec_zones.get(spec, [])).items():
+            for n in zone_nodes:
                 domain = memo.domain_of.get(n.name)
                 if domain and any(
                     e and room_for(k.request, n.room) for e, k in zip(n.eligible, mix.kinds, strict=True)
@@ -241,7 +246,8 @@ class MixedPlanner:
         nvlink``, hard). Such a domain yields to the zone rules."""
         if job.hard_tier == 0:
             return False
-        nodes = sorted((n for z in plan.zones for n in self._members(job, mix, z.id)), key=lambda n: (n.index, n.name))
+        members = self.members.of(job, mix, [z.id for z in plan.zones])
+        nodes = sorted((n for ns in members.values() for n in ns), key=lambda n: (n.index, n.name))
         return holds_apart(nodes, gang.kinds, gang.order, gang.fences)
 
     def _apart_in_leaves(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str) -> SpecPlan | None:
@@ -292,7 +298,8 @@ class MixedPlanner:
         (domain, *others) = {memo.domain_of.get(n, "") for n in gang.held}
         if others or not domain:
             return None
-        home = [n for z in bound_zones for n in self._members(job, mix, z) if memo.domain_of.get(n.name) == domain]
+        members = self.members.of(job, mix, bound_zones)
+        home = [n for ns in members.values() for n in ns if memo.domain_of.get(n.name) == domain]
         made = plan_mixed(gang, [], {}, sorted(home, key=lambda n: n.index), None) if home else None
         if made is None:
             return None
@@ -301,51 +308,14 @@ class MixedPlanner:
         placed = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
         return SpecPlan((0, 1, 0, 0, room, len(home), min(n.index for n in home), spec), offers, None, placed)
 
-    def _members(self, job: JobInfo, mix: Mix, zid: ZoneId) -> list[MixedNode]:
-        """The zone's nodes not held for another gang, with their room, which kinds they take and
-        their QN score for the gang's largest kind. When every quota of the gang has a shape, the
-        zone's list is kept in the memo (``FitMemo.mixed_members``) until one of its nodes changes
-        (:meth:`FitMemo.zone_version`): the same for every gang of those shapes, holds filtered after."""
-        memo = self.p.memo
-        shaped = [[(rep, memo.shape_of(rep)) for rep in reps] for reps in mix.reps]
-        head_sid = memo.shape_of(mix.head)
-        sids = tuple(tuple(sid for _, sid in kind) for kind in shaped)
-        if head_sid is None or any(sid is None for kind in sids for sid in kind):
-            out = self._scan(mix, zid, shaped, head_sid)
-        else:
-            key = (zid, cast("tuple[tuple[int, ...], ...]", sids), head_sid)
-            version = memo.zone_version(zid)
-            kept = memo.mixed_members.get(key)
-            if kept is None or kept[0] != version:
-                kept = memo.mixed_members[key] = (version, self._scan(mix, zid, shaped, head_sid))
-            out = kept[1]
-        if self.p.holds.any():
-            return [n for n in out if not self.p.holds.held_for_other(n.name, job.key)]
-        return list(out)
-
-    def _scan(
-        self, mix: Mix, zid: ZoneId, shaped: list[list[tuple[QuotaInfo, int | None]]], head_sid: int | None
-    ) -> list[MixedNode]:
-        """Every node of the zone that some kind of the gang may use, holds aside."""
-        memo, out = self.p.memo, []
-        for name in memo.zone_nodes[zid]:
-            node = self.p.ssn.node(name)
-            if node is None:
-                continue
-            eligible = tuple(all(memo.eligible(rep, sid, node) for rep, sid in kind) for kind in shaped)
-            if any(eligible):
-                score = memo.score(mix.head, head_sid, node)
-                out.append(MixedNode(name, node.index, zid, node.quota_room().q, eligible, score))
-        return out
-
     def _spec(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str, bound_zones: list[ZoneId]) -> SpecPlan | None:
         """Rules 1–4 of ``mixedplan.py`` in one spec: the zones (after the bound siblings' zones,
         else in the lowest tier that holds the gang), then each quota's node."""
         sid = self.p.memo.shape_of(mix.head)
-        members = {z: self._members(job, mix, z) for z in self.p.memo.spec_zones.get(spec, [])}
+        members, fronts = self.members.with_fronts(job, mix, self.p.memo.spec_zones.get(spec, []))
         home = [n for z in bound_zones for n in members.get(z, [])]
         offers = [self.p.offer(job, mix.head, sid, z) for z, ns in members.items() if ns and z not in bound_zones]
-        made = plan_mixed(gang, offers, members, home, None if bound_zones else self.p.by_tier)
+        made = plan_mixed(gang, offers, members, home, None if bound_zones else self.p.by_tier, known=fronts)
         if made is None:
             return None
         chosen = [self.p.offer(job, mix.head, sid, z) for z in bound_zones if z in members] + made[0]
