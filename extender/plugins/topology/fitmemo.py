@@ -140,8 +140,8 @@ class FitMemo:
         self._stand_ins: set[str] = set()  # the names of the shapes' stand-ins
         self._no_room: dict[str, QuotaInfo] = {}  # stand-in → it asking for nothing (judge)
         self._changed: list[str] = []  # nodes whose ledgers changed, in order (see _fit)
-        self._zone_version: dict[ZoneId, int] = {}  # zone → changes of its nodes seen (zone_version)
-        self._versioned = 0  # how many of _changed the zone versions count
+        self._zone_changed: dict[ZoneId, list[str]] = {}  # zone → its nodes' changes seen, in order
+        self._versioned = 0  # how many of _changed the zones' lists count
         # the mixed planner's members of a zone (mixedplanner._members), as of the zone's version
         self.mixed_members: dict[MembersKey, tuple[int, list[MixedNode]]] = {}
         # … and what those members hold of a gang of these kinds (mixedfrontier.frontier_of), likewise
@@ -436,12 +436,17 @@ class FitMemo:
         has changed so far: what was kept of the zone at another version is stale. Counted when
         read, not on every change, so sessions that never read it pay nothing for it."""
         if self._versioned < len(self._changed):
-            versions, zone_of = self._zone_version, self.zone_of
+            changed, zone_of = self._zone_changed, self.zone_of
             for name in self._changed[self._versioned :]:
-                zid_of = zone_of[name]
-                versions[zid_of] = versions.get(zid_of, 0) + 1
+                changed.setdefault(zone_of[name], []).append(name)
             self._versioned = len(self._changed)
-        return self._zone_version.get(zid, 0)
+        return len(self._zone_changed.get(zid, ()))
+
+    def changed_since(self, zid: ZoneId, version: int) -> set[str]:
+        """The zone's nodes that changed after it was at ``version`` (:meth:`zone_version`): what
+        was kept of its other nodes then still holds."""
+        self.zone_version(zid)
+        return set(self._zone_changed.get(zid, ())[version:])
 
     def _fit(self, sid: int) -> ShapeFit:
         """The shape's view, caught up with every node changed since it was last read: a bind

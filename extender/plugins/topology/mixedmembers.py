@@ -15,7 +15,7 @@ launcher and eight workers): the cycle went from 2.37 s to 0.68 s when frontiers
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from extender.model.job import JobInfo
@@ -97,15 +97,36 @@ class MixedMembers:
             key = (zid, cast("tuple[tuple[int, ...], ...]", sids), head_sid)
             version = memo.zone_version(zid)
             kept = memo.mixed_members.get(key)
-            if kept is None or kept[0] != version:
+            if kept is None:
                 kept = memo.mixed_members[key] = (version, self._scan(mix, zid, shaped, head_sid))
+            elif kept[0] != version:
+                changed = memo.changed_since(zid, kept[0])
+                nodes = self._scan(mix, zid, shaped, head_sid, only=changed, was=kept[1])
+                kept = memo.mixed_members[key] = (version, nodes)
             out[zid] = _Kept(kept[1], key, version)
         return out
 
-    def _scan(self, mix: Mix, zid: ZoneId, shaped: Shaped, head_sid: int | None) -> list[MixedNode]:
-        """Every node of the zone that some kind of the gang may use, holds aside."""
+    def _scan(
+        self,
+        mix: Mix,
+        zid: ZoneId,
+        shaped: Shaped,
+        head_sid: int | None,
+        *,
+        only: Collection[str] | None = None,
+        was: Sequence[MixedNode] = (),
+    ) -> list[MixedNode]:
+        """Every node of the zone that some kind of the gang may use, holds aside, in the zone's
+        order. ``only``: just these nodes changed since the zone's list was ``was``; the others
+        are taken from it as they were (a node's room, predicates and score change only when it
+        or, for a score that reads them, a neighbour does: ``FitMemo.zone_version``)."""
         memo, out = self.p.memo, []
+        before = {n.name: n for n in was}
         for name in memo.zone_nodes[zid]:
+            if only is not None and name not in only:
+                if (kept := before.get(name)) is not None:
+                    out.append(kept)
+                continue
             node = self.p.ssn.node(name)
             if node is None:
                 continue
