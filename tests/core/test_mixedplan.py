@@ -9,7 +9,9 @@
 * with fences (each quota's node-index range between its bound siblings): ``next_fit`` says yes
   iff some placement in rank order inside them exists, and ``place`` then keeps inside them;
 * ``packed`` (``pack_workers``) takes the fewest nodes that hold the gang (in rank order when all
-  nodes do), and among those the least room for the gang's largest kind, counted plainly here too.
+  nodes do), and among those the least room for the gang's largest kind, counted plainly here too;
+* ``preferred`` (bisecting over how many best-scored nodes it takes) takes what trying each number
+  in turn takes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from hypothesis import strategies as st
 
 from extender.plugins.topology.gangplan import Range
 from extender.plugins.topology.mixedfrontier import frontier_of, takes_some
-from extender.plugins.topology.mixedplan import Kind, MixedNode, next_fit, packed, place
+from extender.plugins.topology.mixedorder import fits_apart, order_kept
+from extender.plugins.topology.mixedplan import Kind, MixedNode, holds_apart, next_fit, packed, place, preferred
 from tests.core.mixed_oracle import packs
 from tests.core.props import PROPERTY
 from tests.core.topo_cluster import NODE_ROOM, Need
@@ -256,3 +259,33 @@ def test_packed_best_fit_keeps_the_roomiest_node_whole() -> None:
     nodes = [_node(0, 12), _node(1, 4), _node(2, 10), _node(3, 6)]
     for limit in (4096, 0):
         assert [n.name for n in packed(nodes, kinds, order, head=1, limit=limit)] == ["n2"]
+
+
+def linear_preferred(c: Case, nodes: list[MixedNode], held: set[str]) -> list[MixedNode]:
+    """``preferred`` as its rule reads, one length at a time: the shortest prefix of the nodes by
+    (held last, best score, index) that holds the gang one quota a node, free of the gang; else
+    the shortest that holds it at all (in the rank order all nodes allow); else every node."""
+    kept = order_kept(nodes, c.kinds, c.order, ())
+    ranked = sorted(nodes, key=lambda n: (n.name in held, -n.score, n.index, n.name))
+    free = sum(1 for n in ranked if n.name not in held)
+    need = tuple(k.count for k in c.kinds)
+    for k in range(len(c.order), free + 1):
+        subset = sorted(ranked[:k], key=lambda n: n.index)
+        if holds_apart(subset, c.kinds, c.order) if kept is None else fits_apart(subset, c.kinds, c.order, kept):
+            return subset
+    for k in range(len(c.order), len(ranked)):
+        subset = sorted(ranked[:k], key=lambda n: n.index)
+        if next_fit(subset, c.kinds, c.order, kept) if kept is not None else need in frontier_of(subset, c.kinds):
+            return subset
+    return sorted(nodes, key=lambda n: n.index)
+
+
+@PROPERTY
+@given(cases(), st.data())
+def test_preferred_finds_the_shortest_prefix_the_rule_asks_for(c: Case, data: st.DataObject) -> None:
+    """``preferred`` bisects over the prefix length (the question is monotone in it): the same
+    nodes as trying each length in turn."""
+    nodes = [replace(n, score=float(data.draw(st.integers(0, 3)))) for n in c.nodes]
+    held = {n.name for n in nodes if data.draw(st.booleans())}
+    got = preferred(nodes, c.kinds, c.order, (), held)
+    assert [n.name for n in got] == [n.name for n in linear_preferred(c, nodes, held)]
