@@ -90,10 +90,12 @@ __all__ = [
     "nodes_and_ranks",
     "packed",
     "place",
+    "place_mixed",
     "plan_mixed",
     "plan_run",
     "preferred",
     "room_for",
+    "zones_mixed",
 ]
 
 
@@ -339,37 +341,66 @@ def plan_mixed(
     known: Mapping[ZoneId, Frontier] | None = None,
 ) -> tuple[list[ZoneOffer], list[str]] | None:
     """Rules 1–4 over the zones ``offers`` (``members``: each zone's nodes; ``known``: what some of
-    them hold of the gang, their frontiers, when the caller kept them): the zones taken
-    beside ``home`` (the nodes of the bound siblings' zones), and each quota's node; None when
-    they cannot hold the gang. ``by_tier`` (the planner's tier walk: a unit of the lowest tier
-    that holds the gang, best fit) is asked once one zone does not do; None: the fewest zones
-    anywhere."""
-    kinds, order, fences = gang.kinds, gang.order, gang.fences
+    them hold of the gang, their frontiers, when the caller kept them): the zones taken beside
+    ``home`` (the nodes of the bound siblings' zones), and each quota's node; None when they
+    cannot hold the gang (:func:`zones_mixed`, then :func:`place_mixed`)."""
+    chosen = zones_mixed(gang, offers, members, home, by_tier, known=known)
+    return None if chosen is None else place_mixed(gang, chosen, members, home)
 
-    def nodes_of(zs: Sequence[ZoneOffer]) -> list[MixedNode]:
-        return sorted([*home, *(n for z in zs for n in members[z.id])], key=lambda n: (n.index, n.name))
 
-    def fits_ordered(nodes: list[MixedNode]) -> bool:
-        return next_fit(nodes, kinds, order, fences)
-
-    known = known or {}
+def zones_mixed(
+    gang: MixedGang,
+    offers: Sequence[ZoneOffer],
+    members: Mapping[ZoneId, Sequence[MixedNode]],
+    home: Sequence[MixedNode],
+    by_tier: ByTier | None,
+    *,
+    known: Mapping[ZoneId, Frontier] | None = None,
+) -> list[ZoneOffer] | None:
+    """Rules 1–2: the zones of ``offers`` the gang takes beside ``home``; None when they cannot
+    hold it. ``by_tier`` (the planner's tier walk: a unit of the lowest tier that holds the
+    gang, best fit) is asked once one zone does not do; None: the fewest zones anywhere. The
+    gang's nodes lie in every zone chosen unless the choice is of several zones past
+    :data:`gangplan.SEARCH_LIMIT` (then every zone that holds it is taken:
+    :func:`place_mixed` keeps only those its nodes use)."""
+    kinds, known = gang.kinds, known or {}
     fronts = {z.id: known[z.id] if z.id in known else frontier_of(members[z.id], kinds) for z in offers}
     start = frontier_of(home, kinds) if home else ()
 
     def choose(zs: Sequence[ZoneOffer]) -> list[ZoneOffer] | None:
-        in_order = (lambda chosen: fits_ordered(nodes_of(chosen))) if gang.strict else None
+        in_order = (
+            (lambda chosen: next_fit(_nodes_of(home, members, chosen), kinds, gang.order, gang.fences))
+            if gang.strict
+            else None
+        )
         return choose_zones_kept([(z, fronts[z.id]) for z in zs], tuple(k.count for k in kinds), start, in_order)
 
     chosen = choose(offers)
     if chosen is not None and len(chosen) > 1 and by_tier is not None:
         chosen = by_tier(offers, choose, lambda zs: choose(zs) is not None)
-    if chosen is None:
-        return None
-    placed = nodes_and_ranks(gang, nodes_of(chosen))
+    return chosen
+
+
+def place_mixed(
+    gang: MixedGang,
+    chosen: Sequence[ZoneOffer],
+    members: Mapping[ZoneId, Sequence[MixedNode]],
+    home: Sequence[MixedNode],
+) -> tuple[list[ZoneOffer], list[str]] | None:
+    """Rules 3–4 on the zones ``chosen`` by :func:`zones_mixed` and ``home``: the zones the gang's
+    nodes use (every one chosen, but past the search limit only those), and each quota's node;
+    None when they do not hold it."""
+    placed = nodes_and_ranks(gang, _nodes_of(home, members, chosen))
     if placed is None:
         return None
-    used = set(placed)  # every zone, past the search limit: only those the gang uses count
+    used = set(placed)
     return [z for z in chosen if any(n.name in used for n in members[z.id])], placed
+
+
+def _nodes_of(
+    home: Sequence[MixedNode], members: Mapping[ZoneId, Sequence[MixedNode]], zones: Sequence[ZoneOffer]
+) -> list[MixedNode]:
+    return sorted([*home, *(n for z in zones for n in members[z.id])], key=lambda n: (n.index, n.name))
 
 
 def nodes_and_ranks(gang: MixedGang, nodes: Sequence[MixedNode], *, run: bool = False) -> list[str] | None:
