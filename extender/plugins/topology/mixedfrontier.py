@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from extender.plugins.topology.gangplan import ZoneOffer, fewest_zones_that, single_zone_key
-from extender.plugins.topology.mixedorder import Kind, MixedNode, add, fits
+from extender.plugins.topology.mixedorder import Kind, MixedNode, add, fits, fits_more
 
 __all__ = [
     "STATE_LIMIT",
@@ -69,7 +69,7 @@ def node_frontier(node: MixedNode, kinds: Sequence[Kind]) -> Frontier:
         apart = kinds[t].apart  # a kind an earlier one on the node repels takes none here
         allowed = node.eligible[t] and not (apart and any(vec[k] for k in apart if k < t))
         most = 1 if t in apart else kinds[t].count  # a kind that repels itself: one a node
-        while allowed and n < most and fits(add(total, kinds[t].request, n + 1), node.room):
+        while allowed and n < most and fits_more(total, kinds[t].request, node.room, n + 1):
             n += 1
         for c in range(n, -1, -1):  # the largest first: the others matter only when later kinds fill up
             vec.append(c)

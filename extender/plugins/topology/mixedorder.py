@@ -30,6 +30,7 @@ __all__ = [
     "MixedNode",
     "Room",
     "fits_apart",
+    "fits_more",
     "next_fit",
     "order_kept",
     "place_ordered",
@@ -80,6 +81,13 @@ def fits(total: Mapping[str, int], room: Room) -> bool:
     return all(v <= 0 or room.get(name, -1) >= v for name, v in total.items())
 
 
+def fits_more(total: Mapping[str, int], request: Room, room: Room, times: int = 1) -> bool:
+    """Whether ``times`` more of ``request`` fit ``room`` beside ``total``, which fits it:
+    :func:`fits` of the sum, asked only of the names ``request`` asks for (no other can
+    overflow), without making the sum."""
+    return all(v <= 0 or room.get(name, -1) >= total.get(name, 0) + v * times for name, v in request.items())
+
+
 def add(total: Mapping[str, int], request: Room, times: int) -> dict[str, int]:
     out = dict(total)
     for name, v in request.items():
@@ -104,14 +112,13 @@ def next_fit(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[
         lo, hi = fences[i] if fences else OPEN
         while at < len(nodes):
             node = nodes[at]
-            grown = add(total, kinds[t].request, 1)
             if (
                 node.eligible[t]
-                and fits(grown, node.room)
+                and fits_more(total, kinds[t].request, node.room)
                 and (lo is None or node.index >= lo)
                 and not repelled(kinds, t, here)
             ):
-                total = grown
+                total = add(total, kinds[t].request, 1)
                 here.add(t)
                 break
             at, total, here = at + 1, {}, set()
@@ -172,10 +179,13 @@ def place_ordered(
         for cand in (here + tail) if pack else (tail + here):
             node = nodes[cand]
             same = cand == at and bool(out)
-            total = add(used if same else {}, kinds[t].request, 1)
+            before = used if same else {}
             kinds_on = {*on, t} if same else {t}
-            if not (_within(node.index, fences[i]) and node.eligible[t] and fits(total, node.room)):
+            if not (
+                _within(node.index, fences[i]) and node.eligible[t] and fits_more(before, kinds[t].request, node.room)
+            ):
                 continue
+            total = add(before, kinds[t].request, 1)
             if same and repelled(kinds, t, on):
                 continue
             # what is left of the node for the rest: its room less this, and no kind these repel
