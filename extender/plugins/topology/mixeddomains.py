@@ -22,7 +22,16 @@ from collections.abc import Collection, Mapping, Sequence
 
 from extender.plugins.topology.gangplan import ZoneOffer, domain_unit
 from extender.plugins.topology.mixedfrontier import Counts, Frontier, choose_zones_kept, combined, node_frontier
-from extender.plugins.topology.mixedorder import OPEN, Fences, Kind, MixedNode, fits, next_fit, order_kept, room_for
+from extender.plugins.topology.mixedorder import (
+    Fences,
+    Kind,
+    MixedNode,
+    fits,
+    fits_apart,
+    next_fit,
+    order_kept,
+    room_for,
+)
 
 __all__ = ["in_fewest_domains"]
 
@@ -74,7 +83,7 @@ def in_fewest_domains(
         ns = [n for n in nodes if domain_unit(n.name, domains) in taken]
         if pack:
             return kept is not None and next_fit(ns, kinds, order, kept)
-        return kept is not None and one_a_node_in_order([n for n in ns if n.name in free], kinds, order, kept)
+        return kept is not None and fits_apart([n for n in ns if n.name in free], kinds, order, kept)
 
     start = combined(map(front, base), need) if base else ()
     chosen = choose_zones_kept(offers, need, start, in_order if kept is not None else None)
@@ -94,21 +103,3 @@ def _one_a_node(node: MixedNode, kinds: Sequence[Kind]) -> Frontier:
     return tuple(
         tuple(int(u == t) for u in range(len(kinds))) for t in range(len(kinds)) if _takes(node, kinds, t)
     ) or (tuple(0 for _ in kinds),)
-
-
-def one_a_node_in_order(
-    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences
-) -> bool:
-    """Whether quotas of kinds ``order`` (task order) take ``nodes`` (index order) one a node with
-    node indices ascending, each inside its fence: each on the next node after the previous
-    quota's, at or above its ``lo``, that takes it — exact, as :func:`mixedorder.next_fit` — and
-    none when that node lies above its ``hi``."""
-    at = 0
-    for i, t in enumerate(order):
-        lo, hi = fences[i] if fences else OPEN
-        while at < len(nodes) and not (_takes(nodes[at], kinds, t) and (lo is None or nodes[at].index >= lo)):
-            at += 1
-        if at == len(nodes) or (hi is not None and nodes[at].index > hi):
-            return False
-        at += 1
-    return True
