@@ -330,8 +330,19 @@ def _best_scored_would_share() -> MixedCluster:
     return MixedCluster(nodes, [MixedGang("g0", members)])
 
 
+def _new_ranks_in_order_past_the_fences() -> MixedCluster:
+    """A 1-GPU rank 0 bound on n1 (leaf 2, room for one 4-GPU rank) above an empty n0 (leaf 1): no
+    placement keeps ranks 1 and 2 (4 GPUs each, one size: the planner of one kind) at or above
+    n1, so they keep rank order among themselves, n0 then n1 — not n1 then n0, the lowest slot
+    in range first (found by this property's soak run)."""
+    gang = MixedGang("g0", [Member(1, 1), Member(4, 1), Member(4, 1)], bound={0: "n1"})
+    nodes = [NodeSpec("n0", 0, 1, "H100", True, False, 0), NodeSpec("n1", 1, 2, "H100", True, False, 0)]
+    return MixedCluster(nodes, [gang])
+
+
 @PROPERTY
 @given(mixed_clusters())
+@example(c=_new_ranks_in_order_past_the_fences())
 @example(c=_strict_refused())
 @example(c=_two_zones_for_one())
 @example(c=_strict_partly_bound())

@@ -86,9 +86,10 @@ def _loose_rank_0_bound() -> Cluster:
 
 def _order_only_outside_home() -> Cluster:
     """Rank 1 of four 4-GPU workers is bound on n1 (leaf 1, full now); n0 (leaf 1) has room for
-    two, n7 (leaf 4) for two. Siblings' zone first puts ranks 0 and 3 on n0 and rank 2 on n7;
-    rank order would put ranks 2 and 3 on n7, one quota more outside leaf 1: for a gang that does
-    not ask for strict order, locality wins."""
+    two, n7 (leaf 4) for two. Siblings' zone first puts two of ranks 0, 2, 3 on n0 and one on n7;
+    rank order around rank 1 would put ranks 2 and 3 on n7, one quota more outside leaf 1: for a
+    gang that does not ask for strict order, locality wins, and the new ranks keep rank order
+    among themselves (n0, n0, n7), as a gang of mixed sizes does (``mixedorder.order_kept``)."""
 
     def node(i: int, leaf: int, busy: int = 0) -> NodeSpec:
         return NodeSpec(f"n{i}", i, leaf, "A100", True, False, busy)
@@ -177,4 +178,4 @@ def test_a_partly_bound_gang_keeps_to_its_siblings_zone_before_rank_order() -> N
     c = _order_only_outside_home()
     result = run(c, liveness=True)
     where = [quota_node(result.session, q) for q in c.gangs[0].quotas]
-    assert where == ["n0", "n1", "n7", "n0"]
+    assert where == ["n0", "n1", "n0", "n7"]

@@ -176,6 +176,8 @@ class GangPlanner(PlanVerdicts):
                 placed, zones = ordered
             elif job.strict_order:
                 return out_of_rank_order(unbound, broken)
+            else:  # no order around its siblings: rank order among its own quotas (mixedorder.order_kept)
+                placed = sorted(placed, key=lambda s: (s.index, s.node))
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
         return GangPlan(nodes, zones, judged)
 
@@ -222,6 +224,8 @@ class GangPlanner(PlanVerdicts):
                 placed = ordered[0]
             elif job.strict_order:
                 return out_of_rank_order(unbound, broken)
+            else:
+                placed = sorted(placed, key=lambda s: (s.index, s.node))
         nodes = {q.name: s.node for q, s in zip(unbound, placed, strict=True)}
         return GangPlan(nodes, [z.id for z in offers], judged)
 
