@@ -5,7 +5,15 @@ Cluster: 256 nodes of 8 GPUs (and 8 ``rdma/hca``) in 16 leaves of 16 nodes; in t
 the upper 8 nodes are H100, all others A100 (so those leaves hold two zones, one per model).
 Workload (``--seed``): 450 gangs, 1–32 workers × 1–8 GPUs and one ``rdma/hca`` per worker (so
 topology applies), durations of 5–40 steps, Poisson arrivals at an offered GPU load of 0.95
-(``bench/placement_model.workload``).
+(``bench/placement_model.workload``). ``--launchers FRACTION`` (default 0): that share of the gangs
+(a seeded choice that leaves the rest of the workload as it is) are MPIJobs — a launcher quota and
+pod of rank 0 (one ``rdma/hca``, 2 CPUs, 8 GiB, no GPU: ``bench/binder_cycle.launcher``) before the
+workers, minMember + 1. Every policy places the launcher too, under the same rules (a node with an
+HCA, the CPU and the memory free; the gang's one GPU model; ``tree``: the whole gang, launcher
+included, in the lowest switch level that holds it), and the fewest leaves count it
+(``bench/placement_room``: nodes as ``tests.builders.node`` advertises them, 8 HCAs, 96 CPUs,
+1 TiB). Each policy then also prints ``mpi``: the MPIJobs' own count, share over the fewest
+leaves, mean leaves, waits, and how many have the launcher on a worker's node or alone in a leaf.
 
 Policies and their queueing:
 
@@ -54,7 +62,7 @@ Per policy:
 in the workload, 32) ≤ tree's; no mixed-model gang; no gang that fits waits but for a hold.
 
 Usage: ``python bench/placement.py [--seed 1] [--gangs 450] [--load 0.95] [--cycles-per-step 10]
-[--policy FILE]`` (``--policy``: that policy as ``sky``, no ``sky_pack_workers``)
+[--launchers 0] [--policy FILE]`` (``--policy``: that policy as ``sky``, no ``sky_pack_workers``)
 """
 
 from __future__ import annotations
@@ -70,17 +78,20 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.binder_cycle import launcher
 from bench.cache_writes import apply_plan, bumped, run_pods
 from bench.placement_model import (
     POLICIES,
     Cluster,
     Gang,
     Placement,
+    Room,
     Trace,
     bench_cluster,
     fits_one_model,
     metrics,
     min_leaves,
+    mpi_metrics,
     run_fifo_backfill,
     workload,
 )
@@ -114,7 +125,7 @@ class SkyDriver:
             objs.append(b.topology(f"n{i}", [f"leaf-{cluster.leaf[i]}"]))
         b.feed(self.cache, objs)
         self.scheduler = Scheduler(policy or default_policy())
-        self.free = list(cluster.gpus)  # replayed from the bind intents, checked against the cache
+        self.free = Room.empty_nodes(cluster.gpus)  # replayed from the bind intents, checked against the cache
         self.first_min: dict[str, int] = {}  # gang → min leaves just before its first bind
         self.bound: dict[str, dict[str, int]] = {}  # gang → quota → node index
         self.pending_pods: set[str] = set()
@@ -126,6 +137,8 @@ class SkyDriver:
     def submit(self, g: Gang, step: int) -> None:
         created = format_time(self.now)
         objs = b.training_job(g.name, g.workers, gpu=g.gpu, hca=1)
+        if g.launcher:
+            objs = launcher(objs, g.name)
         for o in objs:
             o["metadata"]["creationTimestamp"] = created
         b.feed(self.cache, objs)
@@ -140,12 +153,12 @@ class SkyDriver:
             obj = self.cache.pod(uid)
             assert obj is not None
             self.cache.on_pod_delete(bumped(obj, status={"phase": "Succeeded"}))
-        for i in range(g.workers):
-            q = self.cache.quota_object(f"q-{g.name}-{i}")
+        for name in quota_names(g):
+            q = self.cache.quota_object(name)
             assert q is not None
             self.cache.on_quota_delete(q)
-        for i in self.bound.pop(g.name).values():
-            self.free[i] += g.gpu
+        for name, i in self.bound.pop(g.name).items():
+            self._take(g, name, i, -1)
         pg = self.cache.podgroup_object(key)
         assert pg is not None
         self.cache.on_podgroup_delete(pg)
@@ -159,16 +172,22 @@ class SkyDriver:
             node = int(it.node[1:])
             if isinstance(it, ReleaseQuota):
                 self.released += 1
-                self.bound[gang].pop(it.quota, None)
-                self.free[node] += g.gpu
+                if self.bound[gang].pop(it.quota, None) is not None:
+                    self._take(g, it.quota, node, -1)
                 continue
             if not self.bound[gang]:
-                least = min_leaves(self.cluster, self.free, g.workers, g.gpu)
+                least = min_leaves(self.cluster, self.free, g.workers, g.gpu, g.launcher)
                 assert least is not None, f"{gang} bound although it does not fit"
                 self.first_min[gang] = least
             self.bound[gang][it.quota] = node
-            self.free[node] -= g.gpu
-            assert self.free[node] >= 0, f"node n{node} over-committed"
+            self._take(g, it.quota, node, 1)
+
+    def _take(self, g: Gang, quota: str, node: int, sign: int) -> None:
+        """Bind (``sign`` 1) or free (−1) quota ``quota`` of gang ``g`` on ``node`` in the replay."""
+        if quota.endswith(LAUNCHER_SUFFIX):
+            self.free.launcher(node, sign)
+        else:
+            self.free.worker(node, g.gpu, sign)
 
     def cycle(self) -> None:
         with heap.paused():
@@ -185,15 +204,19 @@ class SkyDriver:
 
     def check_ledgers(self) -> None:
         for i in range(self.cluster.size):
-            got = self.cache.nodes[f"n{i}"].quota_idle.get(wellknown.RESOURCE_GPU) // 1000
-            assert got == self.free[i], f"n{i}: cache quota_idle {got} GPUs, replay {self.free[i]}"
+            idle = self.cache.nodes[f"n{i}"].quota_idle
+            got = (idle.get(wellknown.RESOURCE_GPU) // 1000, idle.get(wellknown.RESOURCE_RDMA_HCA) // 1000)
+            want = (self.free.gpu[i], self.free.hca[i])
+            assert got == want, f"n{i}: cache quota_idle {got} GPUs, HCAs; replay {want}"
+            got = (idle.get("cpu"), idle.get("memory") // 2**20)
+            assert got == (self.free.cpu[i], self.free.mem[i]), f"n{i}: cache quota_idle {got} CPU, MiB"
 
     def _waited_while_fitting(self, trace: Trace) -> None:
         """Each gang still waiting at the end of a step although it fits in the room left (so it
         fitted when the step's last cycle tried it): the reason that cycle gave."""
         for name, quotas in self.bound.items():
             g = self.gangs[name]
-            if not quotas and fits_one_model(self.cluster, self.free, g.workers, g.gpu):
+            if not quotas and fits_one_model(self.cluster, self.free, g.workers, g.gpu, g.launcher):
                 verdict = self.verdicts.get(f"default/{name}")
                 reason = verdict.status.reason if verdict is not None else None
                 trace.waited_while_fitting[reason.value if reason is not None else "no verdict"] += 1
@@ -216,8 +239,8 @@ class SkyDriver:
             running = 0
             for name, quotas in self.bound.items():
                 g = self.gangs[name]
-                if name not in trace.placements and len(quotas) == g.workers:
-                    nodes = tuple(sorted(quotas.values()))
+                if name not in trace.placements and len(quotas) == g.members:
+                    nodes = placed_nodes(g, quotas)
                     trace.placements[name] = Placement(name, step, nodes, self.first_min[name])
                     ending.setdefault(step + g.duration, []).append(g)
                 if name in trace.placements:
@@ -226,6 +249,20 @@ class SkyDriver:
             if nxt == len(arrivals) and len(trace.placements) == len(self.gangs):
                 break
         return trace
+
+
+LAUNCHER_SUFFIX = "-launcher"  # bench/binder_cycle.launcher names its quota q-<job>-launcher
+
+
+def quota_names(g: Gang) -> list[str]:
+    """The gang's quotas as ``tests.builders.training_job`` (and ``binder_cycle.launcher``) name them."""
+    return [f"q-{g.name}{LAUNCHER_SUFFIX}"] * g.launcher + [f"q-{g.name}-{i}" for i in range(g.workers)]
+
+
+def placed_nodes(g: Gang, quotas: dict[str, int]) -> tuple[int, ...]:
+    """The gang's nodes as ``Placement.nodes`` has them: the launcher's first, then the workers' ascending."""
+    head = [quotas[f"q-{g.name}{LAUNCHER_SUFFIX}"]] if g.launcher else []
+    return (*head, *sorted(n for q, n in quotas.items() if not q.endswith(LAUNCHER_SUFFIX)))
 
 
 def targets(sky: dict[str, Any], tree: dict[str, Any], largest: int) -> dict[str, bool]:
@@ -271,12 +308,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles-per-step", type=int, default=10, help="binder cycles (1 s each) per step")
     ap.add_argument("--max-steps", type=int, default=2000)
     ap.add_argument(
+        "--launchers", type=float, default=0.0, help="share of the gangs that are MPIJobs with a launcher (0–1)"
+    )
+    ap.add_argument(
         "--policy", type=Path, help="a scheduling policy file for sky (default: the built-in one, as shipped)"
     )
     args = ap.parse_args(argv)
 
     cluster = bench_cluster()
-    gangs = workload(args.seed, cluster, args.gangs, args.load)
+    gangs = workload(args.seed, cluster, args.gangs, args.load, args.launchers)
     out: dict[str, Any] = {
         "benchmark": "placement",
         "seed": args.seed,
@@ -291,16 +331,24 @@ def main(argv: list[str] | None = None) -> int:
         "step_seconds": float(args.cycles_per_step),
         "policies": {},
     }
+    if args.launchers:
+        out["mpi_jobs"] = sum(g.launcher for g in gangs)
     for label, policy in sky_policies(args.policy).items():
         t = time.perf_counter()
         driver = SkyDriver(cluster, gangs, args.cycles_per_step, policy)
-        out["policies"][label] = metrics(cluster, gangs, driver.run(args.max_steps))
+        trace = driver.run(args.max_steps)
+        out["policies"][label] = metrics(cluster, gangs, trace)
+        if args.launchers:
+            out["policies"][label]["mpi"] = mpi_metrics(cluster, gangs, trace)
         out["policies"][label]["quotas_released_again"] = driver.released
         out["policies"][label]["cycles"] = driver.cycles
         out["policies"][label]["cycle_seconds_total"] = round(driver.cycle_seconds, 2)
         out["policies"][label]["seconds"] = round(time.perf_counter() - t, 2)
     for name, place in POLICIES.items():
-        out["policies"][name] = metrics(cluster, gangs, run_fifo_backfill(cluster, gangs, place, args.max_steps))
+        trace = run_fifo_backfill(cluster, gangs, place, args.max_steps)
+        out["policies"][name] = metrics(cluster, gangs, trace)
+        if args.launchers:
+            out["policies"][name]["mpi"] = mpi_metrics(cluster, gangs, trace)
     tree = out["policies"]["tree"]
     largest = max(g.workers for g in gangs)
     met = targets(out["policies"]["sky"], tree, largest)

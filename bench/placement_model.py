@@ -1,33 +1,41 @@
-"""The pure half of ``bench/placement.py``: cluster, workload, the minimum number of leaves, the
-baseline policies, the FIFO-with-backfill step loop they share, and the metrics.
+"""The pure half of ``bench/placement.py``: cluster, workload, the FIFO-with-backfill step loop the
+baselines share, and the metrics (the free room and the minimum number of leaves:
+``placement_room``; the baselines: ``placement_baselines``; both re-exported here).
 
 Everything here is a function of its arguments (no clock, no global state, randomness only through
 an explicit ``random.Random(seed)``), so ``tests/bench/`` checks it on hand-made cases.
 
 Model. A node has ``gpus`` GPUs of one ``model`` and sits under one ``leaf`` switch; nodes are
 numbered 0…n−1 in index order (the scheduler's node index). A gang has ``workers`` workers of
-``gpu`` GPUs each (and one ``rdma/hca`` each: nodes have 8 HCAs and a worker at least one GPU, so
-GPUs always run out first and the baselines need not count HCAs). Several workers of a gang may
-share a node. ``free[i]`` is node *i*'s free GPUs; a node holds ``free[i] // gpu`` more workers.
+``gpu`` GPUs each (and one ``rdma/hca`` each), and an MPIJob (``launcher``) a launcher of rank 0
+beside them (one HCA, 2 CPUs, 8 GiB, no GPU). Several members of a gang may share a node. The free
+room of the nodes is a ``placement_room.Room``; without launchers GPUs always run out first (nodes
+have 8 HCAs and a worker at least one GPU), so a node holds ``free GPUs // gpu`` more workers.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from bench.placement_baselines import POLICIES, Place, place_bestfit, place_spread, place_tree
+from bench.placement_room import Room, fits_one_model, min_leaves
 
 __all__ = [
     "POLICIES",
     "Cluster",
     "Gang",
     "Placement",
+    "Room",
     "Trace",
     "bench_cluster",
     "busy_window",
+    "fits_one_model",
     "metrics",
     "min_leaves",
+    "mpi_metrics",
     "place_bestfit",
     "place_spread",
     "place_tree",
@@ -64,6 +72,12 @@ class Gang:
     gpu: int  # GPUs per worker
     arrival: int  # step
     duration: int  # steps it runs once placed
+    launcher: bool = False  # an MPIJob: a launcher quota of rank 0 before the workers
+
+    @property
+    def members(self) -> int:
+        """Its quotas (the PodGroup's minMember): the workers and the launcher."""
+        return self.workers + self.launcher
 
     @property
     def gpus(self) -> int:
@@ -88,10 +102,12 @@ GPUS = (1, 2, 4, 8)
 GPU_WEIGHTS = (15, 15, 20, 50)
 
 
-def workload(seed: int, cluster: Cluster, gangs: int = 450, load: float = 0.95) -> list[Gang]:
+def workload(seed: int, cluster: Cluster, gangs: int = 450, load: float = 0.95, launchers: float = 0.0) -> list[Gang]:
     """``gangs`` gangs with shapes drawn from WORKERS × GPUS (weights above) and durations of 5–40
     steps; Poisson arrivals whose span makes the offered load Σ gpus·duration / (capacity · span)
-    equal ``load``. Sorted by arrival (names ``g000``… in that order)."""
+    equal ``load``. Sorted by arrival (names ``g000``… in that order). ``launchers``: that share of
+    the gangs (rounded; drawn by a generator of its own, so the rest of the workload is the same
+    whatever the share) are MPIJobs with a launcher."""
     rng = random.Random(seed)
     shapes = [
         (rng.choices(WORKERS, WORKER_WEIGHTS)[0], rng.choices(GPUS, GPU_WEIGHTS)[0], rng.randint(5, 40))
@@ -100,143 +116,12 @@ def workload(seed: int, cluster: Cluster, gangs: int = 450, load: float = 0.95) 
     span = sum(w * g * d for w, g, d in shapes) / (cluster.total_gpus * load)
     gaps = [rng.expovariate(1.0) for _ in range(gangs)]
     scale = span / sum(gaps)
+    mpi = set(random.Random(f"launchers-{seed}").sample(range(gangs), round(launchers * gangs)))
     out, t = [], 0.0
     for i, (w, g, d) in enumerate(shapes):
-        out.append(Gang(f"g{i:03d}", w, g, int(t), d))
+        out.append(Gang(f"g{i:03d}", w, g, int(t), d, i in mpi))
         t += gaps[i] * scale
     return out
-
-
-# --- the minimum number of leaves ----------------------------------------------------------------
-
-
-def _leaf_capacity(cluster: Cluster, free: Sequence[int], gpu: int, model: str | None) -> dict[int, int]:
-    """Workers of ``gpu`` GPUs each leaf can still take, on nodes of ``model`` (None: any model)."""
-    cap: dict[int, int] = {}
-    for i, f in enumerate(free):
-        if model is None or cluster.model[i] == model:
-            cap[cluster.leaf[i]] = cap.get(cluster.leaf[i], 0) + f // gpu
-    return cap
-
-
-def _fewest(caps: Sequence[int], workers: int) -> int | None:
-    """Fewest of ``caps`` whose sum reaches ``workers``: take the largest first (any k leaves hold
-    at most the k largest capacities, so this is exact). None: all of them are not enough."""
-    total = 0
-    for k, c in enumerate(sorted(caps, reverse=True), start=1):
-        total += c
-        if total >= workers:
-            return k
-    return None
-
-
-def min_leaves(cluster: Cluster, free: Sequence[int], workers: int, gpu: int) -> int | None:
-    """The fewest leaves that could hold the gang now: the minimum over GPU models of the fewest
-    leaves whose free room *of that model* holds all workers. When no single model can hold it,
-    the fewest leaves counting every model (a placement that mixes models); None: it does not fit."""
-    best: int | None = None
-    for model in cluster.models:
-        k = _fewest(list(_leaf_capacity(cluster, free, gpu, model).values()), workers)
-        if k is not None and (best is None or k < best):
-            best = k
-    if best is None:
-        best = _fewest(list(_leaf_capacity(cluster, free, gpu, None).values()), workers)
-    return best
-
-
-def fits_one_model(cluster: Cluster, free: Sequence[int], workers: int, gpu: int) -> bool:
-    """Whether the gang could be placed now under the placement rules: all its workers on nodes
-    of one GPU model, each node taking ``free // gpu`` of them (any number of leaves)."""
-    return any(
-        _fewest(list(_leaf_capacity(cluster, free, gpu, model).values()), workers) is not None
-        for model in cluster.models
-    )
-
-
-# --- baselines: each returns the node of every worker (ascending), or None; ``free`` is not changed
-
-
-def _per_worker(free: Sequence[int], workers: int, gpu: int, key: Callable[[int, int], tuple[int, int]]) -> list[int]:
-    left = list(free)
-    nodes: list[int] = []
-    for _ in range(workers):
-        fits = [i for i, f in enumerate(left) if f >= gpu]
-        if not fits:
-            return []
-        i = min(fits, key=lambda n: key(left[n], n))
-        left[i] -= gpu
-        nodes.append(i)
-    return sorted(nodes)
-
-
-def place_spread(cluster: Cluster, free: Sequence[int], workers: int, gpu: int) -> list[int] | None:
-    """Each worker in turn on the least-allocated node that fits (most free GPUs; ties: lower index).
-    Blind to leaves and GPU models."""
-    if sum(f // gpu for f in free) < workers:
-        return None
-    return _per_worker(free, workers, gpu, lambda f, i: (-f, i)) or None
-
-
-def place_bestfit(cluster: Cluster, free: Sequence[int], workers: int, gpu: int) -> list[int] | None:
-    """Each worker in turn on the fullest node that fits (fewest free GPUs ≥ gpu; ties: lower index).
-    Blind to leaves and GPU models."""
-    if sum(f // gpu for f in free) < workers:
-        return None
-    return _per_worker(free, workers, gpu, lambda f, i: (f, i)) or None
-
-
-def _fill(
-    cluster: Cluster, free: Sequence[int], leaves: Sequence[int], *, model: str, workers: int, gpu: int
-) -> list[int]:
-    """Workers onto the nodes of ``model`` in ``leaves``, leaf by leaf in the order given, each leaf
-    best fit (fullest node first, ties lower index; a node takes as many workers as fit)."""
-    nodes: list[int] = []
-    for s in leaves:
-        room = [i for i in range(cluster.size) if cluster.leaf[i] == s and cluster.model[i] == model]
-        for i in sorted(room, key=lambda n: (free[n], n)):
-            take = min(free[i] // gpu, workers - len(nodes))
-            nodes += [i] * take
-            if len(nodes) == workers:
-                return sorted(nodes)
-    raise AssertionError("the chosen leaves cannot hold the gang")  # callers checked capacity
-
-
-def place_tree(cluster: Cluster, free: Sequence[int], workers: int, gpu: int) -> list[int] | None:
-    """Slurm topology/tree with one leaf level under a root, one GPU model per gang.
-
-    Per model: if some leaf holds the whole gang, the best-fit leaf (fewest free GPUs of that
-    model; ties lower leaf). Otherwise the root: the leaves with the most room first until the gang
-    fits (the fewest leaves), the last of them replaced by the best-fit leaf that holds the rest.
-    Across models: fewest leaves, then fewest free GPUs in the chosen leaves, then model name.
-    Inside the chosen leaves the nodes are filled best fit (see ``_fill``)."""
-    best: tuple[int, int, str, list[int]] | None = None
-    for model in cluster.models:
-        cap = _leaf_capacity(cluster, free, gpu, model)
-        room = dict.fromkeys(cap, 0)
-        for i, f in enumerate(free):
-            if cluster.model[i] == model:
-                room[cluster.leaf[i]] += f
-        order = sorted(cap, key=lambda s: (-cap[s], s))
-        k = _fewest([cap[s] for s in order], workers)
-        if k is None:
-            continue
-        chosen = order[: k - 1]
-        rest = workers - sum(cap[s] for s in chosen)
-        last = min((s for s in cap if s not in chosen and cap[s] >= rest), key=lambda s: (room[s], s))
-        leaves = [*chosen, last]
-        cand = (k, sum(room[s] for s in leaves), model, leaves)
-        if best is None or cand[:3] < best[:3]:
-            best = cand
-    if best is None:
-        return None
-    return _fill(cluster, free, best[3], model=best[2], workers=workers, gpu=gpu)
-
-
-POLICIES: dict[str, Callable[[Cluster, Sequence[int], int, int], list[int] | None]] = {
-    "spread": place_spread,
-    "bestfit": place_bestfit,
-    "tree": place_tree,
-}
 
 
 # --- the step loop and what it records -----------------------------------------------------------
@@ -246,7 +131,7 @@ POLICIES: dict[str, Callable[[Cluster, Sequence[int], int, int], list[int] | Non
 class Placement:
     gang: str
     step: int
-    nodes: tuple[int, ...]  # one per worker
+    nodes: tuple[int, ...]  # the launcher's first (an MPIJob), then one per worker
     min_leaves: int  # the minimum at the moment it was placed
 
 
@@ -264,7 +149,7 @@ class Trace:
 def run_fifo_backfill(
     cluster: Cluster,
     gangs: Sequence[Gang],
-    place: Callable[[Cluster, Sequence[int], int, int], list[int] | None],
+    place: Place,
     max_steps: int,
 ) -> Trace:
     """Each step: gangs whose duration elapsed free their GPUs; the step's arrivals join the back
@@ -272,7 +157,7 @@ def run_fifo_backfill(
     whole (gang scheduling), and leaves the others waiting in place (backfill without reservations:
     a later gang that fits starts even while an earlier one waits). Stops when every gang was
     placed or after ``max_steps``."""
-    free = list(cluster.gpus)
+    free = Room.empty_nodes(cluster.gpus)
     trace = Trace()
     arrivals = sorted(gangs, key=lambda g: (g.arrival, g.name))
     queue: list[Gang] = []
@@ -281,32 +166,40 @@ def run_fifo_backfill(
     nxt = 0
     for step in range(max_steps):
         for p in ending.pop(step, []):
-            for i in p.nodes:
-                free[i] += by_name[p.gang].gpu
+            _bind(free, by_name[p.gang], p.nodes, -1)
         while nxt < len(arrivals) and arrivals[nxt].arrival <= step:
             queue.append(arrivals[nxt])
             nxt += 1
         waiting: list[Gang] = []
         for g in queue:
-            nodes = place(cluster, free, g.workers, g.gpu)
+            nodes = place(cluster, free, g.workers, g.gpu, g.launcher)
             if nodes is None:
                 waiting.append(g)
                 continue
-            least = min_leaves(cluster, free, g.workers, g.gpu)
+            least = min_leaves(cluster, free, g.workers, g.gpu, g.launcher)
             assert least is not None, "placed a gang that does not fit"
-            for i in nodes:
-                free[i] -= g.gpu
-                assert free[i] >= 0
+            assert len(nodes) == g.members
+            _bind(free, g, nodes, 1)
             p = Placement(g.name, step, tuple(nodes), least)
             trace.placements[g.name] = p
             ending.setdefault(step + g.duration, []).append(p)
         queue = waiting
         # room only shrinks during the pass: a gang fitting now fitted at its turn, and was placed
-        assert not any(fits_one_model(cluster, free, g.workers, g.gpu) for g in queue), "a fitting gang waits"
-        trace.allocated.append(cluster.total_gpus - sum(free))
+        assert not any(fits_one_model(cluster, free, g.workers, g.gpu, g.launcher) for g in queue), (
+            "a fitting gang waits"
+        )
+        trace.allocated.append(cluster.total_gpus - sum(free.gpu))
         if nxt == len(arrivals) and not queue:
             break
     return trace
+
+
+def _bind(room: Room, g: Gang, nodes: Sequence[int], sign: int) -> None:
+    """Bind (``sign`` 1) or free (−1) the gang on ``nodes`` (the launcher's first, if it has one)."""
+    if g.launcher:
+        room.launcher(nodes[0], sign)
+    for i in nodes[g.launcher :]:
+        room.worker(i, g.gpu, sign)
 
 
 def busy_window(cluster: Cluster, gangs: Sequence[Gang]) -> tuple[int, int]:
@@ -359,4 +252,25 @@ def metrics(cluster: Cluster, gangs: Sequence[Gang], trace: Trace) -> dict[str, 
         "gpu_model_mixed_jobs": sum(len({cluster.model[i] for i in p.nodes}) > 1 for p in placed),
         "steps_waited_while_fitting": dict(sorted(trace.waited_while_fitting.items())),
         "steps": len(trace.allocated),
+    }
+
+
+def mpi_metrics(cluster: Cluster, gangs: Sequence[Gang], trace: Trace) -> dict[str, object]:
+    """The MPIJobs' own figures (``--launchers``): how many there are and were placed, the share of
+    them over the fewest leaves, their mean leaves and waits, and how many have their launcher
+    beside a worker (same node) or alone in a leaf none of their workers use."""
+    placed = [(g, trace.placements[g.name]) for g in gangs if g.launcher and g.name in trace.placements]
+    leaves = [len({cluster.leaf[i] for i in p.nodes}) for _, p in placed]
+    waits = [p.step - g.arrival for g, p in placed]
+    return {
+        "jobs": sum(g.launcher for g in gangs),
+        "placed_jobs": len(placed),
+        "share_over_min_leaves": sum(n > p.min_leaves for n, (_, p) in zip(leaves, placed, strict=True))
+        / max(1, len(placed)),
+        "mean_leaves_per_job": round(sum(leaves) / max(1, len(placed)), 4),
+        "wait_steps": {"total": sum(waits), "max": max(waits, default=0)},
+        "launcher_beside_a_worker": sum(p.nodes[0] in p.nodes[1:] for _, p in placed),
+        "launcher_alone_in_a_leaf": sum(
+            cluster.leaf[p.nodes[0]] not in {cluster.leaf[i] for i in p.nodes[1:]} for _, p in placed
+        ),
     }
