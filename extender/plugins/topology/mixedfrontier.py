@@ -27,6 +27,7 @@ __all__ = [
     "combined",
     "frontier_of",
     "node_frontier",
+    "node_fronts",
     "states",
     "takes_some",
 ]
@@ -95,18 +96,32 @@ def combine(a: Frontier, b: Frontier, need: Counts) -> Frontier:
 
 
 def frontier_of(nodes: Iterable[MixedNode], kinds: Sequence[Kind]) -> Frontier:
-    """What ``nodes`` hold of the gang together; nodes of equal room and predicates (a zone's
-    empty nodes) hold the same, measured once."""
-    seen: dict[tuple[tuple[tuple[str, int], ...], tuple[bool, ...]], Frontier] = {}
-
-    def front(node: MixedNode) -> Frontier:
-        key = (tuple(node.room.items()), node.eligible)
-        out = seen.get(key)
-        if out is None:
-            out = seen[key] = node_frontier(node, kinds)
-        return out
-
+    """What ``nodes`` hold of the gang together (each node's frontier measured as
+    :func:`node_fronts` does, and only until they hold it)."""
+    front = _FrontMemo(kinds)
     return combined((front(node) for node in nodes), tuple(k.count for k in kinds))
+
+
+def node_fronts(nodes: Iterable[MixedNode], kinds: Sequence[Kind]) -> dict[str, Frontier]:
+    """Each node's frontier by name; nodes of equal room and predicates (a zone's empty nodes)
+    hold the same, measured once."""
+    front = _FrontMemo(kinds)
+    return {node.name: front(node) for node in nodes}
+
+
+class _FrontMemo:
+    """:func:`node_frontier` for one gang's kinds, once per room and predicates."""
+
+    def __init__(self, kinds: Sequence[Kind]) -> None:
+        self.kinds = kinds
+        self.seen: dict[tuple[tuple[tuple[str, int], ...], tuple[bool, ...]], Frontier] = {}
+
+    def __call__(self, node: MixedNode) -> Frontier:
+        key = (tuple(node.room.items()), node.eligible)
+        out = self.seen.get(key)
+        if out is None:
+            out = self.seen[key] = node_frontier(node, self.kinds)
+        return out
 
 
 def combined(fronts: Iterable[Frontier], need: Counts) -> Frontier:

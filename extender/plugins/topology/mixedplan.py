@@ -65,6 +65,7 @@ from extender.plugins.topology.mixedfrontier import (
     combined,
     frontier_of,
     node_frontier,
+    node_fronts,
     takes_some,
 )
 from extender.plugins.topology.mixedorder import (
@@ -206,7 +207,7 @@ def packed(
     keeps the set holding the gang."""
     need = tuple(k.count for k in kinds)
     kept = order_kept(nodes, kinds, order, fences)
-    fronts = {n.name: node_frontier(n, kinds) for n in nodes}
+    fronts = node_fronts(nodes, kinds)
     slots = {name: max(sum(v) for v in front) for name, front in fronts.items()}  # the most of the gang
     room = {n.name: room_for(kinds[head].request, n.room) if n.eligible[head] else 0 for n in nodes}
     usable = sorted(
@@ -465,7 +466,7 @@ def continuity_run(
     that takes none of the gang, breaks a run)."""
     kinds, order, fences = gang.kinds, gang.order, gang.fences
     need = tuple(k.count for k in kinds)
-    fronts = {n.name: node_frontier(n, kinds) for n in nodes}
+    fronts = node_fronts(nodes, kinds)
     by_index = {n.index: n for n in nodes if any(any(v) for v in fronts[n.name])}
 
     def holds(run: Sequence[MixedNode]) -> bool:
