@@ -2,7 +2,8 @@
 ``test_mixed_gang_property`` (no session: random rooms, requests and predicates):
 
 * a set of nodes holds the gang by its frontier iff some placement exists; a node takes some
-  quota of it (``takes_some``) iff one quota of some kind can be placed on it alone;
+  quota of it (``takes_some``) iff one quota of some kind can be placed on it alone; nodes that
+  hold it pass ``may_hold`` (a necessary condition);
 * ``next_fit`` says yes iff some placement in rank order exists (its exactness claim);
 * ``place`` answers a valid placement whenever one exists: each node's quotas fit its room and
   pass its predicates, ranks ascend whenever an ordered placement exists, and always within a kind;
@@ -23,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender.plugins.topology.gangplan import Range
-from extender.plugins.topology.mixedfrontier import frontier_of, takes_some
+from extender.plugins.topology.mixedfrontier import frontier_of, may_hold, takes_some
 from extender.plugins.topology.mixedorder import fits_apart, order_kept
 from extender.plugins.topology.mixedplan import Kind, MixedNode, holds_apart, next_fit, packed, place, preferred
 from tests.core.mixed_oracle import packs
@@ -100,6 +101,7 @@ def test_frontiers_next_fit_and_place_agree_with_brute_force(c: Case) -> None:
     anywhere = brute(c, ordered=False)
     in_order = brute(c, ordered=True)
     assert (need in frontier_of(c.nodes, c.kinds)) == anywhere
+    assert may_hold(c.nodes, c.kinds) or not anywhere, "may_hold refused nodes that hold the gang"
     for n in c.nodes:  # takes_some: the node alone takes one quota of some kind
         assert takes_some(n, c.kinds) == any(
             brute(replace(c, order=[t], nodes=[n]), ordered=False) for t in range(len(c.kinds))

@@ -146,6 +146,7 @@ class FitMemo:
         self.mixed_members: dict[MembersKey, tuple[int, list[MixedNode]]] = {}
         # … and what those members hold of a gang of these kinds (mixedfrontier.frontier_of), likewise
         self.mixed_fronts: dict[tuple[MembersKey, KindsKey], tuple[int, Frontier]] = {}
+        self.mixed_may: dict[tuple[MembersKey, KindsKey], tuple[int, bool]] = {}  # … mixedfrontier.may_hold
 
     # --- shapes ------------------------------------------------------------------------------
     def shape_of(self, quota: QuotaInfo) -> int | None:

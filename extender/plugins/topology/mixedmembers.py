@@ -15,7 +15,7 @@ launcher and eight workers): the cycle went from 2.37 s to 0.68 s when frontiers
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple, cast
 
 from extender.model.job import JobInfo
@@ -23,7 +23,7 @@ from extender.model.quota import QuotaInfo
 from extender.plugins.topology.fitmemo import KindsKey, MembersKey
 from extender.plugins.topology.gangparts import Mix
 from extender.plugins.topology.gangplan import ZoneId
-from extender.plugins.topology.mixedfrontier import Frontier, frontier_of
+from extender.plugins.topology.mixedfrontier import Frontier, frontier_of, may_hold
 from extender.plugins.topology.mixedorder import Kind, MixedNode
 
 if TYPE_CHECKING:
@@ -58,22 +58,43 @@ class MixedMembers:
 
     def with_fronts(
         self, job: JobInfo, mix: Mix, zids: Iterable[ZoneId]
-    ) -> tuple[dict[ZoneId, list[MixedNode]], dict[ZoneId, Frontier]]:
-        """:meth:`of`, and what each zone's members hold of the gang (``mixedfrontier.frontier_of``)
-        for the zones whose members are the memo's whole list (none held for another gang); the
-        others' frontiers are for the caller to measure (``mixedplan.plan_mixed`` does)."""
+    ) -> tuple[dict[ZoneId, list[MixedNode]], Callable[[ZoneId], Frontier], Callable[[ZoneId], bool]]:
+        """:meth:`of`; what a zone's members hold of the gang (``mixedfrontier.frontier_of``),
+        measured when asked: kept in the memo for the zones whose members are the memo's whole
+        list (none held for another gang), measured for this gang alone for the others; and
+        whether a zone may hold it alone: yes when its frontier is kept (it answers at once),
+        else ``mixedfrontier.may_hold`` of its members, kept likewise (a full zone is read once
+        until it changes, not by every gang)."""
         memo, kinds = self.p.memo, kinds_key(mix.kinds)
         members: dict[ZoneId, list[MixedNode]] = {}
-        fronts: dict[ZoneId, Frontier] = {}
+        kept_of: dict[ZoneId, _Kept] = {}
         for zid, kept in self._kept(mix, zids).items():
             members[zid] = nodes = self._unheld(job, kept)
-            if kept.key is None or len(nodes) != len(kept.nodes):
-                continue
+            if kept.key is not None and len(nodes) == len(kept.nodes):
+                kept_of[zid] = kept
+
+        def measure(zid: ZoneId) -> Frontier:
+            kept = kept_of.get(zid)
+            if kept is None or kept.key is None:
+                return frontier_of(members[zid], mix.kinds)
             front = memo.mixed_fronts.get((kept.key, kinds))
             if front is None or front[0] != kept.version:
                 front = memo.mixed_fronts[kept.key, kinds] = (kept.version, frontier_of(kept.nodes, mix.kinds))
-            fronts[zid] = front[1]
-        return members, fronts
+            return front[1]
+
+        def may(zid: ZoneId) -> bool:
+            kept = kept_of.get(zid)
+            if kept is None or kept.key is None:
+                return may_hold(members[zid], mix.kinds)
+            front = memo.mixed_fronts.get((kept.key, kinds))
+            if front is not None and front[0] == kept.version:
+                return True
+            known = memo.mixed_may.get((kept.key, kinds))
+            if known is None or known[0] != kept.version:
+                known = memo.mixed_may[kept.key, kinds] = (kept.version, may_hold(kept.nodes, mix.kinds))
+            return known[1]
+
+        return members, measure, may
 
     def _unheld(self, job: JobInfo, kept: _Kept) -> list[MixedNode]:
         if self.p.holds.any():

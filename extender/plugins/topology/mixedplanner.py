@@ -335,10 +335,12 @@ class MixedPlanner:
         placed for the spec that wins, not for every spec (``bench/binder_cycle.py --launchers``,
         5,000 nodes in two GPU models: cycle 3.6 s -> 3.3 s)."""
         sid = self.p.memo.shape_of(mix.head)
-        members, fronts = self.members.with_fronts(job, mix, self.p.memo.spec_zones.get(spec, []))
+        members, measure, may = self.members.with_fronts(job, mix, self.p.memo.spec_zones.get(spec, []))
         home = [n for z in bound_zones for n in members.get(z, [])]
         offers = [self.p.offer(job, mix.head, sid, z) for z, ns in members.items() if ns and z not in bound_zones]
-        zones = zones_mixed(gang, offers, members, home, None if bound_zones else self.p.by_tier, known=fronts)
+        zones = zones_mixed(
+            gang, offers, members, home, None if bound_zones else self.p.by_tier, measure=measure, may=may
+        )
         if zones is None:
             return None
         beside = [self.p.offer(job, mix.head, sid, z) for z in bound_zones if z in members]
