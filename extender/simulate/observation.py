@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from extender import wellknown
-from extender.cache.convert import node_index
+from extender.cache.convert import node_index, task_index
 from extender.emulator import Emulator
 from extender.simulate.scenario import JobSpec, Scenario
 
 __all__ = [
+    "REPLICA_TYPE",
     "NodeView",
     "PhaseView",
     "PodView",
@@ -28,6 +29,10 @@ __all__ = [
 ]
 
 
+REPLICA_TYPE: Final = "training.kubeflow.org/replica-type"
+"""Pod label of a job with a launcher (an MPIJob): ``launcher`` or ``worker``."""
+
+
 @dataclass(frozen=True, slots=True)
 class PodView:
     phase: str
@@ -35,7 +40,8 @@ class PodView:
     quota: str
     quota_node: str
     job: str
-    index: int | None
+    index: int | None  # the task index (rank) the scheduler reads
+    launcher: bool = False  # an MPIJob's launcher
 
 
 @dataclass(slots=True)
@@ -163,14 +169,14 @@ def phase_view(emulator: Emulator) -> PhaseView:
         meta = p["metadata"]
         anno = meta.get("annotations") or {}
         labels = meta.get("labels") or {}
-        index = labels.get("training.kubeflow.org/replica-index")
         pods[f"{meta['namespace']}/{meta['name']}"] = PodView(
             phase=(p.get("status") or {}).get("phase", "Pending"),
             node=(p.get("spec") or {}).get("nodeName", ""),
             quota=anno.get(wellknown.ANNO_QUOTA_NAME, ""),
             quota_node=anno.get(wellknown.ANNO_QUOTA_NODE, ""),
             job=f"{meta['namespace']}/{anno.get(wellknown.ANNO_GROUP_NAME, meta['name'])}",
-            index=int(index) if index is not None and index.isdigit() else None,
+            index=task_index(meta["name"], labels, anno),
+            launcher=labels.get(REPLICA_TYPE) == "launcher",
         )
     return PhaseView(quotas, pods)
 
@@ -222,8 +228,8 @@ def job_views(
     final: PhaseView, jobs: Mapping[str, JobSpec], scenario: Scenario, leaf_of: Mapping[str, str]
 ) -> dict[str, dict[str, list[str]]]:
     """Per submitted job ("namespace/name"): the nodes of its pods in index order (a pod not yet
-    bound counts at its quota's node), their leaves, and with spines or NVLink domains declared,
-    the tier they span and their spines."""
+    bound counts at its quota's node; an MPIJob's launcher first, also as ``launcher``), their
+    leaves, and with spines or NVLink domains declared, the tier they span and their spines."""
     out: dict[str, dict[str, list[str]]] = {}
     for key in sorted(jobs):
         pods = sorted(
@@ -234,6 +240,8 @@ def job_views(
         placed = [n for n in nodes if n]
         leaves = sorted({leaf_of.get(n, "") for n in placed})
         out[key] = {"leaves": leaves, "nodes": nodes}
+        if jobs[key].launcher is not None:
+            out[key]["launcher"] = [v.node or final.quotas.get(v.quota, ("", ""))[1] for v in pods if v.launcher]
         if scenario.has_upper_tiers:
             out[key].update(scenario.job_tiers(placed, dict(leaf_of)))
     return out

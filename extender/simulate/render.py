@@ -107,6 +107,24 @@ def _gpu_bar(node: NodeView, colors: dict[str, str]) -> str:
     return f"{cells} {used}/{node.gpus}"
 
 
+def _jobs_table(result: SimulationResult) -> list[str]:
+    """Each job's leaves and nodes in rank order; with spines or NVLink domains declared, the tier
+    it spans and its spines; with an MPIJob in the scenario, each launcher's node."""
+    tiers = result.scenario.has_upper_tiers
+    launchers = any("launcher" in v for v in result.jobs.values())
+    headers = ["JOB", *(["SPAN", "SPINES"] if tiers else []), "LEAVES", *(["LAUNCHER"] if launchers else [])]
+    rows = []
+    for k, v in result.jobs.items():
+        row = [k]
+        if tiers:
+            row += [",".join(v.get("span") or []) or "-", ",".join(v.get("spines") or []) or "-"]
+        row.append(",".join(v["leaves"]) or "-")
+        if launchers:
+            row.append(" ".join(n or "-" for n in v["launcher"]) if "launcher" in v else "")
+        rows.append([*row, " ".join(n or "-" for n in v["nodes"])])
+    return _table([*headers, "NODES (rank order)"], rows)
+
+
 def render_text(result: SimulationResult) -> str:
     sc = result.scenario
     lines = [f"scenario {sc.name}: {sc.description}".rstrip(": "), ""]
@@ -133,25 +151,7 @@ def render_text(result: SimulationResult) -> str:
     lines += _table(["LEAF", "NODE", "GPU", "GPUS", "QUOTAS", "JOBS"], rows)
     lines.append("")
     lines.append("jobs")
-    if sc.has_upper_tiers:  # the highest tier each job spans, and its spines
-        lines += _table(
-            ["JOB", "SPAN", "SPINES", "LEAVES", "NODES (rank order)"],
-            [
-                [
-                    k,
-                    ",".join(v.get("span") or []) or "-",
-                    ",".join(v.get("spines") or []) or "-",
-                    ",".join(v["leaves"]) or "-",
-                    " ".join(n or "-" for n in v["nodes"]),
-                ]
-                for k, v in result.jobs.items()
-            ],
-        )
-    else:
-        lines += _table(
-            ["JOB", "LEAVES", "NODES (rank order)"],
-            [[k, ",".join(v["leaves"]) or "-", " ".join(n or "-" for n in v["nodes"])] for k, v in result.jobs.items()],
-        )
+    lines += _jobs_table(result)
     if result.warnings:
         lines.append("")
         lines.append("webhook warnings:")

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from extender.simulate.actors import ApiServerStandIn, HttpClient, Kubelet, Kube
 from extender.simulate.certs import write_self_signed
 from extender.simulate.cluster import LocalCluster, local_settings
 from extender.simulate.observation import (
+    REPLICA_TYPE,
     NodeView,
     PhaseView,
     SimulationResult,
@@ -47,6 +48,7 @@ from extender.simulate.scenario_objects import cluster_objects, node_ready_condi
 __all__ = ["SimClock", "Simulation"]
 
 Obj = dict[str, Any]
+Quantities = Mapping[str, int | float | str]
 Progress = Callable[[int, int, str], None]
 
 
@@ -179,7 +181,7 @@ class Simulation:
             await self.apply_event(event)
         for job in step.jobs:
             await self.submit(job)
-            events.append(f"job {job.namespace}/{job.name} submitted: {job.workers} pod(s) × {job.request}")
+            events.append(_submitted(job))
         await self.cluster.settle()
         after_webhook = self.view()
         for _ in range(step.rounds):
@@ -211,58 +213,47 @@ class Simulation:
         )
 
     async def submit(self, job: JobSpec) -> None:
+        """The job's PodGroup, then its pods through the admission chain: the launcher first (as
+        the MPI operator creates it), then the workers in rank order."""
         key = f"{job.namespace}/{job.name}"
         self._jobs[key] = job
         pg: Obj = {
             "apiVersion": wellknown.API_VERSION,
             "kind": wellknown.KIND_PODGROUP,
             "metadata": {"name": job.name, "namespace": job.namespace, "labels": dict(job.labels)},
-            "spec": {"minMember": job.min_member or job.workers, "queue": job.queue},
+            "spec": {"minMember": job.members, "queue": job.queue},
         }
         if job.topology:
             pg["spec"]["topology"] = job.topology
         self.emulator.apply(pg)
         await self.cluster.settle()  # as on a cluster, the PodGroup exists before its pods are admitted
+        if job.launcher is not None:
+            await self.create_launcher(job)
         for i in range(job.workers):
             await self.create_worker(job, i)
 
     def worker(self, job: JobSpec, i: int) -> Obj:
-        annotations = {wellknown.ANNO_GROUP_NAME: job.name, **job.annotations}
-        if job.quota:
-            annotations[wellknown.ANNO_QUOTA_NAME] = job.quota.replace("{i}", str(i))
-        if job.spot:
-            annotations[wellknown.ANNO_SPOT_POOL] = job.spot_pool
-        labels = {"training.kubeflow.org/job-name": job.name, "training.kubeflow.org/replica-index": str(i)}
-        labels.update(job.labels)
-        requests = {k: str(v) for k, v in job.request.items()}
-        spec: Obj = {
-            "schedulerName": wellknown.SCHEDULER_NAME,
-            "priority": job.priority,
-            "containers": [
-                {
-                    "name": "trainer",
-                    "image": "pytorch/pytorch:2",
-                    "resources": {"requests": requests, "limits": requests},
-                }
-            ],
-        }
-        if job.node_selector:
-            spec["nodeSelector"] = job.node_selector
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": job.pod_name(i),
-                "namespace": job.namespace,
-                "labels": labels,
-                "annotations": annotations,
-            },
-            "spec": spec,
-        }
+        """Worker ``i``: ``<job>-worker-<i>``, the job's request, ``{i}`` of its quota → ``i``."""
+        quota = job.quota.replace("{i}", str(i)) if job.quota else None
+        return _pod(
+            job, job.pod_name(i), role="worker", replica=i, rank=job.task_index(i), request=job.request, quota=quota
+        )
+
+    def launcher(self, job: JobSpec) -> Obj:
+        """The MPIJob's launcher: ``<job>-launcher``, task index 0, its own request and quota."""
+        assert job.launcher is not None
+        quota = job.launcher.quota.replace("{i}", "0") if job.launcher.quota else None
+        return _pod(
+            job, job.launcher_name, role="launcher", replica=0, rank=0, request=job.launcher.request, quota=quota
+        )
 
     async def create_worker(self, job: JobSpec, i: int) -> None:
         assert self.apiserver is not None
         await self.apiserver.create_pod(self.worker(job, i))
+
+    async def create_launcher(self, job: JobSpec) -> None:
+        assert self.apiserver is not None
+        await self.apiserver.create_pod(self.launcher(job))
 
     # --- events --------------------------------------------------------------------------------
     async def apply_event(self, event: Any) -> None:
@@ -317,10 +308,13 @@ class Simulation:
                 self.leaf_of[node] = leaf
 
     async def _recreate(self, namespace: str, pod: str) -> None:
-        """The training operator brings back a deleted worker (same name and index)."""
+        """The training operator brings back a deleted pod, worker or launcher (same name and index)."""
         for job in self._jobs.values():
             if job.namespace != namespace:
                 continue
+            if job.launcher is not None and job.launcher_name == pod:
+                await self.create_launcher(job)
+                return
             for i in range(job.workers):
                 if job.pod_name(i) == pod:
                     await self.create_worker(job, i)
@@ -335,3 +329,44 @@ class Simulation:
 
     def job_views(self) -> dict[str, dict[str, list[str]]]:
         return job_views(self.view(), self._jobs, self.scenario, self.leaf_of)
+
+
+def _submitted(job: JobSpec) -> str:
+    """The step's line for a submitted job: its pods and their requests."""
+    line = f"job {job.namespace}/{job.name} submitted: {job.workers} pod(s) × {job.request}"
+    if job.launcher is not None:
+        line += f" + launcher {job.launcher.request}"
+    return line
+
+
+def _pod(job: JobSpec, name: str, *, role: str, replica: int, rank: int, request: Quantities, quota: str | None) -> Obj:
+    """A pod of ``job`` as its training operator creates it: the Kubeflow labels (replica type and
+    index within the type), the group annotation, the quota it names; with a launcher, its task
+    index (``rank``) too, as the MPI operator's ranks differ from the replica indices."""
+    annotations = {wellknown.ANNO_GROUP_NAME: job.name, **job.annotations}
+    if quota:
+        annotations[wellknown.ANNO_QUOTA_NAME] = quota
+    if job.launcher is not None:
+        annotations[wellknown.ANNO_TASK_INDEX] = str(rank)
+    if job.spot:
+        annotations[wellknown.ANNO_SPOT_POOL] = job.spot_pool
+    labels = {"training.kubeflow.org/job-name": job.name, "training.kubeflow.org/replica-index": str(replica)}
+    if job.launcher is not None:
+        labels[REPLICA_TYPE] = role
+    labels.update(job.labels)
+    requests = {k: str(v) for k, v in request.items()}
+    spec: Obj = {
+        "schedulerName": wellknown.SCHEDULER_NAME,
+        "priority": job.priority,
+        "containers": [
+            {
+                "name": "trainer",
+                "image": "pytorch/pytorch:2",
+                "resources": {"requests": requests, "limits": requests},
+            }
+        ],
+    }
+    if job.node_selector:
+        spec["nodeSelector"] = job.node_selector
+    meta = {"name": name, "namespace": job.namespace, "labels": labels, "annotations": annotations}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}

@@ -45,6 +45,7 @@ __all__ = [
     "Event",
     "Expect",
     "JobSpec",
+    "LauncherSpec",
     "Scenario",
     "ScenarioError",
     "Step",
@@ -150,6 +151,20 @@ class QuotaSpec(_Model):
         return [self.name.replace("{i}", str(i)) for i in range(self.count)]
 
 
+class LauncherSpec(_Model):
+    """An MPIJob's launcher: one more pod of the gang, ``<job>-launcher``, of task index 0 (the
+    workers then take 1..workers), with its own request (2 CPUs, 8 GiB and an HCA, no GPU, say)
+    and the quota it names — without one, the webhook picks one of the job's queue for it."""
+
+    request: dict[str, Quantity]
+    quota: str | None = Field(None, description="the launcher's pod names this quota: the required tier")
+
+    @model_validator(mode="after")
+    def _valid(self) -> LauncherSpec:
+        _check_resources(self.request, "launcher: request")
+        return self
+
+
 class JobSpec(_Model):
     name: str
     namespace: str = "default"
@@ -160,19 +175,43 @@ class JobSpec(_Model):
     priority: int = 0
     spot: bool = False
     spot_pool: Literal["shared", "exclusive"] = Field("exclusive", alias="spotPool")
-    quota: str | None = Field(None, description="pods name this quota ('{i}' → task index): the required tier")
+    quota: str | None = Field(
+        None, description="workers name this quota ('{i}' → the worker's number, 0..workers-1): the required tier"
+    )
     topology: dict[str, Any] | None = Field(None, description="PodGroup spec.topology")
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
+    launcher: LauncherSpec | None = Field(
+        None, description="an MPIJob: a launcher pod of task index 0 beside the workers"
+    )
 
     @model_validator(mode="after")
     def _valid(self) -> JobSpec:
         _check_resources(self.request, f"job {self.name}: request")
         return self
 
+    @property
+    def pods(self) -> int:
+        """How many pods the job has: its workers, and its launcher if any."""
+        return self.workers + (1 if self.launcher is not None else 0)
+
+    @property
+    def members(self) -> int:
+        """The PodGroup's minMember: as given, else every pod (the launcher counts)."""
+        return self.min_member or self.pods
+
     def pod_name(self, i: int) -> str:
+        """Worker ``i`` (0..workers-1), named as the training operators name it."""
         return f"{self.name}-worker-{i}"
+
+    @property
+    def launcher_name(self) -> str:
+        return f"{self.name}-launcher"
+
+    def task_index(self, i: int) -> int:
+        """Worker ``i``'s task index (its rank): ``i``, or ``i + 1`` after a launcher (rank 0)."""
+        return i + (1 if self.launcher is not None else 0)
 
 
 class PodRef(_Model):

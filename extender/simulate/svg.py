@@ -7,8 +7,8 @@ groups a wider gap apart. A node
 is a grid of GPU cells: solid in the colour of the job whose pod uses the GPU, hatched where the
 job's bound quota holds it for a pod not running there yet, white when free; each used or held
 cell is labelled with the rank of its pod (``w0``, ``w1``, …). Under the nodes, one legend line
-per job: where it is, or **PENDING** (in red, with kube-scheduler's reason) while any of its pods
-has no node.
+per job: where it is (an MPIJob's GPU-less launcher: its node), or **PENDING** (in red, with
+kube-scheduler's reason) while any of its pods has no node.
 
 Text never overlaps: every box is sized from the widths of the texts it holds, estimated as
 ``font size × characters ×`` :data:`CHAR_WIDTH` (Helvetica's average advance is about 0.55 em
@@ -221,6 +221,9 @@ class _Panel:
             colour = self.colors.get(job, "#999")
             if pods and placed == len(pods):
                 line = f"{job} — {placed}/{len(pods)} pods on nodes — leaves {leaves}"
+                launcher = " ".join(v.node for _, v in pods if v.launcher)
+                if launcher:  # an MPIJob's launcher uses no GPU: no cell shows it
+                    line += f" — launcher on {launcher}"
                 spines = ",".join(step.jobs[job].get("spines") or [])
                 if spines:
                     line += f" — spines {spines}"

@@ -81,6 +81,19 @@ def test_every_example_scenario_runs_clean(path: Path) -> None:
             "job default/needs-fs2: expected every pending pod's reason to contain 'NoZoneFits', found "
             "{'default/needs-fs2-worker-0': '0/3 nodes are available: 2 StorageNotReady(",
         ),
+        # the launcher counts: without it the MPIJob would take s1, the leaf with 4 free nodes
+        (
+            "mpijob-launcher",
+            "default/mpi: [s2]",
+            "default/mpi: [s1]",
+            "job default/mpi: expected leaves ['s1'], found ['s2']",
+        ),
+        (
+            "mpijob-launcher",
+            "q-wide-launcher: n7",
+            "q-wide-launcher: n20",
+            "quota q-wide-launcher: expected on n20, found n7",
+        ),
     ],
 )
 def test_check_fails_when_the_outcome_differs(tmp_path: Path, scenario: str, old: str, new: str, said: str) -> None:
@@ -90,6 +103,13 @@ def test_check_fails_when_the_outcome_differs(tmp_path: Path, scenario: str, old
     r = _cli("simulate", str(wrong), "--check", "--quiet")
     assert r.returncode == 1
     assert said in r.stderr
+
+
+def test_the_readme_table_lists_every_example_scenario() -> None:
+    """``examples/scenarios/README.md`` has a line per file, and no line for a file that is not there."""
+    readme = (ROOT / "examples" / "scenarios" / "README.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `([\w.-]+\.yaml)`", readme, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(p.name for p in SCENARIOS)
 
 
 def test_mount_points_become_the_storage_daemons_node_conditions() -> None:
