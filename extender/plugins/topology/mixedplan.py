@@ -340,15 +340,12 @@ def plan_mixed(
     offers: Sequence[ZoneOffer],
     members: Mapping[ZoneId, Sequence[MixedNode]],
     home: Sequence[MixedNode],
-    by_tier: ByTier | None,
-    *,
-    measure: Callable[[ZoneId], Frontier] | None = None,
 ) -> tuple[list[ZoneOffer], list[str]] | None:
-    """Rules 1–4 over the zones ``offers`` (``members``: each zone's nodes; ``measure``: what a
-    zone's members hold of the gang, its frontier, when the caller keeps them): the zones taken
-    beside ``home`` (the nodes of the bound siblings' zones), and each quota's node; None when
-    they cannot hold the gang (:func:`zones_mixed`, then :func:`place_mixed`)."""
-    chosen = zones_mixed(gang, offers, members, home, by_tier, measure=measure)
+    """Rules 1–4 over the zones ``offers`` (``members``: each zone's nodes), the fewest anywhere
+    (no tier walk): the zones taken beside ``home`` (the nodes of the bound siblings' zones), and
+    each quota's node; None when they cannot hold the gang (:func:`zones_mixed`, then
+    :func:`place_mixed`)."""
+    chosen = zones_mixed(gang, offers, members, home, None)
     return None if chosen is None else place_mixed(gang, chosen, members, home)
 
 

@@ -290,7 +290,7 @@ class MixedPlanner:
         ``rank`` (its room, nodes, first node index)."""
         sid = self.p.memo.shape_of(mix.head)
         offers = [self.p.offer(job, mix.head, sid, z) for z in members]
-        made = plan_mixed(gang, offers, members, [], None)
+        made = plan_mixed(gang, offers, members, [])
         if made is None:
             return None
         placed = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
@@ -312,7 +312,7 @@ class MixedPlanner:
             return None
         members = self.members.of(job, mix, bound_zones)
         home = [n for ns in members.values() for n in ns if memo.domain_of.get(n.name) == domain]
-        made = plan_mixed(gang, [], {}, sorted(home, key=lambda n: n.index), None) if home else None
+        made = plan_mixed(gang, [], {}, sorted(home, key=lambda n: n.index)) if home else None
         if made is None:
             return None
         room = sum(room_for(mix.kinds[t].request, n.room) for n in home if n.eligible[t])
