@@ -8,7 +8,7 @@ first, holds (a hold may delay the gang, never scatter it), a hard tier limit (h
 domain, the rest of a partly bound gang goes to its siblings' domain:
 :meth:`MixedPlanner._siblings_domain`). Inside the chosen leaves, the fewest NVLink domains that
 hold it (``mixeddomains.py``). Under ``continuity``, the shortest run of consecutive nodes that
-holds the gang comes first (``mixedplan.continuity_run``), else the zone rules. A gang of more
+holds the gang comes first (``mixedrun.continuity_run``), else the zone rules. A gang of more
 count vectors than ``mixedfrontier.STATE_LIMIT`` is planned over merged kinds
 (``gangparts.for_planning``); quotas that must share a node (``gangparts.glue``) are planned as
 one and share its node.
@@ -34,10 +34,10 @@ from extender.plugins.topology.mixedplan import (
     holds_apart,
     place_mixed,
     plan_mixed,
-    plan_run,
     room_for,
     zones_mixed,
 )
+from extender.plugins.topology.mixedrun import plan_run
 from extender.plugins.topology.rankorder import order_break
 from extender.plugins.topology.refusals import out_of_rank_order
 from extender.plugins.topology.siblings import rank_ranges
@@ -194,7 +194,7 @@ class MixedPlanner:
         return None
 
     def _run(self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str, bound_zones: list[ZoneId]) -> SpecPlan | None:
-        """``GangPlanner._plan_continuity`` for a gang of several kinds (``mixedplan.continuity_run``)."""
+        """``GangPlanner._plan_continuity`` for a gang of several kinds (``mixedrun.continuity_run``)."""
         memo, t = self.p.memo, mix.head_kind
         nodes = [n for ns in self.members.of(job, mix, memo.spec_zones.get(spec, [])).values() for n in ns]
         indices = memo.all_indices.get(spec, [])
