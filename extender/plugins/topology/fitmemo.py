@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 # a zone's nodes as a gang of several kinds sees them: (zone, each kind's shape ids, head shape id)
 MembersKey = tuple[ZoneId, tuple[tuple[int, ...], ...], int]
-KindsKey = tuple[tuple[tuple[tuple[str, int], ...], int, frozenset[int]], ...]  # mixedplanner.kinds_key
+KindsKey = tuple[tuple[tuple[tuple[str, int], ...], int, frozenset[int]], ...]  # mixedmembers.kinds_key
 
 __all__ = ["UNBOUNDED", "FitMemo", "ShapeFit", "capacity_for"]
 
@@ -142,7 +142,7 @@ class FitMemo:
         self._changed: list[str] = []  # nodes whose ledgers changed, in order (see _fit)
         self._zone_changed: dict[ZoneId, list[str]] = {}  # zone → its nodes' changes seen, in order
         self._versioned = 0  # how many of _changed the zones' lists count
-        # the mixed planner's members of a zone (mixedplanner._members), as of the zone's version
+        # the mixed planner's members of a zone (mixedmembers.MixedMembers), as of the zone's version
         self.mixed_members: dict[MembersKey, tuple[int, list[MixedNode]]] = {}
         # … and what those members hold of a gang of these kinds (mixedfrontier.frontier_of), likewise
         self.mixed_fronts: dict[tuple[MembersKey, KindsKey], tuple[int, Frontier]] = {}

@@ -21,12 +21,19 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from extender.plugins.topology.gangplan import ZoneOffer, domain_unit
-from extender.plugins.topology.mixedfrontier import Counts, Frontier, choose_zones_kept, combined, node_frontier
+from extender.plugins.topology.mixedfrontier import (
+    Counts,
+    Frontier,
+    choose_zones_kept,
+    combined,
+    node_frontier,
+    takes,
+    takes_some,
+)
 from extender.plugins.topology.mixedorder import (
     Fences,
     Kind,
     MixedNode,
-    fits,
     fits_apart,
     next_fit,
     order_kept,
@@ -59,7 +66,7 @@ def in_fewest_domains(
         return nodes
     need: Counts = tuple(k.count for k in kinds)
     kept = order_kept(nodes, kinds, order, fences)
-    free = {n.name for n in nodes if n.name not in held and any(_takes(n, kinds, t) for t in range(len(kinds)))}
+    free = {n.name for n in nodes if n.name not in held and takes_some(n, kinds)}
 
     def front(n: MixedNode) -> Frontier:
         if pack:
@@ -93,13 +100,8 @@ def in_fewest_domains(
     return [n for n in nodes if domain_unit(n.name, domains) in keep]
 
 
-def _takes(node: MixedNode, kinds: Sequence[Kind], t: int) -> bool:
-    """Whether ``node`` takes a quota of kind ``t`` (its predicates allow it, its room holds it)."""
-    return node.eligible[t] and kinds[t].count > 0 and fits(kinds[t].request, node.room)
-
-
 def _one_a_node(node: MixedNode, kinds: Sequence[Kind]) -> Frontier:
     """What ``node`` holds of the gang one quota a node: one of any kind it takes."""
-    return tuple(
-        tuple(int(u == t) for u in range(len(kinds))) for t in range(len(kinds)) if _takes(node, kinds, t)
-    ) or (tuple(0 for _ in kinds),)
+    return tuple(tuple(int(u == t) for u in range(len(kinds))) for t in range(len(kinds)) if takes(node, kinds, t)) or (
+        tuple(0 for _ in kinds),
+    )

@@ -30,6 +30,7 @@ __all__ = [
     "node_frontier",
     "node_fronts",
     "states",
+    "takes",
     "takes_some",
 ]
 
@@ -102,11 +103,15 @@ def may_hold(nodes: Iterable[MixedNode], kinds: Sequence[Kind]) -> bool:
     return left == 0
 
 
+def takes(node: MixedNode, kinds: Sequence[Kind], t: int) -> bool:
+    """Whether ``node`` takes a quota of kind ``t`` alone (its predicates allow it, its room holds it)."""
+    return node.eligible[t] and kinds[t].count > 0 and fits(kinds[t].request, node.room)
+
+
 def takes_some(node: MixedNode, kinds: Sequence[Kind]) -> bool:
     """Whether ``node`` takes at least one quota of the gang (its frontier is not just zero): one
-    quota of some kind its predicates allow fits its room — what :func:`node_frontier` finds
-    first, without the rest."""
-    return any(e and k.count > 0 and fits(k.request, node.room) for e, k in zip(node.eligible, kinds, strict=True))
+    quota of some kind (:func:`takes`) — what :func:`node_frontier` finds first, without the rest."""
+    return any(takes(node, kinds, t) for t in range(len(kinds)))
 
 
 def combine(a: Frontier, b: Frontier, need: Counts) -> Frontier:

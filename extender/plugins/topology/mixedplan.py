@@ -44,8 +44,9 @@ The rules:
    each kind's quotas still ascend with the node index — by default one quota a node whenever
    the nodes allow it.
 
-:func:`plan_mixed` applies the four rules for the planner (``planner.py``), which supplies the
-zones' nodes and its tier walk.
+:func:`zones_mixed` (rules 1–2) and :func:`place_mixed` (rules 3–4) apply the rules for the
+planner (``mixedplanner.py``), which supplies the zones' nodes, their frontiers and its tier walk;
+:func:`plan_mixed` applies all four over given zones, the fewest anywhere.
 """
 
 from __future__ import annotations
