@@ -7,10 +7,10 @@ cycle of the default policy (``pack_workers`` off). Inside the zones the gang's 
 every placement in rank order is tried: each unbound quota on a usable node of its GPU model
 with room, task *i* on a node index ≥ that of task *i−1* (the bound siblings included). Then:
 
-* placed in rank order, the gang puts the fewest of its new quotas outside its siblings' zones
-  that any such placement does (locality first: rule 2), and among those shares nodes the least
-  (a new quota on a node holding a sibling or an earlier new quota shares: distinct nodes while
-  the zones allow it);
+* placed in rank order, the gang shares no node when some such placement allows it (a new quota
+  on a node holding a sibling or an earlier new quota shares: distinct nodes while the zones allow
+  it), with the fewest of its new quotas outside its siblings' zones among those; else it puts the
+  fewest new quotas outside its siblings' zones that any such placement does (rule 2);
 * placed out of rank order (a gang without strict order), no placement in rank order in those
   zones puts no more of its quotas outside its siblings' zones: order is then due (it costs no
   locality) and the gang would have taken it.
@@ -106,9 +106,21 @@ def _free_node_first_leaves_the_leaf() -> Cluster:
     return Cluster(nodes, [Gang("g0", 3, 4, True, bound={0: "n1"})])
 
 
+def _distinct_nodes_over_the_budget() -> Cluster:
+    """Found by a soak run. 4 × 4-GPU, not strict, rank 0 bound on n2 (room for one more) in leaf
+    1 above n0 (room for one); leaf 2: n3–n5 empty. The plan by room (n0, n3, n4) breaks the order
+    with two quotas outside leaf 1; in order, leaf 1 holds rank 1 only beside rank 0. Ranks 1–3
+    take n3, n4, n5 (distinct nodes, the same two leaves), not n2, n3, n3 (ranks 2 and 3 sharing
+    n3 beside two empty nodes, to keep one quota more in leaf 1)."""
+    layout = [(1, True, 2), (1, False, 0), (1, True, 0), (2, True, 0), (2, True, 0), (2, True, 0)]
+    nodes = [NodeSpec(f"n{i}", i, leaf, "A100", ready, False, busy) for i, (leaf, ready, busy) in enumerate(layout)]
+    return Cluster(nodes, [Gang("g0", 4, 4, False, bound={0: "n2"})])
+
+
 @PROPERTY
 @given(clusters())
 @example(c=_free_node_first_leaves_the_leaf())
+@example(c=_distinct_nodes_over_the_budget())
 def test_default_rank_order_around_siblings_keeps_locality_then_distinct_nodes(c: Cluster) -> None:
     result = run(c, liveness=True, zone_rules=False)
     g = c.gangs[0]
@@ -135,3 +147,9 @@ def test_rank_order_around_siblings_keeps_to_their_leaf() -> None:
     c = _free_node_first_leaves_the_leaf()
     result = run(c, liveness=True, zone_rules=False)
     assert [quota_node(result.session, q) for q in c.gangs[0].quotas] == ["n1", "n1", "n3"]
+
+
+def test_distinct_nodes_in_order_come_before_one_quota_more_in_the_siblings_leaf() -> None:
+    c = _distinct_nodes_over_the_budget()
+    result = run(c, liveness=True, zone_rules=False)
+    assert [quota_node(result.session, q) for q in c.gangs[0].quotas] == ["n2", "n3", "n4", "n5"]

@@ -56,18 +56,16 @@ def assign_in_order(
     pack: bool = False,
     held: Collection[str] = (),
     outside: Collection[str] = (),
-    away: int | None = None,
 ) -> list[Slot] | None:
-    """Rule 4 for a gang whose bound siblings fence its ranks (``ranges``, task order): the quotas
-    in rank order on the ``candidates``, exactly, as rule 2 places them by room. By default one
-    quota a node (none on a node holding a bound sibling, ``held``, or an earlier one of them)
-    while some placement in order allows it with at most ``away`` quotas on nodes of ``outside``
-    (beyond the siblings' zones; None: any), the fewest there first, then the lowest node
-    indices; else — and with ``pack`` (rule 3's ``pack_workers``) — ranks share on the fewest
-    nodes, the fewest quotas outside first (:func:`packed_in_order`). None when no placement in
-    rank order exists. Greedy lowest index first is not exact: task 0 bound on n1 (room for one
-    more) in leaf 1, n3 (room for two) in leaf 2; free nodes first put tasks 1 and 2 both on n3,
-    two quotas outside leaf 1, where n1, n3 put one."""
+    """Rule 4 for a gang whose bound siblings fence its ranks (``ranges``, task order): the quotas in
+    rank order on the ``candidates``, exactly, as rule 2 places them by room. By default one quota a
+    node (none on a node holding a bound sibling, ``held``, or an earlier one of them) while some
+    placement in order allows it, the fewest quotas on nodes of ``outside`` (beyond the siblings'
+    zones) first, then the lowest node indices; else — and with ``pack`` (rule 3's ``pack_workers``)
+    — ranks share on the fewest nodes, the fewest quotas outside first (:func:`packed_in_order`).
+    None when no placement in rank order exists. Greedy lowest index first is not exact: task 0
+    bound on n1 (room for one more) in leaf 1, n3 (room for two) in leaf 2; free nodes first put
+    tasks 1 and 2 both on n3, two quotas outside leaf 1, where n1, n3 put one."""
     if not pack:
 
         def apart(pos: int, c: Candidate, most: int) -> Iterator[tuple[int, Cost]]:
@@ -78,7 +76,7 @@ def assign_in_order(
         placed = _least_in_order(candidates, ranges, apart)
         if placed is None:
             return None
-        if _shared(placed, held) == 0 and (away is None or sum(s.node in outside for s in placed) <= away):
+        if _shared(placed, held) == 0:
             return placed
     return packed_in_order(candidates, ranges, held=held, outside=outside)
 
@@ -165,16 +163,15 @@ def assign_in_domains(
     pack: bool = False,
     held: Collection[str] = (),
     outside: Collection[str] = (),
-    away: int | None = None,
 ) -> list[Slot] | None:
     """:func:`assign_in_order` in the fewest NVLink domains (``domains``: node → domain; a node
     without one is a domain of its own) that allow it: the domains of the bound ``siblings``
     (their nodes) first, then the fewest further ones, the cheapest such set by rule 1 one tier
     down (:func:`gangplan.fewest_zones_that`) — as :func:`gangplan.domain_parts` does where order
     does not decide. By default never at the cost of a rank sharing a node more than on all the
-    ``candidates``: a domain never makes ranks share a node. ``pack``, ``held``, ``outside`` and
-    ``away``: as :func:`assign_in_order`."""
-    whole = assign_in_order(candidates, ranges, pack=pack, held=held, outside=outside, away=away)
+    ``candidates``: a domain never makes ranks share a node. ``pack``, ``held`` and ``outside``: as
+    :func:`assign_in_order`."""
+    whole = assign_in_order(candidates, ranges, pack=pack, held=held, outside=outside)
     if whole is None or not domains:
         return whole
     units: dict[str, list[Candidate]] = {}
@@ -188,7 +185,7 @@ def assign_in_domains(
     def place(zs: Sequence[ZoneOffer]) -> list[Slot] | None:
         keys = home | {z.id[1] for z in zs}
         inside = [c for c in candidates if domain_unit(c.name, domains) in keys]
-        placed = assign_in_order(inside, ranges, pack=pack, held=held, outside=outside, away=away)
+        placed = assign_in_order(inside, ranges, pack=pack, held=held, outside=outside)
         if placed is None or (shared is not None and _shared(placed, siblings) > shared):
             return None
         return placed
@@ -228,29 +225,29 @@ def ordered_in_zones(
     held: Collection[str] = (),
     domains: Mapping[str, str] | None = None,
 ) -> tuple[list[Slot], list[ZoneId]] | None:
-    """Rule 4 when a gang's slots break rank order around its bound siblings (``ranges``, task
-    order): its slots by :func:`assign_in_order` on the ``candidates`` of its ``chosen`` zones if
-    they allow it (rank order then costs no zone more), and the zones used — with ``away`` (a gang
-    that does not ask for strict order: order is a preference, never at a cost), only if they put
-    at most that many quotas outside ``home``, its siblings' zones, which come first (rule 2);
-    else, given ``further`` zones (a strict-order gang: its spec's zones but ``home``), beside
-    ``home`` the fewest of them that allow it, the cheapest such set by rule 1
-    (:func:`fewest_zones_that`); None when none do. ``pack`` and ``held``: as
-    :func:`assign_in_order` (exactly the fewest quotas outside ``home`` first: locality, then
-    order; then by default distinct nodes, nodes free of the siblings first, packed the fewest
-    nodes); ``domains`` (node → NVLink
-    domain): within the zones, the fewest domains that keep the order (:func:`assign_in_domains`)."""
+    """Rule 4 when a gang's slots break rank order around its bound siblings (``ranges``, task order):
+    its slots by :func:`assign_in_order` on the ``candidates`` of its ``chosen`` zones if they allow
+    it (rank order then costs no zone more), and the zones used — with ``away`` (a gang that does
+    not ask for strict order: order is a preference, never at a cost), only if they put at most that
+    many quotas outside ``home``, its siblings' zones, which come first (rule 2), or (by default)
+    keep one quota a node: rule 3's distinct nodes come before the siblings' zones inside the zones
+    the gang takes anyway, as in the plan by room a rank the siblings' leaf could hold only beside a
+    sibling goes to a free node of the further leaf; else, given ``further`` zones (a strict-order
+    gang: its spec's zones but ``home``), beside ``home`` the fewest of them that allow it, the
+    cheapest such set by rule 1 (:func:`fewest_zones_that`); None when none do. ``pack`` and
+    ``held``: as :func:`assign_in_order` (by default one quota a node first, then the fewest quotas
+    outside ``home``; packed, the fewest quotas outside first, then the fewest nodes); ``domains``
+    (node → NVLink domain): within the zones, the fewest domains that keep the order
+    (:func:`assign_in_domains`)."""
 
     def place(zones: Sequence[ZoneId]) -> tuple[list[Slot], list[ZoneId]] | None:
         zone_of = {c.name: z for z in zones for c in candidates(z)}
         cands = [c for z in zones for c in candidates(z)]
         far = {c.name for c in cands if zone_of[c.name] not in home} if home else ()
         if domains:
-            placed = assign_in_domains(
-                cands, ranges, domains=domains, siblings=held, pack=pack, held=held, outside=far, away=away
-            )
+            placed = assign_in_domains(cands, ranges, domains=domains, siblings=held, pack=pack, held=held, outside=far)
         else:
-            placed = assign_in_order(cands, ranges, pack=pack, held=held, outside=far, away=away)
+            placed = assign_in_order(cands, ranges, pack=pack, held=held, outside=far)
         return None if placed is None else (placed, sorted({zone_of[s.node] for s in placed}))
 
     got = place(chosen)
@@ -258,7 +255,9 @@ def ordered_in_zones(
         outside = {c.name for z in chosen if z not in home for c in candidates(z)}
 
         def near(p: tuple[list[Slot], list[ZoneId]] | None) -> bool:
-            return p is not None and sum(1 for s in p[0] if s.node in outside) <= away
+            if p is None:
+                return False
+            return sum(1 for s in p[0] if s.node in outside) <= away or (not pack and _shared(p[0], held) == 0)
 
         return got if near(got) else None
     if got is not None or further is None:
