@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from extender.plugins.topology.gangplan import Range
 from extender.plugins.topology.mixedfrontier import frontier_of, may_hold, takes_some
-from extender.plugins.topology.mixedorder import fits_apart, order_kept
+from extender.plugins.topology.mixedorder import fits_apart, order_kept, place_ordered
 from extender.plugins.topology.mixedplan import Kind, MixedNode, holds_apart, next_fit, packed, place, preferred
 from tests.core.mixed_oracle import packs
 from tests.core.props import PROPERTY
@@ -291,3 +291,44 @@ def test_preferred_finds_the_shortest_prefix_the_rule_asks_for(c: Case, data: st
     held = {n.name for n in nodes if data.draw(st.booleans())}
     got = preferred(nodes, c.kinds, c.order, (), held)
     assert [n.name for n in got] == [n.name for n in linear_preferred(c, nodes, held)]
+
+
+def literal_place_ordered(c: Case, fences: list[Range]) -> list[str] | None:
+    """``place_ordered``'s rule 3 by default (not ``pack_workers``), as it reads: quotas in task
+    order, each on the first node inside its fence after the previous quota's — a node after it
+    first, then that node itself — from which some placement of the rest in rank order inside
+    their fences exists (the brute force decides)."""
+    if not brute(c, ordered=True, fences=fences):
+        return None
+    left = [dict(n.room) for n in c.nodes]
+    out: list[str] = []
+    at: int | None = None
+    for i, t in enumerate(c.order):
+        request = c.kinds[t].request
+        tried = [*range(at + 1, len(c.nodes)), at] if at is not None else list(range(len(c.nodes)))
+        for j in tried:
+            node = c.nodes[j]
+            if not (_inside(node.index, fences[i]) and node.eligible[t]):
+                continue
+            if not all(left[j].get(k, 0) >= v for k, v in request.items()):
+                continue
+            for k, v in request.items():
+                left[j][k] -= v
+            if _brute(c, [dict(r) for r in left], i + 1, j, ordered=True, fences=fences):  # it keeps what it takes
+                out.append(node.name)
+                at = j
+                break
+            for k, v in request.items():
+                left[j][k] += v
+        else:
+            raise AssertionError("an ordered placement exists, yet no node took the quota")
+    return out
+
+
+@PROPERTY
+@given(cases(), st.data())
+def test_place_ordered_by_default_is_its_rule_as_it_reads(c: Case, data: st.DataObject) -> None:
+    """``place_ordered`` takes ``place_apart``'s placement at once when the nodes hold the gang
+    one quota a node (the rule's own choice then); either way it places as the rule reads."""
+    fences: list[Range] = [data.draw(st.tuples(bounds, bounds)) for _ in c.order]
+    assert place_ordered(c.nodes, c.kinds, c.order, fences, pack=False) == literal_place_ordered(c, fences)

@@ -71,6 +71,8 @@ from extender.plugins.topology.mixedfrontier import (
     takes_some,
 )
 from extender.plugins.topology.mixedorder import (
+    Alone,
+    AloneMemo,
     Fences,
     Kind,
     MixedNode,
@@ -134,7 +136,8 @@ def preferred(
     kept = order_kept(nodes, kinds, order, fences)
     ranked = sorted(nodes, key=lambda n: (n.name in held, -n.score, n.index, n.name))
     free = sum(1 for n in ranked if n.name not in held)
-    apart = _fewest_ranked(ranked, len(order), free, lambda subset: _apart_in(subset, kinds, order, kept))
+    alone = AloneMemo(nodes, kinds)  # asked of every prefix tried
+    apart = _fewest_ranked(ranked, len(order), free, lambda subset: _apart_in(subset, kinds, order, kept, alone))
     if apart is not None:  # one quota a node, free of the gang, while some such nodes hold it
         return apart
     shared = _fewest_ranked(
@@ -175,10 +178,17 @@ def holds_apart(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequen
     return _apart_in(nodes, kinds, order, order_kept(nodes, kinds, order, fences))
 
 
-def _apart_in(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], kept: Fences | None) -> bool:
-    """Whether ``nodes`` hold the gang one quota a node in the order ``kept`` (None: any)."""
+def _apart_in(
+    nodes: Sequence[MixedNode],
+    kinds: Sequence[Kind],
+    order: Sequence[int],
+    kept: Fences | None,
+    alone: Alone | None = None,
+) -> bool:
+    """Whether ``nodes`` hold the gang one quota a node in the order ``kept`` (None: any);
+    ``alone``: :func:`mixedorder.takes_alone` of the nodes, when known."""
     if kept is not None:
-        return fits_apart(nodes, kinds, order, kept)
+        return fits_apart(nodes, kinds, order, kept, alone)
     return _place_any(nodes, kinds, order, one_each=True) is not None
 
 
