@@ -436,6 +436,25 @@ def check_fewest_in_order(c: Cluster, g: Gang, placed: list[NodeSpec], count: in
     assert len(zones) == fewest, f"{g.name} spans {len(zones)} zones in rank order, {fewest} would do: {placed}"
 
 
+def outside_siblings_bounds(
+    c: Cluster, g: Gang, chosen: list[NodeSpec], slots: dict[str, int], *, pack: bool = False
+) -> tuple[int, int]:
+    """(least, most) new quotas a partly bound gang may put outside its siblings' zones, ``chosen``
+    the nodes of its new quotas (:func:`check_near_siblings`' rule): at least what those zones
+    cannot hold; by default, while the zones it spans have a node free of it per new quota, at
+    most as many as those zones lack such nodes; else exactly the least."""
+    spec = {n.name: n for n in c.nodes}
+    home = {spec[n].zone for n in g.bound.values()}
+    inside = sum(zone_room(c, slots)[z] for z in home)
+    held = set(g.bound.values())
+    spans = home | {n.zone for n in chosen}
+    free = [n for n in c.nodes if n.zone in spans and slots.get(n.name, 0) > 0 and n.name not in held]
+    least = max(0, len(chosen) - inside)
+    apart = not pack and len(free) >= len(chosen)
+    most = max(least, len(chosen) - sum(1 for n in free if n.zone in home)) if apart else least
+    return least, most
+
+
 def check_near_siblings(
     c: Cluster, g: Gang, chosen: list[NodeSpec], slots: dict[str, int], *, pack: bool = False
 ) -> None:
@@ -449,14 +468,8 @@ def check_near_siblings(
     home = {spec[n].zone for n in g.bound.values()}
     model = next(iter(home))[0]
     room_of = zone_room(c, slots)
-    inside = sum(room_of[z] for z in home)
     outside = [n for n in chosen if n.zone not in home]
-    held = set(g.bound.values())
-    spans = home | {n.zone for n in chosen}
-    free = [n for n in c.nodes if n.zone in spans and slots.get(n.name, 0) > 0 and n.name not in held]
-    least = max(0, len(chosen) - inside)
-    apart = not pack and len(free) >= len(chosen)
-    most = max(least, len(chosen) - sum(1 for n in free if n.zone in home)) if apart else least
+    least, most = outside_siblings_bounds(c, g, chosen, slots, pack=pack)
     assert least <= len(outside) <= most, (
         f"{g.name} puts {len(outside)} quotas outside its siblings' zones {home}: {chosen}"
     )

@@ -243,8 +243,7 @@ class GangPlanner(PlanVerdicts):
     ) -> tuple[list[Slot], list[ZoneId]] | None:
         """:func:`rankorder.ordered_in_zones` for the gang: a strict-order one may take further zones
         of its spec beside its siblings' (``home``); any other keeps to its chosen ``zones``, and to
-        ``away`` quotas outside ``home`` (what its plan by room put there) unless it keeps one quota
-        a node (``ordered_in_zones``). ``held``: the nodes of
+        ``away`` quotas outside ``home`` (what its plan by room put there). ``held``: the nodes of
         its bound siblings (distinct nodes come first)."""
         spec = (home or zones)[0][0] if home or zones else ""
         further = None

@@ -56,29 +56,31 @@ def assign_in_order(
     pack: bool = False,
     held: Collection[str] = (),
     outside: Collection[str] = (),
+    away: int | None = None,
 ) -> list[Slot] | None:
-    """Rule 4 for a gang whose bound siblings fence its ranks (``ranges``, task order): the quotas in
-    rank order on the ``candidates``, exactly, as rule 2 places them by room. By default one quota a
-    node (none on a node holding a bound sibling, ``held``, or an earlier one of them) while some
-    placement in order allows it, the fewest quotas on nodes of ``outside`` (beyond the siblings'
-    zones) first, then the lowest node indices; else — and with ``pack`` (rule 3's ``pack_workers``)
-    — ranks share on the fewest nodes, the fewest quotas outside first (:func:`packed_in_order`).
-    None when no placement in rank order exists. Greedy lowest index first is not exact: task 0
-    bound on n1 (room for one more) in leaf 1, n3 (room for two) in leaf 2; free nodes first put
-    tasks 1 and 2 both on n3, two quotas outside leaf 1, where n1, n3 put one."""
-    if not pack:
+    """Rule 4 for a gang whose bound siblings fence its ranks (``ranges``, task order): the quotas
+    in rank order on the ``candidates``, exactly, as rule 2 places them by room. By default the
+    fewest quotas sharing a node (one holding a bound sibling, ``held``, or an earlier one of
+    them: ranks share a node only where the order leaves them no free one), then the fewest on
+    nodes of ``outside`` (beyond the siblings' zones), then the lowest node indices — with at most
+    ``away`` quotas outside (None: any; a bound, not a cost: a gang without strict order keeps the
+    order only where it costs no locality). With ``pack`` (rule 3's ``pack_workers``) the fewest
+    nodes instead, the fewest quotas outside first (:func:`packed_in_order`). None when no
+    placement in rank order exists (within ``away``). Greedy lowest index first is not exact:
+    task 0 bound on n1 (room for one more) in leaf 1, n3 (room for two) in leaf 2; free nodes
+    first put tasks 1 and 2 both on n3, two quotas outside leaf 1, where n1, n3 put one. Nor is
+    "one quota a node, else packed": 4 × 4-GPU, rank 0 bound on n2 (room for one more) in leaf
+    1, leaf 2 three empty nodes, at most two quotas outside: rank 1 beside rank 0 and ranks 2
+    and 3 on two of the empty nodes (one rank sharing), not both on one of them (two)."""
+    if pack:
+        return packed_in_order(candidates, ranges, held=held, outside=outside)
 
-        def apart(pos: int, c: Candidate, most: int) -> Iterator[tuple[int, Cost]]:
-            free = c.name not in held
-            for k in range(1, most + 1):
-                yield k, (k - free, k * (c.name in outside), 0, k * pos)
+    def spread(pos: int, c: Candidate, most: int) -> Iterator[tuple[int, Cost]]:
+        free = c.name not in held
+        for k in range(1, most + 1):
+            yield k, (k - free, k * (c.name in outside), 0, k * pos)
 
-        placed = _least_in_order(candidates, ranges, apart)
-        if placed is None:
-            return None
-        if _shared(placed, held) == 0:
-            return placed
-    return packed_in_order(candidates, ranges, held=held, outside=outside)
+    return _least_in_order(candidates, ranges, spread, far=outside, limit=away)
 
 
 Cost = tuple[int, int, int, int]  # lexicographic and additive over the nodes a placement takes
@@ -111,47 +113,68 @@ def packed_in_order(
     return _least_in_order(candidates, ranges, packed)
 
 
-def _least_in_order(candidates: Sequence[Candidate], ranges: Sequence[Range], steps: Steps) -> list[Slot] | None:
+def _least_in_order(
+    candidates: Sequence[Candidate],
+    ranges: Sequence[Range],
+    steps: Steps,
+    *,
+    far: Collection[str] = (),
+    limit: int | None = None,
+) -> list[Slot] | None:
     """The least placement of the quotas of ``ranges`` (task order, each fenced by its bound
     siblings) in rank order on ``candidates``, by the cost ``steps`` gives a node for taking k of
-    them (``most``: the most it may take from there on; a cost never falls as k grows). None
-    when none exists.
+    them (``most``: the most it may take from there on; a cost never falls as k grows), with at
+    most ``limit`` quotas on nodes of ``far`` (None: no bound). None when none exists.
 
     Exact: in rank order each node takes a run of consecutive quotas, so a dynamic programme over
-    the nodes in index order keeps, per number of quotas placed, the cheapest placement so far.
-    States that place fewer quotas at no lower cost are dropped (whatever completes them
-    completes the other, for no more): at most one state per count of quotas, so the time is
-    O(nodes × quotas × the steps of a node) — the quotas are typically few: the rest of a gang
-    whose others stay bound."""
+    the nodes in index order keeps, per number of quotas placed (and, under a ``limit``, of those
+    on ``far``), the cheapest placement so far. States that place fewer quotas at no lower cost
+    (with as many on ``far``) are dropped (whatever completes them completes the other, for no
+    more): at most one state per count, so the time is O(nodes × quotas × the steps of a node ×
+    (``limit`` + 1)) — the quotas are typically few: the rest of a gang whose others stay bound."""
     nodes = sorted(candidates, key=lambda c: (c.index, c.name))
     need = len(ranges)
     los = [-1 if lo is None else lo for lo, _ in ranges]
     his = [nodes[-1].index if hi is None else hi for _, hi in ranges] if nodes else []
-    best: dict[int, tuple[Cost, Path]] = {0: ((0, 0, 0, 0), None)}
+    best: dict[tuple[int, int], tuple[Cost, Path]] = {(0, 0): ((0, 0, 0, 0), None)}  # (placed, on far)
     for pos, c in enumerate(nodes):
         index = c.index
+        counted = limit is not None and c.name in far
         grown = dict(best)
-        for placed, (cost, path) in best.items():
+        for (placed, out), (cost, path) in best.items():
             most = 0  # the quotas from ``placed`` on that may sit on this node, in a run
             while most < c.capacity and placed + most < need and los[placed + most] <= index <= his[placed + most]:
                 most += 1
             for k, add in steps(pos, c, most) if most else ():
+                key = (placed + k, out + k if counted else out)
+                if limit is not None and key[1] > limit:
+                    break  # k only grows
                 step = (cost[0] + add[0], cost[1] + add[1], cost[2] + add[2], cost[3] + add[3])
-                if placed + k not in grown or step < grown[placed + k][0]:
-                    grown[placed + k] = (step, (path, pos, k))
-        best, least = {}, None  # drop a state that places fewer quotas at no lower cost
-        for placed in sorted(grown, reverse=True):
-            if least is None or grown[placed][0] < least:
-                best[placed] = grown[placed]
-                least = grown[placed][0]
-    if need not in best:
+                if key not in grown or step < grown[key][0]:
+                    grown[key] = (step, (path, pos, k))
+        best = _undominated(grown)
+    done = [state for (placed, _), state in sorted(best.items()) if placed == need]
+    if not done:
         return None
     taken: list[tuple[int, int]] = []  # (node position, quotas there), the last node first
-    link = best[need][1]
+    link = min(done, key=lambda state: state[0])[1]
     while link is not None:
         link, pos, k = link
         taken.append((pos, k))
     return [Slot(nodes[pos].name, nodes[pos].index) for pos, k in reversed(taken) for _ in range(k)]
+
+
+def _undominated(states: Mapping[tuple[int, int], tuple[Cost, Path]]) -> dict[tuple[int, int], tuple[Cost, Path]]:
+    """``states`` (keyed by quotas placed, and on far nodes) without those that place fewer quotas,
+    with as many on far nodes, at no lower cost than another."""
+    out: dict[tuple[int, int], tuple[Cost, Path]] = {}
+    least: dict[int, Cost] = {}  # on far nodes → the least cost among states placing more
+    for key in sorted(states, key=lambda k: (-k[0], k[1])):
+        cost = states[key][0]
+        if key[1] not in least or cost < least[key[1]]:
+            out[key] = states[key]
+            least[key[1]] = cost
+    return out
 
 
 def assign_in_domains(
@@ -163,15 +186,16 @@ def assign_in_domains(
     pack: bool = False,
     held: Collection[str] = (),
     outside: Collection[str] = (),
+    away: int | None = None,
 ) -> list[Slot] | None:
     """:func:`assign_in_order` in the fewest NVLink domains (``domains``: node → domain; a node
     without one is a domain of its own) that allow it: the domains of the bound ``siblings``
     (their nodes) first, then the fewest further ones, the cheapest such set by rule 1 one tier
     down (:func:`gangplan.fewest_zones_that`) — as :func:`gangplan.domain_parts` does where order
     does not decide. By default never at the cost of a rank sharing a node more than on all the
-    ``candidates``: a domain never makes ranks share a node. ``pack``, ``held`` and ``outside``: as
-    :func:`assign_in_order`."""
-    whole = assign_in_order(candidates, ranges, pack=pack, held=held, outside=outside)
+    ``candidates``: a domain never makes ranks share a node. ``pack``, ``held``, ``outside`` and
+    ``away``: as :func:`assign_in_order`."""
+    whole = assign_in_order(candidates, ranges, pack=pack, held=held, outside=outside, away=away)
     if whole is None or not domains:
         return whole
     units: dict[str, list[Candidate]] = {}
@@ -185,7 +209,7 @@ def assign_in_domains(
     def place(zs: Sequence[ZoneOffer]) -> list[Slot] | None:
         keys = home | {z.id[1] for z in zs}
         inside = [c for c in candidates if domain_unit(c.name, domains) in keys]
-        placed = assign_in_order(inside, ranges, pack=pack, held=held, outside=outside)
+        placed = assign_in_order(inside, ranges, pack=pack, held=held, outside=outside, away=away)
         if placed is None or (shared is not None and _shared(placed, siblings) > shared):
             return None
         return placed
@@ -225,29 +249,29 @@ def ordered_in_zones(
     held: Collection[str] = (),
     domains: Mapping[str, str] | None = None,
 ) -> tuple[list[Slot], list[ZoneId]] | None:
-    """Rule 4 when a gang's slots break rank order around its bound siblings (``ranges``, task order):
-    its slots by :func:`assign_in_order` on the ``candidates`` of its ``chosen`` zones if they allow
-    it (rank order then costs no zone more), and the zones used — with ``away`` (a gang that does
-    not ask for strict order: order is a preference, never at a cost), only if they put at most that
-    many quotas outside ``home``, its siblings' zones, which come first (rule 2), or (by default)
-    keep one quota a node: rule 3's distinct nodes come before the siblings' zones inside the zones
-    the gang takes anyway, as in the plan by room a rank the siblings' leaf could hold only beside a
-    sibling goes to a free node of the further leaf; else, given ``further`` zones (a strict-order
-    gang: its spec's zones but ``home``), beside ``home`` the fewest of them that allow it, the
-    cheapest such set by rule 1 (:func:`fewest_zones_that`); None when none do. ``pack`` and
-    ``held``: as :func:`assign_in_order` (by default one quota a node first, then the fewest quotas
-    outside ``home``; packed, the fewest quotas outside first, then the fewest nodes); ``domains``
-    (node → NVLink domain): within the zones, the fewest domains that keep the order
-    (:func:`assign_in_domains`)."""
+    """Rule 4 when a gang's slots break rank order around its bound siblings (``ranges``, task
+    order): its slots by :func:`assign_in_order` on the ``candidates`` of its ``chosen`` zones if
+    they allow it (rank order then costs no zone more), and the zones used — with ``away`` (a gang
+    that does not ask for strict order: order is a preference, never at a cost), only if they put
+    at most that many quotas outside ``home``, its siblings' zones, which come first (rule 2);
+    else, given ``further`` zones (a strict-order gang: its spec's zones but ``home``), beside
+    ``home`` the fewest of them that allow it, the cheapest such set by rule 1
+    (:func:`fewest_zones_that`); None when none do. ``pack`` and ``held``: as
+    :func:`assign_in_order` (by default the fewest ranks sharing a node, nodes free of the
+    siblings first, then the fewest quotas outside ``home``; packed the fewest quotas outside
+    first, then the fewest nodes); ``domains`` (node → NVLink domain): within the zones, the
+    fewest domains that keep the order (:func:`assign_in_domains`)."""
 
     def place(zones: Sequence[ZoneId]) -> tuple[list[Slot], list[ZoneId]] | None:
         zone_of = {c.name: z for z in zones for c in candidates(z)}
         cands = [c for z in zones for c in candidates(z)]
         far = {c.name for c in cands if zone_of[c.name] not in home} if home else ()
         if domains:
-            placed = assign_in_domains(cands, ranges, domains=domains, siblings=held, pack=pack, held=held, outside=far)
+            placed = assign_in_domains(
+                cands, ranges, domains=domains, siblings=held, pack=pack, held=held, outside=far, away=away
+            )
         else:
-            placed = assign_in_order(cands, ranges, pack=pack, held=held, outside=far)
+            placed = assign_in_order(cands, ranges, pack=pack, held=held, outside=far, away=away)
         return None if placed is None else (placed, sorted({zone_of[s.node] for s in placed}))
 
     got = place(chosen)
@@ -255,9 +279,7 @@ def ordered_in_zones(
         outside = {c.name for z in chosen if z not in home for c in candidates(z)}
 
         def near(p: tuple[list[Slot], list[ZoneId]] | None) -> bool:
-            if p is None:
-                return False
-            return sum(1 for s in p[0] if s.node in outside) <= away or (not pack and _shared(p[0], held) == 0)
+            return p is not None and sum(1 for s in p[0] if s.node in outside) <= away
 
         return got if near(got) else None
     if got is not None or further is None:
