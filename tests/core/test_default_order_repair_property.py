@@ -118,10 +118,21 @@ def _one_rank_beside_its_sibling() -> Cluster:
     return Cluster(nodes, [Gang("g0", 4, 4, False, bound={0: "n2"})])
 
 
+def _strict_ranks_share_beside_their_sibling() -> Cluster:
+    """Found by a soak run. Strict 5 × 2-GPU, rank 0 bound on n2 (room for three more) in leaf 1
+    above an empty n1; leaf 2: n4, n5 empty. No placement in order keeps one quota a node (n1 lies
+    below rank 0): the fewest quotas outside first — ranks 1–3 beside rank 0, rank 4 on n4 — not
+    the fewest ranks sharing (n2, n2, n4, n5: two outside)."""
+    layout = [(1, False), (1, True), (1, True), (2, False), (2, True), (2, True)]
+    nodes = [NodeSpec(f"n{i}", i, leaf, "A100", ready, False, 0) for i, (leaf, ready) in enumerate(layout)]
+    return Cluster(nodes, [Gang("g0", 5, 2, True, bound={0: "n2"})])
+
+
 @PROPERTY
 @given(clusters())
 @example(c=_free_node_first_leaves_the_leaf())
 @example(c=_one_rank_beside_its_sibling())
+@example(c=_strict_ranks_share_beside_their_sibling())
 def test_default_rank_order_around_siblings_keeps_locality_then_distinct_nodes(c: Cluster) -> None:
     result = run(c, liveness=True, zone_rules=False)
     g = c.gangs[0]

@@ -59,28 +59,38 @@ def assign_in_order(
     away: int | None = None,
 ) -> list[Slot] | None:
     """Rule 4 for a gang whose bound siblings fence its ranks (``ranges``, task order): the quotas
-    in rank order on the ``candidates``, exactly, as rule 2 places them by room. By default the
-    fewest quotas sharing a node (one holding a bound sibling, ``held``, or an earlier one of
-    them: ranks share a node only where the order leaves them no free one), then the fewest on
-    nodes of ``outside`` (beyond the siblings' zones), then the lowest node indices — with at most
-    ``away`` quotas outside (None: any; a bound, not a cost: a gang without strict order keeps the
-    order only where it costs no locality). With ``pack`` (rule 3's ``pack_workers``) the fewest
-    nodes instead, the fewest quotas outside first (:func:`packed_in_order`). None when no
-    placement in rank order exists (within ``away``). Greedy lowest index first is not exact:
-    task 0 bound on n1 (room for one more) in leaf 1, n3 (room for two) in leaf 2; free nodes
-    first put tasks 1 and 2 both on n3, two quotas outside leaf 1, where n1, n3 put one. Nor is
-    "one quota a node, else packed": 4 × 4-GPU, rank 0 bound on n2 (room for one more) in leaf
-    1, leaf 2 three empty nodes, at most two quotas outside: rank 1 beside rank 0 and ranks 2
-    and 3 on two of the empty nodes (one rank sharing), not both on one of them (two)."""
+    in rank order on the ``candidates``, exactly, as rule 2 places them by room, with at most
+    ``away`` quotas on nodes of ``outside`` (beyond the siblings' zones; None: any — a bound, not
+    a cost: a gang without strict order keeps the order only where it costs no locality). By
+    default one quota a node (none on a node holding a bound sibling, ``held``, or an earlier one
+    of them) while some placement allows it, the fewest quotas outside first, then the lowest
+    node indices; else the fewest quotas outside, then the fewest ranks sharing a node (ranks
+    share only where the order leaves them no free node), then the lowest indices. With ``pack``
+    (rule 3's ``pack_workers``) the fewest nodes instead, the fewest quotas outside first
+    (:func:`packed_in_order`). None when no placement in rank order exists (within ``away``).
+
+    Greedy lowest index first is not exact: task 0 bound on n1 (room for one more) in leaf 1, n3
+    (room for two) in leaf 2; free nodes first put tasks 1 and 2 both on n3, two quotas outside
+    leaf 1, where n1, n3 put one. Nor is "else packed": 4 × 4-GPU, rank 0 bound on n2 (room for one
+    more) in leaf 1, leaf 2 three empty nodes, at most two quotas outside: rank 1 beside rank 0,
+    ranks 2 and 3 on two of the empty nodes (one rank sharing), not both on one (two)."""
     if pack:
         return packed_in_order(candidates, ranges, held=held, outside=outside)
 
-    def spread(pos: int, c: Candidate, most: int) -> Iterator[tuple[int, Cost]]:
+    def apart(pos: int, c: Candidate, most: int) -> Iterator[tuple[int, Cost]]:
         free = c.name not in held
         for k in range(1, most + 1):
             yield k, (k - free, k * (c.name in outside), 0, k * pos)
 
-    return _least_in_order(candidates, ranges, spread, far=outside, limit=away)
+    def near(pos: int, c: Candidate, most: int) -> Iterator[tuple[int, Cost]]:
+        free = c.name not in held
+        for k in range(1, most + 1):
+            yield k, (k * (c.name in outside), k - free, 0, k * pos)
+
+    placed = _least_in_order(candidates, ranges, apart, far=outside, limit=away)
+    if placed is None or _shared(placed, held) == 0:
+        return placed
+    return _least_in_order(candidates, ranges, near, far=outside, limit=away)
 
 
 Cost = tuple[int, int, int, int]  # lexicographic and additive over the nodes a placement takes
@@ -257,9 +267,9 @@ def ordered_in_zones(
     else, given ``further`` zones (a strict-order gang: its spec's zones but ``home``), beside
     ``home`` the fewest of them that allow it, the cheapest such set by rule 1
     (:func:`fewest_zones_that`); None when none do. ``pack`` and ``held``: as
-    :func:`assign_in_order` (by default the fewest ranks sharing a node, nodes free of the
-    siblings first, then the fewest quotas outside ``home``; packed the fewest quotas outside
-    first, then the fewest nodes); ``domains`` (node → NVLink domain): within the zones, the
+    :func:`assign_in_order` (by default one quota a node, nodes free of the siblings first, else
+    the fewest quotas outside ``home``, then the fewest ranks sharing a node; packed the fewest
+    quotas outside first, then the fewest nodes); ``domains`` (node → NVLink domain): within the zones, the
     fewest domains that keep the order (:func:`assign_in_domains`)."""
 
     def place(zones: Sequence[ZoneId]) -> tuple[list[Slot], list[ZoneId]] | None:
