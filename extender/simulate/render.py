@@ -139,14 +139,14 @@ def render_text(result: SimulationResult) -> str:
     for step in result.steps:
         lines += _step_lines(step)
     lines.append("placement (█ GPU used by a pod, ▒ held by a bound quota, · free)")
-    job_of_quota: dict[str, str] = {}
+    jobs_of_quota: dict[str, set[str]] = {}  # a quota may be shared by pods of several jobs
     for v in result.final.pods.values():
-        if v.quota:
-            job_of_quota[v.quota] = v.job
+        if v.quota and v.job:
+            jobs_of_quota.setdefault(v.quota, set()).add(v.job)
     rows = []
     for n in nodes:
         quotas = " ".join(sorted(n.quota_gpus)) or "-"
-        jobs = sorted({job_of_quota.get(q, "") for q in n.quota_gpus} - {""})
+        jobs = sorted(set().union(*(jobs_of_quota.get(q, set()) for q in n.quota_gpus)))
         rows.append([n.leaf, n.name, n.model, _gpu_bar(n, {}), quotas, " ".join(jobs) or "-"])
     lines += _table(["LEAF", "NODE", "GPU", "GPUS", "QUOTAS", "JOBS"], rows)
     lines.append("")
