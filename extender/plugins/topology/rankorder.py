@@ -78,19 +78,22 @@ def assign_in_order(
         return packed_in_order(candidates, ranges, held=held, outside=outside)
 
     def apart(pos: int, c: Candidate, most: int) -> Iterator[tuple[int, Cost]]:
-        free = c.name not in held
-        for k in range(1, most + 1):
-            yield k, (k - free, k * (c.name in outside), 0, k * pos)
+        if c.name not in held:  # one quota a node, each free of the gang
+            yield 1, (c.name in outside, 0, 0, pos)
 
     def near(pos: int, c: Candidate, most: int) -> Iterator[tuple[int, Cost]]:
         free = c.name not in held
         for k in range(1, most + 1):
             yield k, (k * (c.name in outside), k - free, 0, k * pos)
 
-    placed = _least_in_order(candidates, ranges, apart, far=outside, limit=away)
-    if placed is None or _shared(placed, held) == 0:
+    def within(placed: list[Slot] | None) -> bool:
+        return placed is not None and (away is None or sum(s.node in outside for s in placed) <= away)
+
+    placed = _least_in_order(candidates, ranges, apart)
+    if within(placed):
         return placed
-    return _least_in_order(candidates, ranges, near, far=outside, limit=away)
+    placed = _least_in_order(candidates, ranges, near)
+    return placed if within(placed) else None
 
 
 Cost = tuple[int, int, int, int]  # lexicographic and additive over the nodes a placement takes
@@ -123,68 +126,47 @@ def packed_in_order(
     return _least_in_order(candidates, ranges, packed)
 
 
-def _least_in_order(
-    candidates: Sequence[Candidate],
-    ranges: Sequence[Range],
-    steps: Steps,
-    *,
-    far: Collection[str] = (),
-    limit: int | None = None,
-) -> list[Slot] | None:
+def _least_in_order(candidates: Sequence[Candidate], ranges: Sequence[Range], steps: Steps) -> list[Slot] | None:
     """The least placement of the quotas of ``ranges`` (task order, each fenced by its bound
     siblings) in rank order on ``candidates``, by the cost ``steps`` gives a node for taking k of
-    them (``most``: the most it may take from there on; a cost never falls as k grows), with at
-    most ``limit`` quotas on nodes of ``far`` (None: no bound). None when none exists.
+    them (``most``: the most it may take from there on; a cost never falls as k grows). None
+    when none exists.
 
     Exact: in rank order each node takes a run of consecutive quotas, so a dynamic programme over
-    the nodes in index order keeps, per number of quotas placed (and, under a ``limit``, of those
-    on ``far``), the cheapest placement so far. States that place fewer quotas at no lower cost
-    (with as many on ``far``) are dropped (whatever completes them completes the other, for no
-    more): at most one state per count, so the time is O(nodes × quotas × the steps of a node ×
-    (``limit`` + 1)) — the quotas are typically few: the rest of a gang whose others stay bound."""
+    the nodes in index order keeps, per number of quotas placed, the cheapest placement so far.
+    States that place fewer quotas at no lower cost are dropped (whatever completes them
+    completes the other, for no more): at most one state per count of quotas, so the time is
+    O(nodes × quotas × the steps of a node) — the quotas are typically few: the rest of a gang
+    whose others stay bound."""
     nodes = sorted(candidates, key=lambda c: (c.index, c.name))
     need = len(ranges)
     los = [-1 if lo is None else lo for lo, _ in ranges]
     his = [nodes[-1].index if hi is None else hi for _, hi in ranges] if nodes else []
-    best: dict[tuple[int, int], tuple[Cost, Path]] = {(0, 0): ((0, 0, 0, 0), None)}  # (placed, on far)
+    best: dict[int, tuple[Cost, Path]] = {0: ((0, 0, 0, 0), None)}
     for pos, c in enumerate(nodes):
         index = c.index
-        counted = limit is not None and c.name in far
         grown = dict(best)
-        for (placed, out), (cost, path) in best.items():
+        for placed, (cost, path) in best.items():
             most = 0  # the quotas from ``placed`` on that may sit on this node, in a run
             while most < c.capacity and placed + most < need and los[placed + most] <= index <= his[placed + most]:
                 most += 1
             for k, add in steps(pos, c, most) if most else ():
-                key = (placed + k, out + k if counted else out)
-                if limit is not None and key[1] > limit:
-                    break  # k only grows
                 step = (cost[0] + add[0], cost[1] + add[1], cost[2] + add[2], cost[3] + add[3])
-                if key not in grown or step < grown[key][0]:
-                    grown[key] = (step, (path, pos, k))
-        best = _undominated(grown)
-    done = [state for (placed, _), state in sorted(best.items()) if placed == need]
-    if not done:
+                if placed + k not in grown or step < grown[placed + k][0]:
+                    grown[placed + k] = (step, (path, pos, k))
+        best, least = {}, None  # drop a state that places fewer quotas at no lower cost
+        for placed in sorted(grown, reverse=True):
+            if least is None or grown[placed][0] < least:
+                best[placed] = grown[placed]
+                least = grown[placed][0]
+    if need not in best:
         return None
     taken: list[tuple[int, int]] = []  # (node position, quotas there), the last node first
-    link = min(done, key=lambda state: state[0])[1]
+    link = best[need][1]
     while link is not None:
         link, pos, k = link
         taken.append((pos, k))
     return [Slot(nodes[pos].name, nodes[pos].index) for pos, k in reversed(taken) for _ in range(k)]
-
-
-def _undominated(states: Mapping[tuple[int, int], tuple[Cost, Path]]) -> dict[tuple[int, int], tuple[Cost, Path]]:
-    """``states`` (keyed by quotas placed, and on far nodes) without those that place fewer quotas,
-    with as many on far nodes, at no lower cost than another."""
-    out: dict[tuple[int, int], tuple[Cost, Path]] = {}
-    least: dict[int, Cost] = {}  # on far nodes → the least cost among states placing more
-    for key in sorted(states, key=lambda k: (-k[0], k[1])):
-        cost = states[key][0]
-        if key[1] not in least or cost < least[key[1]]:
-            out[key] = states[key]
-            least[key[1]] = cost
-    return out
 
 
 def assign_in_domains(
@@ -269,8 +251,8 @@ def ordered_in_zones(
     (:func:`fewest_zones_that`); None when none do. ``pack`` and ``held``: as
     :func:`assign_in_order` (by default one quota a node, nodes free of the siblings first, else
     the fewest quotas outside ``home``, then the fewest ranks sharing a node; packed the fewest
-    quotas outside first, then the fewest nodes); ``domains`` (node → NVLink domain): within the zones, the
-    fewest domains that keep the order (:func:`assign_in_domains`)."""
+    quotas outside first, then the fewest nodes); ``domains`` (node → NVLink domain): within the
+    zones, the fewest domains that keep the order (:func:`assign_in_domains`)."""
 
     def place(zones: Sequence[ZoneId]) -> tuple[list[Slot], list[ZoneId]] | None:
         zone_of = {c.name: z for z in zones for c in candidates(z)}
