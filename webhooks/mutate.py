@@ -53,7 +53,7 @@ from extender.framework.status import Reason, Status
 from extender.model.claimant import is_stand_in
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
-from extender.model.resources import QuantityError, Resource
+from extender.model.resources import QuantityError, Resource, gpu_summary
 from extender.model.task import TaskInfo
 from webhooks.candidates import CandidateIndex
 from webhooks.inflight import InFlight, InFlightRegistry
@@ -239,10 +239,27 @@ def _quota_decision(
             )
             # the pod names the entry, so that its claim accounts for exactly this one on arrival
             patch.set_entry(ANNOTATIONS, wellknown.ANNO_CLAIM_ENTRY, d.entry.uid)
+            idle = "" if required else _gpus_kept_idle(task, quota, ssn.gpu_resources)
+            if idle:
+                d.warnings.append(
+                    f"{config.scheduler_name}: the pod asks for no GPU, yet its quota {quota.name} holds "
+                    f"{idle}: they stay idle while it runs; a quota of queue {job.queue or '(none)'} "
+                    "sized to such pods keeps them free"
+                )
     else:
         _annotate_no_quota(d, patch, config, required)
     d.audit["outcome"] = str(d.outcome)
     return d
+
+
+def _gpus_kept_idle(task: TaskInfo, quota: QuotaInfo, gpu_resources: Iterable[str]) -> str:
+    """The GPUs ``quota`` holds that a pod asking for no GPU at all keeps from every other pod
+    while it runs (an MPIJob launcher given a worker's quota), e.g. ``8 nvidia.com/gpu``; "" when
+    the pod asks for a GPU or the quota holds none."""
+    gpus = tuple(gpu_resources)
+    if any(task.request.q.get(r, 0) for r in gpus):
+        return ""
+    return gpu_summary(quota.request, gpus)
 
 
 def _reinvoked(

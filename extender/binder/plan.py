@@ -24,7 +24,7 @@ from extender.cache.convert_crds import reserved_to_api
 from extender.framework.intents import ClaimQuota, ReleaseClaim
 from extender.framework.session import JobVerdict
 from extender.model.quota import QuotaInfo, QuotaPhase, claimant_order
-from extender.model.resources import Resource, format_quantity
+from extender.model.resources import Resource, format_quantity, gpu_summary
 from extender.model.task import TaskStatus
 from extender.scheduler import CycleResult
 
@@ -85,14 +85,6 @@ class WritePlan:
 
 def _resource_list(q: Mapping[str, int]) -> dict[str, str]:
     return {k: format_quantity(k, v) for k, v in sorted(q.items()) if v}
-
-
-def gpu_summary(request: Resource, gpu_resources: Iterable[str]) -> str:
-    """``status.gpus`` (the GPUS printer column): the GPUs a quota holds, per configured GPU
-    resource (``serve --gpu-resources``) in that order, e.g. ``8 amd.com/gpu`` or
-    ``4 nvidia.com/gpu, 2 gpu.intel.com/i915``; "" when it holds none."""
-    held = [n for n in dict.fromkeys(gpu_resources) if request.q.get(n)]
-    return ", ".join(f"{format_quantity(n, request.q[n])} {n}" for n in held)
 
 
 def desired_quota_status(cache: ClusterCache, quota: QuotaInfo, now: float, verdict: str = "") -> dict[str, Any]:

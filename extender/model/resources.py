@@ -27,6 +27,7 @@ __all__ = [
     "Resource",
     "Shortfall",
     "format_quantity",
+    "gpu_summary",
     "is_byte_resource",
     "parse_quantity",
     "to_units",
@@ -311,3 +312,10 @@ class Resource:
         for r in resources:
             out.iadd(r)
         return out
+
+
+def gpu_summary(request: Resource, gpu_resources: Iterable[str]) -> str:
+    """The GPUs ``request`` holds, per configured GPU resource (``serve --gpu-resources``) in that
+    order, e.g. ``8 amd.com/gpu`` or ``4 nvidia.com/gpu, 2 gpu.intel.com/i915``; "" when none."""
+    held = [n for n in dict.fromkeys(gpu_resources) if request.q.get(n)]
+    return ", ".join(f"{format_quantity(n, request.q[n])} {n}" for n in held)

@@ -387,3 +387,40 @@ async def test_a_sibling_from_the_same_template_does_not_take_a_full_named_quota
     assert first.quota == "q-one"
     assert second.quota is None and second.annotations[REQUIRED] == "q-one"
     assert second.reason is not None and second.reason.startswith("WaitingForNamedQuota(")
+
+
+# --- a pod that asks for no GPU -------------------------------------------------------------------
+LAUNCHER_REQUEST = {"rdma/hca": "1", "cpu": "2", "memory": "8Gi"}
+
+
+async def test_a_gpu_less_pod_given_a_gpu_quota_is_told_the_gpus_stay_idle(tls: TLSFiles) -> None:
+    """An MPIJob launcher (no GPU) in a queue whose quotas all hold 8 GPUs is admitted into one —
+    and warned: those GPUs stay idle while it runs (kubectl shows the warning)."""
+    objs = [*nodes(), b.quota("q-worker", gpu=8, hca=8)]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(
+            h.admission_pod("launcher", namespace=NS, queue_anno="research", gpu=None, cpu="2", memory="8Gi")
+        )
+    assert a.quota == "q-worker"
+    assert any(
+        "asks for no GPU" in w and "q-worker holds 8 nvidia.com/gpu" in w for w in a.response.get("warnings", [])
+    ), a.response
+
+
+async def test_a_gpu_less_pod_in_a_quota_sized_to_it_is_not_warned(tls: TLSFiles) -> None:
+    """With a quota sized to it (named so that name order would not pick it), the launcher takes
+    that one, unwarned; a worker takes the GPU quota, unwarned."""
+    objs = [
+        *nodes(),
+        b.quota("q-z-launcher", gpu=None, hca=None, request=LAUNCHER_REQUEST),
+        b.quota("q-worker", gpu=8, hca=8),
+    ]
+    state = h.make_state(objs)
+    async with h.serve(state, tls) as hook:
+        a = await hook.pod(
+            h.admission_pod("launcher", namespace=NS, queue_anno="research", gpu=None, cpu="2", memory="8Gi")
+        )
+        w = await hook.pod(h.admission_pod("worker", namespace=NS, queue_anno="research", gpu=8, hca=8))
+    assert (a.quota, w.quota) == ("q-z-launcher", "q-worker")
+    assert not a.response.get("warnings") and not w.response.get("warnings"), (a.response, w.response)
