@@ -31,7 +31,7 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from bench.cache_writes import apply_plan
@@ -364,8 +364,30 @@ def run(world: World) -> History:
     return history
 
 
+def _urgent_gang_on_a_free_node_with_a_full_book() -> World:
+    """Found by a soak run. One hold allowed; a mixed H100 gang (j4) holds n1–n2; an urgent 1-GPU
+    gang (j5, before it in hold order) may hold and chooses the A100 node n0, which no one held.
+    It took no node of j4's hold, so j4's hold was left as it was: two holds where one is allowed.
+    Now j5 takes j4's place in the count: j4's hold ends (displaced), j5 holds n0."""
+    nodes: dict[str, Node] = {"n0": ("A100", "s0", True), "n1": ("H100", "s0", True), "n2": ("H100", "s0", True)}
+    objs: list[dict[str, Any]] = []
+    for i, (name, (model, leaf, _)) in enumerate(nodes.items()):
+        objs += [b.node(name, gpu_model=model, index=i), b.topology(name, [leaf])]
+    steps: list[Step] = [
+        ("arrive", 1, 2),
+        ("arrive", 1, 2),
+        ("single", 1, 4),
+        ("trickle", 2, 8),
+        ("mixed", 1, 1),
+        ("urgent", 1, 1),
+        ("single", 1, 1),
+    ]
+    return objs, nodes, steps, {"reserve_after_cycles": 1, "max_holds": 1, "hold_seconds": 3.0, "pack_workers": False}
+
+
 @PROPERTY
 @given(worlds())
+@example(world=_urgent_gang_on_a_free_node_with_a_full_book())
 def test_holds_keep_their_nodes_end_in_time_and_starve_no_gang(world: World) -> None:
     run(world)
 

@@ -11,7 +11,9 @@ Rules (policy: the topology plugin's ``reserve_after_cycles``, ``max_holds``, ``
   the places of holders strictly after it in that order — the fewest of the last such whose nodes
   together let it hold (:meth:`HoldBook.after`; two lower holds sharing the only leaf it fits are
   both taken): those whose nodes it takes end as an expired hold does (their gangs' count of
-  failed cycles starts over), and the newcomer holds, its choice made as if those nodes were free. A
+  failed cycles starts over) — and, where it holds a free place while ``max_holds`` holds exist,
+  the last of them in hold order, so that no more than ``max_holds`` remain — and the newcomer
+  holds, its choice made as if those nodes were free. A
   gang never displaces one of the same place in the order (same priorities, same age): between
   equals, the first to hold keeps it, so no two gangs take a hold from each other in turn.
 * **Kept off by a hold after it** (:meth:`keeper.HoldKeeper.overrule`): a gang that qualifies (or

@@ -184,7 +184,10 @@ class HoldKeeper:
         places of holds after it in hold order: the fewest of the last such whose nodes together
         let it hold (``choose(ignoring)``: the nodes to hold, those held for the gangs ``ignoring``
         counting as free), of which those whose nodes it takes end — two lower holds sharing the
-        only leaf it fits end both, rather than neither."""
+        only leaf it fits end both, rather than neither — and, while the book would hold more than
+        ``max_holds``, the last of the others in hold order too (a full book and a free place: an
+        urgent 1-GPU gang holding the one free node ends the hold of a gang after it, rather than
+        make two holds where one is allowed)."""
         # a gang kept off nodes held for another waits for that one (unless :meth:`overrule` let
         # it take that one's place): it holds nothing itself
         if failure.reason is Reason.NODE_HELD_FOR_GANG or not self._may_hold(job):
@@ -202,6 +205,14 @@ class HoldKeeper:
                         self._unheld(victim)
                 break
         if held:
+            # a full book: it takes the places of as many more holds after it as keep the count
+            # within max_holds, the last first (its hold may be on a free place: nodes no one held)
+            for victim in after:
+                if book.count() < self.max_holds:
+                    break
+                if book.of(victim) is not None:
+                    book.end(victim, displaced=True)
+                    self._unheld(victim)
             book.add(job.key, held)
             self.ssn.notes[holds.NOTE] = book.current()
         return held
