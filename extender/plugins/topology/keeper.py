@@ -197,7 +197,7 @@ class HoldKeeper:
         after = book.after(job.key)
         for k in range(1, len(after) + 1) if not held else ():
             held = choose(tuple(after[:k]))
-            if held:  # the holds it takes nodes of end (one at least: without after[k-1] it had none)
+            if held:  # the holds it takes nodes of end (a free place in a full book ends none: see below)
                 taken = set(held)
                 for victim in after[:k]:
                     if taken.intersection(book.of(victim) or ()):
