@@ -7,10 +7,12 @@ cycle of the default policy (``pack_workers`` off). Inside the zones the gang's 
 every placement in rank order is tried: each unbound quota on a usable node of its GPU model
 with room, task *i* on a node index ≥ that of task *i−1* (the bound siblings included). Then:
 
-* placed in rank order, the gang puts the fewest of its new quotas outside its siblings' zones
-  that any such placement does (locality first: rule 2), and among those shares nodes the least
-  (a new quota on a node holding a sibling or an earlier new quota shares: distinct nodes while
-  the zones allow it);
+* placed in rank order — a gang without strict order only among the placements within the zone
+  rules' bound on new quotas outside its siblings' zones (``topo_gangs.outside_siblings_bounds``:
+  order never costs it locality) — the gang shares no node when some such placement allows it (a
+  new quota on a node holding a sibling or an earlier new quota shares: distinct nodes while the
+  zones allow it), with the fewest new quotas outside among those; else it puts the fewest new
+  quotas outside that any such placement does (rule 2);
 * placed out of rank order (a gang without strict order), no placement in rank order in those
   zones puts no more of its quotas outside its siblings' zones: order is then due (it costs no
   locality) and the gang would have taken it.
