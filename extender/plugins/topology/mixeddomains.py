@@ -27,7 +27,6 @@ from extender.plugins.topology.mixedfrontier import (
     choose_zones_kept,
     combined,
     node_frontier,
-    takes,
     takes_some,
 )
 from extender.plugins.topology.mixedorder import (
@@ -38,6 +37,7 @@ from extender.plugins.topology.mixedorder import (
     next_fit,
     order_kept,
     room_for,
+    takes,
 )
 
 __all__ = ["in_fewest_domains"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from extender.plugins.topology.gangplan import ZoneOffer, fewest_zones_that, single_zone_key
-from extender.plugins.topology.mixedorder import Kind, MixedNode, add, fits, fits_more, room_for
+from extender.plugins.topology.mixedorder import Kind, MixedNode, add, fits_more, room_for, takes
 
 __all__ = [
     "STATE_LIMIT",
@@ -30,7 +30,6 @@ __all__ = [
     "node_frontier",
     "node_fronts",
     "states",
-    "takes",
     "takes_some",
 ]
 
@@ -101,11 +100,6 @@ def may_hold(nodes: Iterable[MixedNode], kinds: Sequence[Kind]) -> bool:
                 short[t] -= room_for(kind.request, node.room)
                 left -= short[t] <= 0
     return left == 0
-
-
-def takes(node: MixedNode, kinds: Sequence[Kind], t: int) -> bool:
-    """Whether ``node`` takes a quota of kind ``t`` alone (its predicates allow it, its room holds it)."""
-    return node.eligible[t] and kinds[t].count > 0 and fits(kinds[t].request, node.room)
 
 
 def takes_some(node: MixedNode, kinds: Sequence[Kind]) -> bool:

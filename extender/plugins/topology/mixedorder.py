@@ -39,6 +39,7 @@ __all__ = [
     "place_ordered",
     "repelled",
     "room_for",
+    "takes",
     "takes_alone",
 ]
 
@@ -131,10 +132,14 @@ def next_fit(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[
     return True
 
 
+def takes(node: MixedNode, kinds: Sequence[Kind], t: int) -> bool:
+    """Whether ``node`` takes a quota of kind ``t`` alone (its predicates allow it, its room holds it)."""
+    return node.eligible[t] and kinds[t].count > 0 and fits(kinds[t].request, node.room)
+
+
 def takes_alone(node: MixedNode, kinds: Sequence[Kind]) -> tuple[bool, ...]:
-    """Per kind, whether ``node`` takes one quota of it alone: its predicates allow the kind and
-    its room holds one."""
-    return tuple(node.eligible[t] and fits(k.request, node.room) for t, k in enumerate(kinds))
+    """:func:`takes` of ``node`` for each kind."""
+    return tuple(takes(node, kinds, t) for t in range(len(kinds)))
 
 
 Alone = Mapping[str, Sequence[bool]]  # node name → takes_alone(node, kinds)
@@ -171,8 +176,8 @@ def place_apart(
         lo, hi = fences[i] if fences else OPEN
         while at < len(nodes):
             node = nodes[at]
-            takes = alone[node.name][t] if alone is not None else node.eligible[t] and fits(kinds[t].request, node.room)
-            if takes and (lo is None or node.index >= lo):
+            ok = alone[node.name][t] if alone is not None else takes(node, kinds, t)
+            if ok and (lo is None or node.index >= lo):
                 break
             at += 1
         if at == len(nodes) or (hi is not None and nodes[at].index > hi):
