@@ -12,7 +12,9 @@
 * ``packed`` (``pack_workers``) takes the fewest nodes that hold the gang (in rank order when all
   nodes do), and among those the least room for the gang's largest kind, counted plainly here too;
 * ``preferred`` (bisecting over how many best-scored nodes it takes) takes what trying each number
-  in turn takes.
+  in turn takes;
+* ``combined``, which skips a frontier once it added nothing, is the plain sum over every node
+  (nodes drawn from a few rooms, so that frontiers repeat, as a zone's full and empty nodes do).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from extender.plugins.topology.gangplan import Range
-from extender.plugins.topology.mixedfrontier import frontier_of, may_hold, takes_some
+from extender.plugins.topology.mixedfrontier import Frontier, combine, frontier_of, may_hold, node_frontier, takes_some
 from extender.plugins.topology.mixedorder import fits_apart, order_kept, place_ordered
 from extender.plugins.topology.mixedplan import Kind, MixedNode, holds_apart, next_fit, packed, place, preferred
 from tests.core.mixed_oracle import packs
@@ -125,6 +127,22 @@ def test_frontiers_next_fit_and_place_agree_with_brute_force(c: Case) -> None:
     for t in range(len(c.kinds)):
         same = [i for i, k in zip(indices, c.order, strict=True) if k == t]
         assert same == sorted(same), f"kind {t} out of order: {indices}"
+
+
+@PROPERTY
+@given(cases(), st.data())
+def test_combined_skipping_absorbed_frontiers_is_the_plain_sum(c: Case, data: st.DataObject) -> None:
+    """What a zone holds (``frontier_of``) is the plain capped sum of every node's frontier, node
+    by node, with no frontier skipped and no early end: as a set of maximal vectors, the same."""
+    pool = c.nodes[: data.draw(st.integers(1, 3))]
+    nodes = [
+        replace(data.draw(st.sampled_from(pool)), name=f"m{i}", index=i) for i in range(data.draw(st.integers(1, 9)))
+    ]
+    need = tuple(k.count for k in c.kinds)
+    plain: Frontier = (tuple(0 for _ in need),)
+    for n in nodes:
+        plain = combine(plain, node_frontier(n, c.kinds), need)
+    assert set(frontier_of(nodes, c.kinds)) == set(plain)
 
 
 bounds = st.one_of(st.none(), st.integers(0, 4))
