@@ -9,6 +9,8 @@
   pass its predicates, ranks ascend whenever an ordered placement exists, and always within a kind;
 * with fences (each quota's node-index range between its bound siblings): ``next_fit`` says yes
   iff some placement in rank order inside them exists, and ``place`` then keeps inside them;
+  ``order_kept`` keeps the fences then, else open ones while plain rank order is possible, and
+  answers the same when it may try one quota a node first;
 * ``packed`` (``pack_workers``) takes the fewest nodes that hold the gang (in rank order when all
   nodes do), and among those the least room for the gang's largest kind, counted plainly here too;
 * ``preferred`` (bisecting over how many best-scored nodes it takes) takes what trying each number
@@ -27,7 +29,7 @@ from hypothesis import strategies as st
 
 from extender.plugins.topology.gangplan import Range
 from extender.plugins.topology.mixedfrontier import Frontier, combine, frontier_of, may_hold, node_frontier, takes_some
-from extender.plugins.topology.mixedorder import fits_apart, order_kept, place_ordered
+from extender.plugins.topology.mixedorder import OPEN, AloneMemo, fits_apart, order_kept, place_ordered
 from extender.plugins.topology.mixedplan import Kind, MixedNode, holds_apart, next_fit, packed, place, preferred
 from tests.core.mixed_oracle import packs
 from tests.core.props import PROPERTY
@@ -154,6 +156,9 @@ def test_next_fit_and_place_keep_inside_the_fences_whenever_that_is_possible(c: 
     fences: list[Range] = [data.draw(st.tuples(bounds, bounds)) for _ in c.order]
     inside = brute(c, ordered=True, fences=fences)
     assert next_fit(c.nodes, c.kinds, c.order, fences) == inside
+    kept = order_kept(c.nodes, c.kinds, c.order, fences)  # the fences, open ones or none
+    assert kept == (fences if inside else [OPEN] * len(c.order) if brute(c, ordered=True) else None)
+    assert order_kept(c.nodes, c.kinds, c.order, fences, AloneMemo(c.nodes, c.kinds)) == kept
     placed = place(c.nodes, c.kinds, c.order, pack=c.pack, fences=fences)
     assert (placed is not None) == brute(c, ordered=False)
     if inside:

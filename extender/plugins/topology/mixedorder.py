@@ -199,12 +199,21 @@ def fits_apart(
 
 
 def order_kept(
-    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences
+    nodes: Sequence[MixedNode],
+    kinds: Sequence[Kind],
+    order: Sequence[int],
+    fences: Fences,
+    alone: Alone | None = None,
 ) -> Fences | None:
     """Rule 2: the fences a placement on ``nodes`` keeps — ``fences`` if the nodes hold the gang
-    in rank order inside them, else open ones if in plain rank order; None: in no order."""
+    in rank order inside them, else open ones if in plain rank order; None: in no order.
+    ``alone``: :func:`takes_alone` of the nodes, kept by a caller who asks it again; then a
+    placement one quota a node (:func:`place_apart`, which reads only that) answers first, for
+    it is a placement in rank order (``bench/cycle_instructions.py --launchers``: see the commit)."""
     opened = [OPEN] * len(order)
     for kept in (fences, opened) if any(f != OPEN for f in fences) else (opened,):
+        if alone is not None and fits_apart(nodes, kinds, order, kept, alone):
+            return kept
         if next_fit(nodes, kinds, order, kept):
             return kept
     return None

@@ -133,10 +133,10 @@ def preferred(
     :func:`mixedorder.fits_apart`); only when none do, the fewest best-scored that hold it
     (ranks then share where they must)."""
     need = tuple(k.count for k in kinds)
-    kept = order_kept(nodes, kinds, order, fences)
+    alone = AloneMemo(nodes, kinds)  # asked of every node scanned for the order and of every prefix tried
+    kept = order_kept(nodes, kinds, order, fences, alone)
     ranked = sorted(nodes, key=lambda n: (n.name in held, -n.score, n.index, n.name))
     free = sum(1 for n in ranked if n.name not in held)
-    alone = AloneMemo(nodes, kinds)  # asked of every prefix tried
     least = max(len(order), _fewest_alone(ranked, kinds, alone))
     apart = _fewest_ranked(ranked, least, free, lambda subset: _apart_in(subset, kinds, order, kept, alone))
     if apart is not None:  # one quota a node, free of the gang, while some such nodes hold it
