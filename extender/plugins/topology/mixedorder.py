@@ -209,7 +209,8 @@ def order_kept(
     in rank order inside them, else open ones if in plain rank order; None: in no order.
     ``alone``: :func:`takes_alone` of the nodes, kept by a caller who asks it again; then a
     placement one quota a node (:func:`place_apart`, which reads only that) answers first, for
-    it is a placement in rank order (``bench/cycle_instructions.py --launchers``: see the commit)."""
+    it is a placement in rank order (``bench/cycle_instructions.py --launchers --nodes 5000
+    --leaves 40 --jobs 2000``: 23.31 G -> 22.24 G instructions a cycle)."""
     opened = [OPEN] * len(order)
     for kept in (fences, opened) if any(f != OPEN for f in fences) else (opened,):
         if alone is not None and fits_apart(nodes, kinds, order, kept, alone):
