@@ -146,8 +146,7 @@ class HoldKeeper:
             if not held:
                 return False
         for holder in holders:
-            book.end(holder, displaced=True)
-            self._unheld(holder)
+            self._displace(holder)
         if book.of(job.key) is None:
             book.add(job.key, held)
         self.ssn.notes[holds.NOTE] = book.current()
@@ -201,8 +200,7 @@ class HoldKeeper:
                 taken = set(held)
                 for victim in after[:k]:
                     if taken.intersection(book.of(victim) or ()):
-                        book.end(victim, displaced=True)
-                        self._unheld(victim)
+                        self._displace(victim)
                 break
         if held:
             # a full book: it takes the places of as many more holds after it as keep the count
@@ -211,11 +209,16 @@ class HoldKeeper:
                 if book.count() < self.max_holds:
                     break
                 if book.of(victim) is not None:
-                    book.end(victim, displaced=True)
-                    self._unheld(victim)
+                    self._displace(victim)
             book.add(job.key, held)
             self.ssn.notes[holds.NOTE] = book.current()
         return held
+
+    def _displace(self, job_key: str) -> None:
+        """Another gang takes the job's place: its hold ends as displaced (its gang waits anew
+        before it holds again), and what it was told no longer names the nodes it held."""
+        self.book.end(job_key, displaced=True)
+        self._unheld(job_key)
 
     def _unheld(self, job_key: str) -> None:
         """The job's hold ended in this session: if it was refused already, the refusal (its plan,
