@@ -65,16 +65,22 @@ HARD_LEAF = {"highestTierAllowed": "leaf", "mode": "hard"}
 GPU = wellknown.RESOURCE_GPU
 
 
+def node_objects(nodes: dict[str, Node]) -> list[dict[str, Any]]:
+    """Each node (GPU model, leaf) as a Node and its Topology, its index its place in ``nodes``."""
+    objs: list[dict[str, Any]] = []
+    for i, (name, (model, leaf, _)) in enumerate(nodes.items()):
+        objs += [b.node(name, gpu_model=model, index=i), b.topology(name, [leaf])]
+    return objs
+
+
 @st.composite
 def worlds(draw: st.DrawFn) -> World:
-    objs: list[dict[str, Any]] = []
     nodes: dict[str, Node] = {}
     models = ["A100", "H100"][: draw(st.integers(1, 2))]
     for leaf in range(draw(st.integers(1, 3))):
         for _ in range(draw(st.integers(2, 4))):
-            name, model = f"n{len(nodes)}", draw(st.sampled_from(models))
-            objs += [b.node(name, gpu_model=model, index=len(nodes)), b.topology(name, [f"s{leaf}"])]
-            nodes[name] = (model, f"s{leaf}", True)
+            nodes[f"n{len(nodes)}"] = (draw(st.sampled_from(models)), f"s{leaf}", True)
+    objs = node_objects(nodes)
     arrive = st.tuples(
         st.sampled_from(["arrive", "urgent", "mixed", "hard", "mixed-hard"]),
         st.integers(1, 6),
@@ -370,9 +376,7 @@ def _urgent_gang_on_a_free_node_with_a_full_book() -> World:
     It took no node of j4's hold, so j4's hold was left as it was: two holds where one is allowed.
     Now j5 takes j4's place in the count: j4's hold ends (displaced), j5 holds n0."""
     nodes: dict[str, Node] = {"n0": ("A100", "s0", True), "n1": ("H100", "s0", True), "n2": ("H100", "s0", True)}
-    objs: list[dict[str, Any]] = []
-    for i, (name, (model, leaf, _)) in enumerate(nodes.items()):
-        objs += [b.node(name, gpu_model=model, index=i), b.topology(name, [leaf])]
+    objs = node_objects(nodes)
     steps: list[Step] = [
         ("arrive", 1, 2),
         ("arrive", 1, 2),
@@ -419,11 +423,8 @@ def test_a_gang_running_on_a_quota_another_job_left_bound_counts_as_placed() -> 
     """Found by the soak profile: after j0 (2 × 8 GPU) finishes, j3's pod (1 × 8 GPU) claims
     j0's quota still bound on n0 — hop ① gives a pending pod an idle bound quota first — and
     runs there with its own quota unbound. It is placed, not starving; the drain must see that."""
-    objs: list[dict[str, Any]] = []
-    nodes: dict[str, Node] = {}
-    for i in range(4):
-        objs += [b.node(f"n{i}", gpu_model="A100", index=i), b.topology(f"n{i}", ["s0"])]
-        nodes[f"n{i}"] = ("A100", "s0", True)
+    nodes: dict[str, Node] = {f"n{i}": ("A100", "s0", True) for i in range(4)}
+    objs = node_objects(nodes)
     steps: list[Step] = [
         ("arrive", 2, 8),
         ("flip", 2, 0),
