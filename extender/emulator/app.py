@@ -33,6 +33,7 @@ from extender.emulator.httpio import (
     Target,
     accepts_json,
     query_bool,
+    request_timeout,
     send_bytes,
     send_json,
     send_status,
@@ -219,7 +220,7 @@ class EmulatorApp:
         watching = t.watch_path or (req.method == "GET" and bool(query_bool(req.params, "watch")))
         verb = handlers.verb(req.method, t, watching)
         record.verb = verb
-        firing = await self._inject_fault(req, t, verb)
+        firing = await self._inject_fault(req, t, verb, None if watching else request_timeout(req.params))
         call = handlers.Call(self.store, self.admission, req, send, t, firing)
         if t.rt is None:  # POST namespaces/{ns}/bindings
             return await handlers.handle_bindings(call)
@@ -230,9 +231,11 @@ class EmulatorApp:
             raise errors.method_not_allowed(req.method, req.path)
         return await handler(call, t.rt)
 
-    async def _inject_fault(self, req: Request, t: Target, verb: str) -> Firing | None:
+    async def _inject_fault(self, req: Request, t: Target, verb: str, deadline: float | None) -> Firing | None:
         """The fault firing for this request, after its latency; its error is raised now unless
-        it is to fail the request after the work is done."""
+        it is to fail the request after the work is done. A latency that reaches the request's
+        own ``deadline`` (``?timeout=``) ends in 504 ``Timeout`` at the deadline, the work not
+        done: kube-apiserver cancels a request's storage operation at its deadline."""
         firing = self.faults.check(
             verb,
             t.group,
@@ -243,6 +246,9 @@ class EmulatorApp:
             req.headers.get("user-agent", ""),
         )
         if firing is not None:
+            if deadline is not None and firing.latency >= deadline:
+                await self._delay(req, deadline)
+                raise errors.timeout()
             if firing.latency > 0:
                 await self._delay(req, firing.latency)
             if firing.error is not None and not firing.after:

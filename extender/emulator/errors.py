@@ -177,6 +177,13 @@ def expired(message: str) -> ApiError:
     return ApiError(410, "Expired", message)
 
 
+def timeout() -> ApiError:
+    """504 ``Timeout``: the request's own deadline (``?timeout=``) passed before it was done."""
+    return ApiError(
+        504, "Timeout", "Timeout: request did not complete within the requested timeout - context deadline exceeded"
+    )
+
+
 def internal_error(message: str) -> ApiError:
     return ApiError(500, "InternalError", f"Internal error occurred: {message}")
 

@@ -10,6 +10,7 @@ is a ``Status``) and the start of a chunked watch stream.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ __all__ = [
     "query_dry_run",
     "query_int",
     "query_str",
+    "request_timeout",
     "send_bytes",
     "send_json",
     "send_status",
@@ -260,3 +262,21 @@ async def send_json(send: Send, code: int, body: Obj, extra: list[tuple[bytes, b
 async def send_status(send: Send, exc: ApiError) -> None:
     extra = [(k.encode(), v.encode()) for k, v in exc.headers]
     await send_bytes(send, exc.code, orjson.dumps(exc.status), JSON_MEDIA, extra)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def request_timeout(params: dict[str, list[str]]) -> float | None:
+    """The request's own deadline in seconds, from ``?timeout=`` (a Go duration: ``1500ms``,
+    ``5s``, ``1m30s``), as kube-apiserver reads it for every request but a watch; None when
+    absent. 400, as kube-apiserver answers, when it is not a duration."""
+    values = params.get("timeout")
+    if not values or values[-1] == "":
+        return None
+    raw = values[-1]
+    parts = _DURATION.findall(raw)
+    if not parts or "".join(n + u for n, u in parts) != raw:
+        raise errors.bad_request("invalid timeout specified in the request URL")
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)

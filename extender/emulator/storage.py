@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +73,9 @@ class Storage:
         for rt in BUILTIN_TYPES:
             self._kinds.setdefault(rt.key, _Kind())
         self._snapshots = Snapshots()
+        # called with (resource type, event type, stored object) after every write, under the
+        # lock: what sees the stored state at every instant (the tests' invariant monitors)
+        self.commit_hooks: list[Callable[[ResourceType, EventType, Obj], None]] = []
 
     # ------------------------------------------------------------------------------------------
     # resource types
@@ -155,7 +159,14 @@ class Storage:
             kind.horizon = kind.history.popleft().rv
         for w in list(kind.watchers):
             w.offer(change)
+        for hook in self.commit_hooks:
+            hook(rt, type_, stored)
         return stored
+
+    def objects(self, rt: ResourceType) -> list[Obj]:
+        """The stored objects of ``rt`` as they are now (stored dicts: never mutate them)."""
+        with self._lock:
+            return list(self._kind(rt).objects.values())
 
     def watch(
         self,

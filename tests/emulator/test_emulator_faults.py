@@ -94,6 +94,25 @@ async def test_latency_makes_a_client_timeout(emu: Emulator, api: Any, ns: str) 
     assert resp.status == 200
 
 
+async def test_a_write_whose_latency_passes_its_own_deadline_is_not_done(emu: Emulator, api: Any, ns: str) -> None:
+    """``?timeout=`` (kube-apiserver's request deadline): a write still waiting at its deadline
+    answers 504 ``Timeout`` and is not done; one within its deadline is done after the latency."""
+    emu.faults.add("create", "configmaps", latency=0.6, count=2)
+    path = f"/api/v1/namespaces/{ns}/configmaps"
+    resp = await request(api, "POST", path, query={"timeout": "200ms"}, body={"metadata": {"name": "late"}})
+    assert resp.status == 504 and resp.json()["reason"] == "Timeout"
+    assert emu.try_get("v1", "configmaps", "late", ns) is None
+    resp = await request(api, "POST", path, query={"timeout": "1m"}, body={"metadata": {"name": "on-time"}})
+    assert resp.status == 201
+    assert emu.try_get("v1", "configmaps", "on-time", ns) is not None
+
+
+@pytest.mark.parametrize("value", ["5", "fast", "1x"])
+async def test_a_timeout_that_is_no_duration_is_a_bad_request(emu: Emulator, api: Any, ns: str, value: str) -> None:
+    resp = await request(api, "GET", f"/api/v1/namespaces/{ns}/configmaps", query={"timeout": value})
+    assert resp.status == 400 and resp.json()["message"] == "invalid timeout specified in the request URL"
+
+
 async def test_dropping_watches_cuts_the_connection(emu: Emulator, api: Any, ns: str) -> None:
     core = client.CoreV1Api(api)
     received: list[str] = []
