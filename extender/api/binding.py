@@ -18,6 +18,7 @@ from extender import wellknown
 from extender.actions import bind as bind_action
 from extender.actions.outcome import INLINE, QUOTA, SPOT
 from extender.cache.claims import ADMISSION_PREFIX, DEFAULT_CLAIM_TTL, ClaimEntry, NoRoom, record_claim
+from extender.cache.meta import same_spec
 from extender.framework.session import Session
 from extender.framework.status import Reason, Status
 from extender.kube.errors import BindConflict, GiveUp, NotFound
@@ -153,22 +154,30 @@ async def _write(state: ServiceState, task: TaskInfo, placed: _Placement, asked:
     assert state.writer is not None
     cache = state.cache
     annotations = _annotations(placed, node_name)
-    # assume before the first await: concurrent binds of other pods see this one's room taken
+    quota = placed.quota.name if placed.quota is not None else ""
+    # assume before the first await — the pod, and an inline placement's quota binding:
+    # concurrent binds of other pods, and the binder's next cycle, see this one's room taken
     try:
+        if quota:  # first: the pod then counts inside its quota on the node, not as a stray
+            cache.assume_binding(quota, node_name)
         cache.assume(uid, node_name)
     except (KeyError, RuntimeError) as exc:
+        cache.forget(uid)
+        cache.forget_binding(quota)
         return f"cannot bind {ns}/{name}: {exc}"
     try:
         if placed.quota is not None:
             claim = _admission_claim(state, task, placed.quota, asked)
-            error = await _bind_quota_inline(state, placed.quota.name, node_name, claim)
+            error = await _bind_quota_inline(state, quota, node_name, claim)
             if error:
                 await cache.gate.writable()
+                cache.forget_binding(quota)
                 cache.forget(uid)
                 return error
         await state.writer.bind_pod(ns, name, uid, node_name, annotations)
     except Exception as exc:
         await cache.gate.writable()
+        cache.forget_binding(quota)
         cache.forget(uid)
         return _bind_error(ns, name, node_name, exc)
     state.recent_binds[uid] = node_name
@@ -196,12 +205,19 @@ async def _bind_quota_inline(state: ServiceState, quota: str, node: str, claim: 
     — with the pod's claim recorded in the same write when the quota was chosen here (room judged
     on the object as read: a webhook replica's claim recorded first wins)."""
     assert state.writer is not None
-    moved: list[str] = []
+    moved: list[str] = []  # the node another writer bound it to
+    changed: list[bool] = []  # its spec changed, or it is another object, since the room was judged
     known = state.cache.quotas.get(quota)
+    judged = state.cache.quota_object(quota)
 
     def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
+        moved.clear()  # what the last call (the one the writer acted on) found
+        changed.clear()
         status = dict(obj.get("status") or {})
         current = status.get("nodeName") or ""
+        if not same_spec(obj, judged):
+            changed.append(True)
+            return None
         if current and current != node:
             moved.append(current)
             return None
@@ -220,6 +236,8 @@ async def _bind_quota_inline(state: ServiceState, quota: str, node: str, claim: 
         return f"quota {quota} was claimed meanwhile ({exc}); kube-scheduler will retry"
     except Exception as exc:
         return f"binding quota {quota} to {node} failed: {exc}"
+    if changed:
+        return f"quota {quota} was changed or re-created meanwhile; kube-scheduler will retry"
     if moved:
         return f"quota {quota} was bound to {moved[0]} meanwhile; kube-scheduler will retry"
     if obj is not None:

@@ -14,6 +14,10 @@ even before the informer does. A failed write changes nothing in the cache: its 
 the object's ``nodeName`` changed since the cycle planned it (another writer — the extender's
 inline bind — got there first). So a cycle that dies half-way leaves only states that the next
 cycle repairs: partially written gangs are completed by allocate_zone from their bound siblings.
+A write is skipped too when the quota's spec changed or it was re-created since the cycle read it
+(the room was judged for another request). From the moment the cycle's plan is made until each
+bind's answer (or failure), the cache counts the bind (``extender/cache/bindings.py``), so an
+inline bind of the extender judged meanwhile never takes the same room.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from extender.binder.plan import (
 from extender.binder.reconcile import StatusReconciler
 from extender.cache.cache import ClusterCache
 from extender.cache.convert import format_time
+from extender.cache.meta import same_spec
 from extender.framework.session import JobVerdict
 from extender.metrics import Metrics
 from extender.model.quota import QuotaPhase
@@ -141,6 +146,7 @@ class BinderLoop:
         self.statuses = StatusReconciler(cache, writer, guard=self._guarded, count=self._count)
         self.leading = False  # this loop's last cycle was a leader's (False: it follows, or never ran)
         self._zone_generation = -1  # cache generation the zone labels were last in step with
+        self._binding: set[str] = set()  # quotas whose bind this cycle writes: assumed in the cache
 
     # --- running -------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -206,12 +212,16 @@ class BinderLoop:
         with contextlib.ExitStack() as collector_paused:
             collector_paused.enter_context(heap.paused())  # no collection inside the synchronous part
             result, plan, burst = await cache.gate.off_loop(compute)
+            self._assume_binds(plan.quotas)  # before any await: no writer has run since the cycle read
             if not burst:
                 collector_paused.close()
             report = CycleReport(ran=True, result=result)
             # a burst's writes make as many objects again (every quota's new document): still no
             # collection until they are done, then they are frozen as the cycle's were
-            failed_quotas = await self._write_quota_statuses(plan.quotas, self.cache.clock(), report)
+            try:
+                failed_quotas = await self._write_quota_statuses(plan.quotas, self.cache.clock(), report)
+            finally:
+                await self._forget_binds(set(self._binding))  # not written (the cycle died): as before
             if failed_quotas:  # a gang placed with one of them is not placed: it keeps its hold
                 self.scheduler.writes_failed(failed_quotas)
             self._count_placements(result)
@@ -230,6 +240,27 @@ class BinderLoop:
         return report
 
     # --- writes ----------------------------------------------------------------------------------
+    def _assume_binds(self, writes: list[QuotaStatusWrite]) -> None:
+        """Count the cycle's binds in the cache from now until each write is answered
+        (``extender/cache/bindings.py``): an inline bind of the extender judged meanwhile sees
+        their room taken. A bind that mirrors a fact (its pods run on the node) may exceed the
+        node's room: it is counted all the same. Moves and releases are not assumed: a node is
+        freed in the cache only by the answer of the write that frees it."""
+        for w in writes:
+            if w.takes and not w.frees and w.name in self.cache.quotas:
+                self.cache.assume_binding(w.name, w.takes, force=True)
+                self._binding.add(w.name)
+
+    async def _forget_binds(self, names: set[str]) -> None:
+        """The writes binding ``names`` failed, were skipped or never ran: forget their bindings."""
+        names &= self._binding
+        if not names:
+            return
+        await self.cache.gate.writable()
+        for name in names:
+            self.cache.forget_binding(name)
+        self._binding -= names
+
     async def _guarded(self, work: Awaitable[Any]) -> Any:
         """``work`` with at most ``concurrency`` others in flight, paced to the loop share."""
         async with self._sem:
@@ -257,6 +288,7 @@ class BinderLoop:
         freeing, rest = in_order(writes)
         failed = await self._write_quotas(freeing, now, report)
         ready, waiting = after_freeing(rest, freeing, failed)
+        await self._forget_binds({w.name for w in waiting})
         for w in waiting:
             self.cache.dirty_quotas.add(w.name)
             self._count("quota_status", "skipped")
@@ -266,12 +298,15 @@ class BinderLoop:
         failed: set[str] = set()
 
         async def one(w: QuotaStatusWrite) -> None:
-            seen = self.cache.quota_object(w.name)
+            seen = w.seen  # the object the cycle judged: a delivery since must not pass for it
             expected = ((seen or {}).get("status") or {}).get("nodeName") or ""
             skipped: list[str] = []
 
             def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
                 skipped.clear()  # what the last call (the one the writer acted on) found
+                if not same_spec(obj, seen):
+                    skipped.append("changed")
+                    return None  # a bigger quota, or a new one of that name: re-plan next cycle
                 status = dict(obj.get("status") or {})
                 if (status.get("nodeName") or "") != expected:
                     skipped.append("moved")
@@ -298,6 +333,7 @@ class BinderLoop:
                 # resourceVersion makes the API refuse it if the copy is not the stored object
                 obj = await self.writer.update_quota_status(w.name, mutate, current=dict(seen) if seen else None)
             except Exception as exc:
+                await self._forget_binds({w.name})
                 await self.cache.gate.writable()
                 failed.add(w.name)
                 report.failed.append(f"quota {w.name}: {exc}")
@@ -311,9 +347,13 @@ class BinderLoop:
                 self.cache.dirty_quotas.add(w.name)  # skipped: look again next cycle
                 if obj is not None:
                     self.cache.on_quota_update(obj, obj)
+                if w.name in self._binding:
+                    self._binding.discard(w.name)
+                    self.cache.forget_binding(w.name)
                 self._count("quota_status", "skipped")
                 return
             before = self.cache.quota_object(w.name)
+            self._binding.discard(w.name)  # the answer shows the node: the object counts now
             self.cache.on_quota_update(obj, obj)
             report.quota_writes += 1
             self._count("quota_status", "ok")

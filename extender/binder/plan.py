@@ -64,6 +64,7 @@ class QuotaStatusWrite:
     frees: str = ""  # the node this write takes the quota off (a release, a move), else ""
     takes: str = ""  # the node this write puts the quota on (a bind, a move), else ""
     gang: str = ""  # with ``takes``: the job whose tasks claim the quota (its gang binds together)
+    seen: Mapping[str, Any] | None = field(default=None, compare=False)  # the object it was planned on
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,14 +200,18 @@ def plan_writes(cache: ClusterCache, result: CycleResult, *, extra_quotas: Itera
         quota = result.quotas.get(name) or cache.quotas.get(name)
         if quota is None:
             continue
+        if name in cache.bindings:  # the extender's write binding it is in flight: its answer comes first
+            cache.dirty_quotas.add(name)
+            continue
         desired = desired_quota_status(cache, quota, now, msgs.get(name, ""))
-        current = _persisted(cache.quota_object(name))
+        seen = cache.quota_object(name)
+        current = _persisted(seen)
         if _normalized(desired) != current:
             phase_changed = current.get("phase", QuotaPhase.EMPTY.value) != desired["phase"]
             was, will = current.get("nodeName") or "", desired.get("nodeName") or ""
             frees, takes = (was, will) if was != will else ("", "")
             gang = _claimants_job(quota) if takes else ""
-            plan.quotas.append(QuotaStatusWrite(name, desired, phase_changed, frees, takes, gang))
+            plan.quotas.append(QuotaStatusWrite(name, desired, phase_changed, frees, takes, gang, seen))
 
     # pod annotations: claims moved this cycle, then quota-node on pending pods
     patches: dict[str, PodPatch] = {}

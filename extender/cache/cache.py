@@ -16,8 +16,9 @@ Persisted and read back: a quota's ``nodeName``/``phase`` and its ``reservedTask
 held a quota and is deleted or fails (not one that succeeded) leaves a *pending reservation*
 that the binder writes into the quota's status.
 
-Also kept here: pods the extender has assumed (bind in flight, invisible to the API yet) and
-a monotonically increasing ``generation`` (any change bumps it).
+Also kept here: pods the extender has assumed (bind in flight, invisible to the API yet), quota
+bindings whose write is in flight (:mod:`~extender.cache.bindings`) and a monotonically
+increasing ``generation`` (any change bumps it).
 
 :class:`ClusterCache` holds the state and is what callers use; the rules of each kind of event
 live in a module of their own, as functions of the cache: :mod:`~extender.cache.node_events`,
@@ -37,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from extender import wellknown
-from extender.cache import inflight, jobs, node_events, pod_events, quota_events, reservations
+from extender.cache import bindings, inflight, jobs, node_events, pod_events, quota_events, reservations
 from extender.cache.claims import ClaimEntry
 from extender.cache.convert import ConvertOptions
 from extender.cache.convert_crds import PodGroupSpec
@@ -100,6 +101,7 @@ class ClusterCache:
         self.jobqueues: dict[str, JobQueueInfo] = {}
 
         self.assumed: dict[str, Assumed] = {}
+        self.bindings: dict[str, bindings.InFlight] = {}  # quota → its binding whose write is in flight
         self._waiting_claims: defaultdict[str, set[str]] = defaultdict(set)  # missing quota → pod uids
         self.pending_reservations: dict[str, dict[str, ReservedTask]] = defaultdict(dict)  # quota → uid → r
         self._reservation_expiry: dict[str, float] = {}  # quota → earliest expiry its status shows
@@ -285,11 +287,24 @@ class ClusterCache:
         self._bump()
 
     def expire_assumed(self) -> list[str]:
+        """Forget the assumed pods and quota bindings whose writer never came back; returns the
+        pods' uids."""
         now = self.clock()
         gone = [uid for uid, a in self.assumed.items() if a.expires <= now]
         for uid in gone:
             self.forget(uid)
+        bindings.expire(self)
         return gone
+
+    # --- quota bindings in flight (extender, binder) ---------------------------------------------
+    def assume_binding(self, quota: str, node_name: str, *, force: bool = False) -> None:
+        """Count ``quota`` as bound to ``node_name`` until its write is answered
+        (:func:`extender.cache.bindings.assume`)."""
+        bindings.assume(self, quota, node_name, force=force)
+
+    def forget_binding(self, quota: str) -> None:
+        """The write binding ``quota`` failed or was skipped: it is as its object says again."""
+        bindings.forget(self, quota)
 
     # --- reading -----------------------------------------------------------------------------
     def pod(self, uid: str) -> Obj | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Obj", "name_of", "older", "resource_version", "uid_of"]
+__all__ = ["Obj", "name_of", "older", "resource_version", "same_spec", "uid_of"]
 
 Obj = Mapping[str, Any]
 
@@ -35,3 +35,18 @@ def older(new: Obj, current: Obj | None) -> bool:
     as every apiserver backed by etcd issues them; otherwise never considered older)."""
     a, b = resource_version(new), resource_version(current)
     return a is not None and b is not None and a < b
+
+
+def same_spec(obj: Obj, seen: Obj | None) -> bool:
+    """``obj``, as just read, is the object ``seen`` was a version of, its spec unchanged since: the
+    same uid and ``metadata.generation`` (the API bumps it on every change of the spec; the specs
+    are compared where either has none). A writer that judged room on ``seen`` must not write what
+    it judged onto a bigger quota, nor onto a new object of the same name."""
+    if seen is None:
+        return True
+    if uid_of(obj) != uid_of(seen):
+        return False
+    a, b = (obj.get("metadata") or {}).get("generation"), (seen.get("metadata") or {}).get("generation")
+    if a is not None and b is not None:
+        return bool(a == b)
+    return bool(obj.get("spec") == seen.get("spec"))

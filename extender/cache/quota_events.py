@@ -4,7 +4,9 @@ A Quota's object gives its spec and what its status persists (``nodeName``/``pha
 ``reservedTasks``, the in-flight entries of ``status.tasks``); its claims are never read from
 the object but kept from the pods that claim it (:meth:`QuotaInfo.take_claims`). A delivered
 version no newer than the one held (a write's answer applied already, the informer catching
-up) changes nothing. A quota's node ledger entry follows ``status.nodeName``; pods that named
+up) changes nothing. A quota's node ledger entry follows ``status.nodeName`` — or, while a
+write of this replica binding it is in flight (:mod:`~extender.cache.bindings`) and the object
+shows no node yet, the node of that binding; pods that named
 the quota before it existed claim it when it appears, and claim nothing once it is deleted
 (they wait for it again).
 """
@@ -15,13 +17,14 @@ from typing import TYPE_CHECKING
 
 from extender.cache import convert_crds, inflight, pod_events, reservations
 from extender.cache.convert import ConversionError
-from extender.cache.meta import Obj, name_of, older, resource_version
+from extender.cache.meta import Obj, name_of, older, resource_version, uid_of
+from extender.model.quota import QuotaInfo, QuotaPhase
 from extender.model.task import ON_NODE, TaskStatus
 
 if TYPE_CHECKING:
     from extender.cache.cache import ClusterCache
 
-__all__ = ["on_quota_add", "on_quota_delete"]
+__all__ = ["apply_object", "on_quota_add", "on_quota_delete"]
 
 
 def _mark(index: set[str], name: str, member: bool) -> None:
@@ -41,6 +44,13 @@ def on_quota_add(cache: ClusterCache, obj: Obj) -> None:
         # resourceVersion is the same object: converting it again would change nothing and
         # costs the event loop ~1 ms a quota, 16,000 times after a burst)
         return
+    apply_object(cache, obj)
+
+
+def apply_object(cache: ClusterCache, obj: Obj) -> None:
+    """The quota as ``obj`` says (the version held may be ``obj`` itself: a binding in flight
+    forgotten), its claims kept."""
+    name = name_of(obj)
     try:
         new = convert_crds.quota_from_api(obj, cache.opts)
     except (ConversionError, ValueError) as exc:
@@ -57,6 +67,7 @@ def on_quota_add(cache: ClusterCache, obj: Obj) -> None:
                 node.remove_quota(name)
         new.take_claims(old)
     reservations.read_persisted(cache, name, new)
+    _in_flight(cache, obj, new)
     cache.quotas[name] = new
     cache.drifted.discard(name)
     for uid in new.claims:
@@ -86,8 +97,23 @@ def on_quota_add(cache: ClusterCache, obj: Obj) -> None:
     cache._bump(quotas=old is None or old.queue != new.queue or old.shared_queues != new.shared_queues)
 
 
+def _in_flight(cache: ClusterCache, obj: Obj, quota: QuotaInfo) -> None:
+    """``quota``, just made from ``obj``: bound to the node of its binding in flight while ``obj``
+    shows none; the binding ends when ``obj`` shows a node (ours: answered; another: the object
+    wins) or is another object than the one the write was for (``extender/cache/bindings.py``)."""
+    b = cache.bindings.get(quota.name)
+    if b is None:
+        return
+    if quota.node_name or uid_of(obj) != b.uid:
+        del cache.bindings[quota.name]
+        return
+    quota.node_name = b.node
+    quota.phase = QuotaPhase.BOUND
+
+
 def on_quota_delete(cache: ClusterCache, obj: Obj) -> None:
     name = name_of(obj)
+    cache.bindings.pop(name, None)
     q = cache.quotas.pop(name, None)
     cache._quota_objs.pop(name, None)
     cache.quota_touched.pop(name, None)
