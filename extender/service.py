@@ -246,10 +246,12 @@ class Runtime:
                 retry_period=s.retry_period,
             )
             self.elector.start()
+        elector = self.elector
         self.loop = BinderLoop(
             self.cache,
             self.scheduler,
-            self.writer,
+            # a leader's writes: none is sent, or done by the API server, once the lease may be lost
+            self.writer if elector is None else self.writer.fenced(elector.lease_left),
             period=s.binder_period,
             is_leader=lambda: self.is_leader() and self.synced(),
             metrics=self.metrics,

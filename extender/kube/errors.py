@@ -22,6 +22,7 @@ __all__ = [
     "KubeError",
     "KubeTimeout",
     "NotFound",
+    "NotLeading",
     "ServerError",
     "TooManyRequests",
     "WriteConflict",
@@ -144,6 +145,11 @@ class BindConflict(WriteConflict):
     def __init__(self, message: str, *, node: str | None = None) -> None:
         super().__init__(message)
         self.node = node
+
+
+class NotLeading(KubeError):
+    """A leader's write not sent: this replica cannot be sure it still holds the lease
+    (``KubeWriter.fenced``)."""
 
 
 class GiveUp(KubeError):

@@ -86,11 +86,21 @@ class LeaderElector:
         self._observed: Obj | None = None
         self._observed_spec: Obj | None = None
         self._observed_at = 0.0
+        self._renew_sent = -math.inf  # when the last acquire or renewal that succeeded was sent
         self._task: asyncio.Task[None] | None = None
 
     @property
     def is_leader(self) -> bool:
         return self.leading.is_set()
+
+    def lease_left(self) -> float:
+        """Seconds during which this replica may still act as the leader: until ``renew_deadline``
+        after the last successful renewal was *sent* (another replica may take the lease only
+        ``lease_duration`` after it saw that renewal, which it cannot see before it was sent);
+        0 when not leading. The binder's writes are fenced with it (``KubeWriter.fenced``)."""
+        if not self.is_leader:
+            return 0.0
+        return max(0.0, self._renew_sent + self.renew_deadline - self._clock())
 
     @property
     def _duration_seconds(self) -> int:
@@ -157,6 +167,13 @@ class LeaderElector:
     async def _try_acquire_or_renew(self) -> bool:
         """One client-go ``tryAcquireOrRenew`` round; False when someone else holds it or on error."""
         now = micro_time()
+        sent = self._clock()
+        ok = await self._acquire_or_renew(now)
+        if ok:
+            self._renew_sent = sent
+        return ok
+
+    async def _acquire_or_renew(self, now: str) -> bool:
         try:
             lease = await self.writer.get_lease(self.namespace, self.lease_name)
             if lease is None:

@@ -20,6 +20,7 @@ the emulator's request journal with the list — which is what the Helm chart's 
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import random
 import socket
@@ -42,11 +43,18 @@ from extender.kube.errors import (
     GiveUp,
     KubeTimeout,
     NotFound,
+    NotLeading,
     WriteConflict,
 )
 from extender.kube.events import EventMemory, EventRecord, event_key
 
-__all__ = ["KubeWriter", "StatusMutator"]
+__all__ = ["MIN_FENCED_WRITE", "Fence", "KubeWriter", "StatusMutator"]
+
+Fence = Callable[[], float]
+"""Seconds during which this replica may still write as the leader (0 or less: it may not)."""
+
+MIN_FENCED_WRITE: Final = 0.5
+"""A fenced write is sent only with at least this many seconds of the fence left."""
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +104,27 @@ class KubeWriter:
         self._sleep = sleep
         self._clock = clock
         self._events = EventMemory()
+        self._fence: Fence | None = None
+
+    def fenced(self, fence: Fence) -> KubeWriter:
+        """This writer for a leader's work (the binder loop): each write — not a read, not a Lease
+        — is sent only while ``fence()`` leaves :data:`MIN_FENCED_WRITE` seconds or more, else
+        :class:`NotLeading` is raised; and it carries that many seconds as the API server's own
+        deadline (``?timeout=``: kube-apiserver's request deadline; a write not done by then is
+        not done, 504), so no write of a leader lands after another replica may have taken the
+        lease. The copy shares the API client and the event memory."""
+        out = copy.copy(self)
+        out._fence = fence
+        return out
+
+    def _deadline(self, verb: str, resource: str, what: str) -> float | None:
+        """The server-side deadline of a fenced write (seconds), None for an unfenced call."""
+        if self._fence is None or verb == "get" or resource == "leases":
+            return None
+        left = self._fence()
+        if left < MIN_FENCED_WRITE:
+            raise NotLeading(f"{what}: not sent, this replica may no longer hold the leader lease")
+        return left
 
     # ------------------------------------------------------------------------------------------
     # plumbing
@@ -127,9 +156,12 @@ class KubeWriter:
         last: BaseException | None = None
         for attempt in range(1, self.retries + 1):
             retry_after: float | None = None
+            deadline = self._deadline(verb, resource, what)
+            query = None if deadline is None else {"timeout": f"{int(deadline * 1000)}ms"}
+            timeout = self.request_timeout if deadline is None else min(self.request_timeout, deadline)
             try:
                 resp = await kube_client.request(
-                    self.api, method, path, body=body, content_type=content_type, request_timeout=self.request_timeout
+                    self.api, method, path, query=query, body=body, content_type=content_type, request_timeout=timeout
                 )
             except KubeTimeout as exc:
                 if not idempotent:

@@ -169,3 +169,21 @@ async def test_release_after_a_renewal_the_stop_cut_short_still_releases(emu: Em
     assert not a.is_leader
     released = lease_spec(emu, lease)
     assert released["holderIdentity"] == "" and released["leaseDurationSeconds"] == 1  # released: expire now
+
+
+async def test_lease_left_counts_from_the_last_renewal_sent_and_is_zero_when_not_leading(emu: Emulator) -> None:
+    """What the binder's writes are fenced with: while leading, at most ``renew_deadline`` and
+    more than nothing (renewals keep it up); once the renewals fail it runs down, and it is 0
+    from the moment the candidate steps down."""
+    lease = f"l-{uuid.uuid4().hex[:6]}"
+    async with candidate(emu, "a", lease) as a:
+        assert a.lease_left() == 0.0
+        with anyio.fail_after(5):
+            await a.leading.wait()
+        for _ in range(10):
+            assert 0.0 < a.lease_left() <= FAST["renew_deadline"]
+            await anyio.sleep(FAST["retry_period"])
+        emu.faults.add("*", "leases", code=500, user_agent="sky-scheduler/a")
+        with anyio.fail_after(5):
+            await a.not_leading.wait()
+        assert a.lease_left() == 0.0

@@ -16,9 +16,10 @@ from extender.kube import client as kube_client
 from extender.kube.calls import API_CALLS
 from extender.kube.errors import (
     GiveUp,
+    NotLeading,
     WriteConflict,
 )
-from extender.kube.writer import KubeWriter
+from extender.kube.writer import MIN_FENCED_WRITE, KubeWriter
 
 from .writes import QUOTA_STATUS_PATH, bump, pod, quota, writer
 
@@ -39,6 +40,26 @@ async def test_quota_status_read_modify_write(emu: Emulator, api: Any) -> None:
     none = await w.update_quota_status(name, lambda q: None)  # nothing to change: no write
     assert emu.resource_version == rv
     assert same["status"] == none["status"] == out["status"]
+
+
+async def test_a_fenced_write_carries_the_fence_as_its_deadline_and_is_refused_past_it(emu: Emulator, api: Any) -> None:
+    """``KubeWriter.fenced``: reads go as they are; a write carries the time the fence leaves as
+    the API server's deadline (``?timeout=``), and with less than ``MIN_FENCED_WRITE`` left it is
+    not sent (``NotLeading``) — the write a leader must not make once its lease may be lost."""
+    name = quota(emu)
+    left = [3.0]
+    w = writer(api).fenced(lambda: left[0])
+    emu.journal.clear()
+    await w.update_quota_status(name, lambda q: {"phase": "QuotaBound", "nodeName": "n1"})
+    sent = [(r.verb, r.query) for r in emu.journal.records() if r.name == name]
+    assert sent == [("get", ""), ("update", "timeout=3000ms")]
+    left[0] = MIN_FENCED_WRITE / 2
+    rv = emu.resource_version
+    with pytest.raises(NotLeading):
+        await w.update_quota_status(name, lambda q: {"phase": "QuotaBound", "nodeName": "n2"})
+    assert emu.resource_version == rv
+    unfenced = await writer(api).update_quota_status(name, lambda q: {"phase": "QuotaBound", "nodeName": "n2"})
+    assert unfenced["status"]["nodeName"] == "n2"  # the writer it was made from is not fenced
 
 
 def _quota_calls(emu: Emulator, name: str) -> list[tuple[str, int]]:
