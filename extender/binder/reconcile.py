@@ -83,6 +83,8 @@ class StatusReconciler:
         self._phases: dict[str, str] = {}  # job → PodGroup phase, as of the last pass that looked at it
         self._queue_of: dict[str, str] = {}  # job → the queue it was counted in
         self._queue_rv: dict[str, object] = {}  # queue → resourceVersion of the object last looked at
+        self._jobqueue_rv: dict[str, object] = {}  # JobQueue → likewise (a new, edited or deleted one
+        # changes which jobs every JobQueue governs)
         self._queues_dirty: set[str] = set()  # queues whose pool quotas this reconciler changed
 
     async def reconcile(
@@ -92,7 +94,8 @@ class StatusReconciler:
 
         Incremental: only jobs the cache marked changed (``ClusterCache.take_changed_jobs``) or
         whose verdict changed are looked at, with the queues and JobQueues they count in (and
-        queues whose object or pool quotas changed); every ``resync`` seconds everything is
+        queues whose object or pool quotas changed, and every JobQueue when one was created,
+        edited or deleted: which JobQueue governs a job may change); every ``resync`` seconds everything is
         (the controllers' resync, for what no mark covers: node labels, foreign writes).
         Skipped at once when neither the cache nor the verdicts changed since a pass that
         wrote nothing."""
@@ -138,8 +141,13 @@ class StatusReconciler:
                 queues.add(name)
         if queues:
             writes += self._queues(queues & set(cache.queues), now)
-        if cache.jobqueues and (keys or full):
+        jobqueue_rv = {
+            name: ((cache.jobqueue_object(name) or {}).get("metadata") or {}).get("resourceVersion")
+            for name in cache.jobqueues
+        }
+        if cache.jobqueues and (keys or full or jobqueue_rv != self._jobqueue_rv):
             writes += self._jobqueues()
+        self._jobqueue_rv = jobqueue_rv
         writes += self._quota_holds(holds)
         if writes:
             await asyncio.gather(*(self._guard(w) for w in writes))
