@@ -60,6 +60,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+ASSUME_STEP = 256
+"""Binds a cycle assumes in the cache per step on the event loop (about 3 ms on a slow core)."""
+
 
 class Writer(Protocol):
     """What the loop needs of ``extender.kube.writer.KubeWriter``."""
@@ -212,13 +215,13 @@ class BinderLoop:
         with contextlib.ExitStack() as collector_paused:
             collector_paused.enter_context(heap.paused())  # no collection inside the synchronous part
             result, plan, burst = await cache.gate.off_loop(compute)
-            self._assume_binds(plan.quotas)  # before any await: no writer has run since the cycle read
-            if not burst:
-                collector_paused.close()
             report = CycleReport(ran=True, result=result)
-            # a burst's writes make as many objects again (every quota's new document): still no
-            # collection until they are done, then they are frozen as the cycle's were
             try:
+                await self._assume_binds(plan.quotas)  # no writer runs between the cycle's read and this
+                if not burst:
+                    collector_paused.close()
+                # a burst's writes make as many objects again (every quota's new document): still no
+                # collection until they are done, then they are frozen as the cycle's were
                 failed_quotas = await self._write_quota_statuses(plan.quotas, self.cache.clock(), report)
             finally:
                 await self._forget_binds(set(self._binding))  # not written (the cycle died): as before
@@ -240,16 +243,29 @@ class BinderLoop:
         return report
 
     # --- writes ----------------------------------------------------------------------------------
-    def _assume_binds(self, writes: list[QuotaStatusWrite]) -> None:
+    async def _assume_binds(self, writes: list[QuotaStatusWrite]) -> None:
         """Count the cycle's binds in the cache from now until each write is answered
         (``extender/cache/bindings.py``): an inline bind of the extender judged meanwhile sees
         their room taken. A bind that mirrors a fact (its pods run on the node) may exceed the
         node's room: it is counted all the same. Moves and releases are not assumed: a node is
-        freed in the cache only by the answer of the write that frees it."""
-        for w in writes:
-            if w.takes and not w.frees and w.name in self.cache.quotas:
+        freed in the cache only by the answer of the write that frees it.
+
+        The cache's writers (informers, inline binds) wait at its gate until every bind counts;
+        the assuming goes in steps of :data:`ASSUME_STEP`, paced like the writes, so the verbs
+        keep the loop (16,000 binds take 0.2 s of it)."""
+        binds = [w for w in writes if w.takes and not w.frees]
+        if not binds:
+            return
+        async with self.cache.gate.held():  # entered at once: no writer between the plan and this
+            await self.pace.run(self._assume_in_steps(binds))
+
+    async def _assume_in_steps(self, binds: list[QuotaStatusWrite]) -> None:
+        for i, w in enumerate(binds, start=1):
+            if w.name in self.cache.quotas:
                 self.cache.assume_binding(w.name, w.takes, force=True)
                 self._binding.add(w.name)
+            if i % ASSUME_STEP == 0:
+                await asyncio.sleep(0)
 
     async def _forget_binds(self, names: set[str]) -> None:
         """The writes binding ``names`` failed, were skipped or never ran: forget their bindings."""

@@ -22,8 +22,9 @@ function on a worker thread instead. The rule that keeps that correct:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final, TypeVar
 
@@ -56,6 +57,18 @@ class ReadGate:
             if self._idle is None:
                 self._idle = asyncio.Event()
             await self._idle.wait()
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """Writers wait, as for an off-loop reader, while the caller changes the cache on the loop
+        in steps with awaits between them (each step leaves the cache whole: readers on the loop
+        see it before or after a step). Entered without a pause: right after :meth:`off_loop`
+        returns, no writer gets in between."""
+        self._enter()
+        try:
+            yield
+        finally:
+            self._leave()
 
     async def off_loop(self, fn: Callable[[], T]) -> T:
         """``fn()`` on a worker thread, the cache's writers held until it returns."""

@@ -215,6 +215,34 @@ async def test_a_cancelled_reader_keeps_the_writers_waiting_until_its_thread_is_
     assert not cache.gate.busy
 
 
+async def test_held_keeps_the_writers_waiting_from_the_reader_s_end_until_the_steps_are_done() -> None:
+    """``ReadGate.held`` entered right after ``off_loop`` returns: a writer woken by the reader's
+    end still waits until the held steps are done — no writer gets in between."""
+    cache = _cache()
+    release = threading.Event()
+    order: list[str] = []
+
+    async def binder() -> None:  # as BinderLoop.run_cycle: the reader awaited, then held at once
+        await cache.gate.off_loop(lambda: release.wait(30))
+        async with cache.gate.held():
+            for step in range(3):
+                order.append(f"step {step}")
+                await asyncio.sleep(0.01)  # the loop turns: the writer is ready to run, and waits
+
+    async def writer() -> None:
+        await cache.gate.writable()
+        order.append("writer")
+
+    steps = asyncio.create_task(binder())
+    await asyncio.sleep(0.01)
+    waiting = asyncio.create_task(writer())
+    await asyncio.sleep(0.01)
+    release.set()
+    await asyncio.wait_for(asyncio.gather(steps, waiting), 30)
+    assert order == ["step 0", "step 1", "step 2", "writer"]
+    assert not cache.gate.busy
+
+
 async def test_a_very_large_request_is_answered_off_the_loop_with_the_same_reply(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
