@@ -25,7 +25,7 @@ from extender.framework.status import Status
 from extender.model.job import JobInfo
 from extender.model.quota import QuotaInfo
 from extender.plugins.topology.gangparts import GangPlan, Mix, PlanKey, SpecPlan, coarsen, for_planning, plan_key
-from extender.plugins.topology.gangplan import Range, Slot, ZoneId
+from extender.plugins.topology.gangplan import Range, Slot, ZoneId, ZoneOffer
 from extender.plugins.topology.mixedfrontier import STATE_LIMIT, frontier_of
 from extender.plugins.topology.mixedmembers import MixedMembers
 from extender.plugins.topology.mixedplan import (
@@ -41,6 +41,7 @@ from extender.plugins.topology.mixedrun import plan_run
 from extender.plugins.topology.rankorder import order_break
 from extender.plugins.topology.refusals import out_of_rank_order
 from extender.plugins.topology.siblings import rank_ranges
+from extender.plugins.topology.tierwalk import first_near_siblings
 from extender.plugins.topology.verdicts import UnitParts
 
 if TYPE_CHECKING:
@@ -338,9 +339,15 @@ class MixedPlanner:
         members, measure, may = self.members.with_fronts(job, mix, self.p.memo.spec_zones.get(spec, []))
         home = [n for z in bound_zones for n in members.get(z, [])]
         offers = [self.p.offer(job, mix.head, sid, z) for z, ns in members.items() if ns and z not in bound_zones]
-        zones = zones_mixed(
-            gang, offers, members, home, None if bound_zones else self.p.by_tier, measure=measure, may=may
-        )
+        if bound_zones:  # further zones under the siblings' spine first (tierwalk.near_siblings)
+            memo = self.p.memo
+
+            def near(zs: Sequence[ZoneOffer]) -> list[ZoneOffer] | None:
+                return zones_mixed(gang, zs, members, home, None, measure=measure, may=may)
+
+            zones = first_near_siblings(memo.zone_tiers, memo.levels, offers, bound_zones, near)
+        else:
+            zones = zones_mixed(gang, offers, members, home, self.p.by_tier, measure=measure, may=may)
         if zones is None:
             return None
         beside = [self.p.offer(job, mix.head, sid, z) for z in bound_zones if z in members]

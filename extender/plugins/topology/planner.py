@@ -49,7 +49,7 @@ from extender.plugins.topology.nodechoice import Candidate, choose_nodes, contin
 from extender.plugins.topology.rankorder import assign_ranks, order_break, ordered_in_zones
 from extender.plugins.topology.refusals import out_of_rank_order
 from extender.plugins.topology.siblings import rank_ranges
-from extender.plugins.topology.tierwalk import by_tier, near_siblings
+from extender.plugins.topology.tierwalk import by_tier, first_near_siblings, near_siblings
 from extender.plugins.topology.verdicts import PlanVerdicts
 
 __all__ = ["GangPlan", "GangPlanner"]
@@ -242,25 +242,38 @@ class GangPlanner(PlanVerdicts):
         held: Collection[str],
     ) -> tuple[list[Slot], list[ZoneId]] | None:
         """:func:`rankorder.ordered_in_zones` for the gang: a strict-order one may take further zones
-        of its spec beside its siblings' (``home``); any other keeps to its chosen ``zones``, and to
-        ``away`` quotas outside ``home`` (what its plan by room put there). ``held``: the nodes of
-        its bound siblings (distinct nodes come first)."""
+        of its spec beside its siblings' (``home``) — within its hard ``highestTierAllowed`` of
+        them, if it has one; under their spine first (``tierwalk.first_near_siblings``) —; any
+        other keeps to its chosen ``zones``, and to ``away`` quotas outside ``home`` (what its
+        plan by room put there). ``held``: the nodes of its bound siblings (distinct nodes come
+        first)."""
         spec = (home or zones)[0][0] if home or zones else ""
         further = None
         if job.strict_order:
-            further = [self.offer(job, head, sid, z) for z in self.memo.spec_zones.get(spec, []) if z not in home]
+            limit, span = job.hard_tier, self.memo.span
+            further = [
+                self.offer(job, head, sid, z)
+                for z in self.memo.spec_zones.get(spec, [])
+                if z not in home and (limit is None or span([*home, z]) <= limit)
+            ]
         cands = partial(self._candidates, job, head, sid)
-        return ordered_in_zones(
-            cands,
-            zones,
-            ranges,
-            home=home,
-            further=further,
-            away=None if further else away,
-            pack=self.pack,
-            held=held,
-            domains=self.memo.domain_of,
-        )
+
+        def ordered(near: Sequence[ZoneOffer] | None) -> tuple[list[Slot], list[ZoneId]] | None:
+            return ordered_in_zones(
+                cands,
+                zones,
+                ranges,
+                home=home,
+                further=near,
+                away=None if near else away,
+                pack=self.pack,
+                held=held,
+                domains=self.memo.domain_of,
+            )
+
+        if further and home:  # the further zones under the siblings' spine first, as near_siblings
+            return first_near_siblings(self.memo.zone_tiers, self.memo.levels, further, home, ordered)
+        return ordered(further)
 
     def specs(self, quotas: Sequence[QuotaInfo], head: QuotaInfo) -> tuple[Collection[str], list[ZoneId]]:
         """The GPU specs a gang may plan in (its bound siblings', else the one ``head`` asks for,

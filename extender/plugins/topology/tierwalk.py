@@ -8,18 +8,21 @@ the highest level any zone names.
   zones the caller's rule picks (the fewest leaves); when no unit holds it, that rule over the
   whole cluster.
 * **A partly bound gang** (:func:`near_siblings`): the fewest further zones under the lowest tier
-  its bound siblings' zones share, if they hold the rest; else the fewest anywhere.
+  its bound siblings' zones share, if they hold the rest; else the fewest anywhere
+  (:func:`first_near_siblings`: the same walk for any rule of choosing the zones).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from extender.plugins.topology.gangplan import ZoneId, ZoneOffer, choose_zones
 
-__all__ = ["Tiers", "by_tier", "near_siblings"]
+__all__ = ["Tiers", "by_tier", "first_near_siblings", "near_siblings"]
 
 Tiers = Mapping[ZoneId, Mapping[int, str]]
+T = TypeVar("T")
 
 
 def by_tier(
@@ -58,12 +61,26 @@ def near_siblings(
 ) -> list[ZoneOffer] | None:
     """Further zones for a partly bound gang (``need`` quotas more): under the lowest tier its
     siblings share, if there are enough there, else anywhere (fewest zones)."""
+    return first_near_siblings(tiers, levels, others, bound_zones, lambda near: choose_zones(near, need))
+
+
+def first_near_siblings(
+    tiers: Tiers,
+    levels: int,
+    others: Sequence[ZoneOffer],
+    bound_zones: Sequence[ZoneId],
+    choose: Callable[[Sequence[ZoneOffer]], T | None],
+) -> T | None:
+    """What ``choose`` picks of the zones ``others`` under the lowest tier (spine, then core, …)
+    that a partly bound gang's siblings' zones share, the first tier where it picks anything;
+    else of all of ``others``. The rule of :func:`near_siblings` for any way of choosing (a gang
+    of several sizes, or one that keeps rank order around its siblings)."""
     for level in range(2, levels + 1):
         names = {tiers[z].get(level) for z in bound_zones}
         if len(names) != 1 or None in names:
             continue
         (name,) = names
-        near = choose_zones([z for z in others if tiers[z.id].get(level) == name], need)
-        if near is not None:
-            return near
-    return choose_zones(others, need)
+        near = [z for z in others if tiers[z.id].get(level) == name]
+        if len(near) < len(others) and (chosen := choose(near)) is not None:
+            return chosen
+    return choose(others)
