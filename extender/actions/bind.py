@@ -189,6 +189,9 @@ def decide_pod(
             return out, Rest(admission.message())
         quota = choose_inline_quota(ssn, task)
         chosen_inline = quota is not None
+    if quota is not None and quota.in_flight:  # hop ③ waits for the API to show the binding
+        out.quota = quota.name
+        return out, Rest(in_flight(quota).message())
     if quota is not None and not quota.node_name and is_inline(job, task):
         return filter_inline(ssn, task, quota, candidates), None
     if quota is None or not quota.node_name:
@@ -218,14 +221,23 @@ def decide_pod(
     return out, Rest(elsewhere.message(), skip=home)
 
 
+def in_flight(quota: QuotaInfo) -> Status:
+    """Why a pod waits whose quota's binding is being written: no pod goes to a node before the
+    API shows its quota bound there (invariant 2 at every instant on the API objects)."""
+    return Status.unresolvable(
+        Reason.QUOTA_NOT_BOUND, f"quota {quota.name}'s binding to {quota.node_name} is being written"
+    )
+
+
 def gang_gate(ssn: Session, job: JobInfo | None, task: TaskInfo) -> Status:
     """Hop ③ of a gang is all or nothing: a pod passes only when at least ``minMember`` of its
     job's tasks exist and hold quotas bound to nodes — however they got bound (statically, by
-    another controller, by the binder) — and a pod of a strict-order job only once every lower
-    rank holds a bound quota too. Else ``GangNotReady(3/4 quotas bound)``."""
+    another controller, by the binder), the API showing the binding — and a pod of a strict-order
+    job only once every lower rank holds a bound quota too. Else ``GangNotReady(3/4 quotas
+    bound)``."""
     if job is None or (job.min_member <= 1 and not job.strict_order):
         return SUCCESS
-    bound = quotas_bound(ssn, job)
+    bound = quotas_bound(ssn, job, written=True)
     if bound < job.min_member:
         return Status.unresolvable(Reason.GANG_NOT_READY, f"{bound}/{job.min_member} quotas bound")
     if job.strict_order and task.index is not None:
@@ -233,7 +245,7 @@ def gang_gate(ssn: Session, job: JobInfo | None, task: TaskInfo) -> Status:
             if t.index is None or t.index >= task.index or not t.is_alive():
                 continue
             q = ssn.quota(t.quota) if t.quota else None
-            if q is None or not q.node_name:
+            if q is None or not q.node_name or q.in_flight:
                 return Status.unresolvable(
                     Reason.GANG_NOT_READY, f"rank {task.index} waits for rank {t.index}'s quota to be bound"
                 )

@@ -107,6 +107,8 @@ def _place(ssn: Session, task: TaskInfo, node: NodeInfo, asked: _Asked) -> _Plac
         return f"pod {ns}/{name} holds no quota yet; the binder assigns one (see /diagnose/pod/{ns}/{name})"
     if quota.node_name != node_name:
         return f"quota {quota.name} of pod {ns}/{name} is bound to {quota.node_name or 'no node'}, not {node_name}"
+    if quota.in_flight:
+        return f"cannot bind {ns}/{name} yet: {bind_action.in_flight(quota).message()}; kube-scheduler will retry"
     s = bind_action.gang_gate(ssn, job, task)
     if s.ok:
         s = ssn.tn.predicate(task, node)

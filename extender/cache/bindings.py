@@ -59,6 +59,7 @@ def assume(cache: ClusterCache, name: str, node_name: str, *, force: bool = Fals
     quota = cache.quotas[name] = quota.clone()  # stored quotas are replaced, never edited (on_quota_add)
     quota.node_name = node_name
     quota.phase = QuotaPhase.BOUND
+    quota.in_flight = True
     cache._quotas_on[node_name].add(name)
     uid = uid_of(cache._quota_objs.get(name) or {})
     cache.bindings[name] = InFlight(node_name, uid, cache.clock() + cache.assume_ttl)

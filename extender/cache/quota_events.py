@@ -109,6 +109,7 @@ def _in_flight(cache: ClusterCache, obj: Obj, quota: QuotaInfo) -> None:
         return
     quota.node_name = b.node
     quota.phase = QuotaPhase.BOUND
+    quota.in_flight = True
 
 
 def on_quota_delete(cache: ClusterCache, obj: Obj) -> None:

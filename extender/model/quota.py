@@ -160,6 +160,9 @@ class QuotaInfo:
     shadow: Resource = field(default_factory=Resource.empty)
     static_bind_status: StaticBindStatus | None = None
     bound_by: str = ""  # status.boundBy: who bound it to node_name ("": another controller)
+    # node_name is a binding of this replica whose write the API has not answered yet
+    # (extender/cache/bindings.py): its room is taken, but no pod may go to it before the API shows it
+    in_flight: bool = False
     claims: dict[str, QuotaClaim] = field(default_factory=dict)
     allocated: Resource = field(default_factory=Resource.empty)  # Σ claim requests, kept exact
     reserved: tuple[ReservedTask, ...] = ()
@@ -349,6 +352,7 @@ class QuotaInfo:
         q.shadow = self.shadow
         q.static_bind_status = self.static_bind_status
         q.bound_by = self.bound_by
+        q.in_flight = self.in_flight
         q.claims = self.claims  # shared until either side edits them (_own_claims)
         q.allocated = self.allocated
         q._claims_shared = self._claims_shared = True

@@ -23,15 +23,16 @@ _SUCCEEDED: Final = TaskStatus.SUCCEEDED  # read per task: a module name (enum r
 Args = NoArgs
 
 
-def quotas_bound(ssn: Session, job: JobInfo) -> int:
-    """Tasks that finished, or whose claimed quota is bound (in this session's view)."""
+def quotas_bound(ssn: Session, job: JobInfo, *, written: bool = False) -> int:
+    """Tasks that finished, or whose claimed quota is bound (in this session's view; with
+    ``written``, only bindings the API shows, not those whose write is in flight)."""
     n = 0
     for t in job.tasks.values():
         if t.status is _SUCCEEDED:
             n += 1
         elif t.quota and t.status in ALIVE:
             q = ssn.quota(t.quota)
-            if q is not None and q.node_name:
+            if q is not None and q.node_name and not (written and q.in_flight):
                 n += 1
     return n
 

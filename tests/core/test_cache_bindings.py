@@ -63,6 +63,7 @@ class World:
             want = self.node_of(name)
             assert q.node_name == want, (name, q.node_name, want)
             assert q.phase is (QuotaPhase.BOUND if want else QuotaPhase.EMPTY)
+            assert q.in_flight == (name in self.flight)  # hop ③ waits for the API while it is
         for n in NODES:
             on = {name for name in self.objects if self.node_of(name) == n}
             assert {name for name in QUOTAS if self.cache.nodes[n].has_quota(name)} == on, n

@@ -16,6 +16,7 @@ import pytest
 from extender import wellknown
 from extender.model.resources import Resource
 from tests import builders as b
+from tests.binder.invariant_monitor import Monitor
 from tests.extender.harness import Harness, harness
 
 pytestmark = pytest.mark.anyio
@@ -120,3 +121,34 @@ async def test_two_inline_binds_sent_together_never_overcommit_a_node(tmp_path: 
             f"invariant 1 broken on n0: quotas bound there ask {total} > allocatable {alloc}"
             f" (bind a: {ra.json()!r}, bind b: {rb.json()!r})"
         )
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+async def test_no_pod_goes_to_a_node_before_the_api_shows_its_quota_bound_there(tmp_path: Path, workers: int) -> None:
+    """The binder's write binding a gang's quota is in flight (its room already counts in the
+    cache): the gang's pods wait — the filter passes no node, a bind is refused — until the API
+    shows the binding, so no instant has a pod on a node its quota is not bound to (invariant 2);
+    then they bind."""
+    async with harness(tmp_path) as h:
+        mon = Monitor(h.emulator)
+        h.apply([b.node("n0"), b.node("n1"), *(b.topology(n, ["s0"]) for n in ("n0", "n1"))])
+        h.apply(b.training_job("t", workers, gpu=8, hca=1))
+        await h.cl.settle()
+        fault = h.emulator.faults.add("update", "quotas/status", name="q-t-0", latency=0.8, count=1)
+        cycle = asyncio.ensure_future(h.cycle())
+        for _ in range(400):
+            if fault.hits:
+                break
+            await asyncio.sleep(0.005)
+        assert fault.hits, "the binder never wrote q-t-0"
+        pod = h.pod("t-worker-0")
+        reply = (await h.post("filter", {"Pod": pod, "Nodes": None, "NodeNames": ["n0", "n1"]})).json()
+        assert reply["NodeNames"] == []
+        assert all("is being written" in why for why in reply["FailedAndUnresolvableNodes"].values()), reply
+        error = (await h.post("bind", _bind_args(h, "t-worker-0", "n0"))).json()["Error"]
+        assert "is being written" in error, error
+        await cycle
+        await h.cl.settle()
+        assert h.cl.quota_nodes()["q-t-0"] == "n0"
+        assert (await h.post("bind", _bind_args(h, "t-worker-0", "n0"))).json()["Error"] == ""
+        assert not mon.seen, mon.report()
