@@ -233,6 +233,7 @@ class MixedPlanner:
                     e and room_for(k.request, n.room) for e, k in zip(n.eligible, mix.kinds, strict=True)
                 ):
                     units.setdefault(domain, {}).setdefault(z, []).append(n)
+        pull = self.p.domain_affinity(job)
         for by_slots in self.p.domain_rooms(job):
             ranked = []
             for domain, members in units.items():
@@ -240,10 +241,11 @@ class MixedPlanner:
                 if not by_slots and len(nodes) < sum(k.count for k in mix.kinds):
                     continue
                 room = sum(room_for(mix.kinds[t].request, n.room) for n in nodes if n.eligible[t])
-                ranked.append(((room if by_slots else len(nodes), len(nodes), nodes[0].index, domain), members))
+                rank = (-pull(nodes), room if by_slots else len(nodes), len(nodes), nodes[0].index)
+                ranked.append(((*rank, domain), members))
             sharing: SpecPlan | None = None
             for key, members in sorted(ranked, key=lambda u: u[0]):
-                plan = self._in_domain(job, mix, gang, spec, rank=key[:3], members=members)
+                plan = self._in_domain(job, mix, gang, spec, rank=key[:4], members=members)
                 if plan is not None and (by_slots or _apart(plan)):
                     return plan
                 if sharing is None and plan is not None and not self._shares_needlessly(job, mix, gang, plan):
@@ -284,18 +286,18 @@ class MixedPlanner:
         gang: MixedGang,
         spec: str,
         *,
-        rank: tuple[int, int, int],
+        rank: tuple[int, int, int, int],
         members: dict[ZoneId, list[MixedNode]],
     ) -> SpecPlan | None:
         """The gang planned inside one NVLink domain (its nodes ``members``, by zone), ranked by
-        ``rank`` (its room, nodes, first node index)."""
+        ``rank`` (less affinity, its room, nodes, first node index)."""
         sid = self.p.memo.shape_of(mix.head)
         offers = [self.p.offer(job, mix.head, sid, z) for z in members]
         made = plan_mixed(gang, offers, members, [])
         if made is None:
             return None
         placed = dict(zip((q.name for q in mix.unbound), made[1], strict=True))
-        return SpecPlan((0, 1, 0, 0, *rank, spec), made[0], None, placed)
+        return SpecPlan((0, 1, rank[0], 0, *rank[1:], spec), made[0], None, placed)
 
     def _siblings_domain(
         self, job: JobInfo, mix: Mix, gang: MixedGang, spec: str, bound_zones: list[ZoneId]

@@ -32,8 +32,9 @@ rules of :mod:`gangplan`, and answers one plan per gang: which node each unbound
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from functools import partial
+from typing import Protocol
 
 from extender.framework.session import Session
 from extender.framework.status import Status
@@ -53,6 +54,13 @@ from extender.plugins.topology.tierwalk import by_tier, first_near_siblings, nea
 from extender.plugins.topology.verdicts import PlanVerdicts
 
 __all__ = ["GangPlan", "GangPlanner"]
+
+
+class NodeLike(Protocol):
+    """A node as a planner models it (``nodechoice.Candidate``, ``mixedorder.MixedNode``)."""
+
+    @property
+    def name(self) -> str: ...
 
 
 class GangPlanner(PlanVerdicts):
@@ -411,11 +419,23 @@ class GangPlanner(PlanVerdicts):
                 break
         if not holding:
             return None
-        domain, cands = min(holding, key=lambda u: (room(u[1]), len(u[1]), u[1][0].index, u[0]))
+        pull = self.domain_affinity(job)
+        domain, cands = min(holding, key=lambda u: (-pull(u[1]), room(u[1]), len(u[1]), u[1][0].index, u[0]))
         slots = [Slot(c.name, c.index) for c, n in choose_nodes(cands, need, pack=self.pack) for _ in range(n)]
         offers = [self.offer(job, head, sid, z) for z in sorted({memo.zone_of[c.name] for c in cands})]
-        key = (0, 1, 0, 0, room(cands), len(cands), cands[0].index, spec)
+        key = (0, 1, -pull(cands), 0, room(cands), len(cands), cands[0].index, spec)
         return SpecPlan(key, offers, slots)
+
+    def domain_affinity(self, job: JobInfo) -> Callable[[Iterable[NodeLike]], int]:
+        """The quotas of the job's ``topology-affinity-key`` in the leaves of an NVLink domain's
+        nodes: more come first, before room, as among leaves (``gangplan.single_zone_key``)."""
+        counts = self.affinity(job.affinity_key) if self.affinity is not None and job.affinity_key else None
+        zone_of = self.memo.zone_of
+
+        def pull(nodes: Iterable[NodeLike]) -> int:
+            return sum(counts[z] for z in {zone_of[n.name] for n in nodes}) if counts else 0
+
+        return pull
 
     def domain_rooms(self, job: JobInfo) -> tuple[bool, ...]:
         """How tier 0 weighs an NVLink domain's room, in turn (True: its slots; False: its nodes,

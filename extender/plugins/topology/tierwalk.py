@@ -4,7 +4,8 @@ Pure functions: no session, no I/O. ``tiers`` maps each zone to its unit per lev
 the highest level any zone names.
 
 * **A fresh gang** (:func:`by_tier`): the unit of the lowest tier that holds it, the one with the
-  least room that does (best fit; ties: fewer nodes, lower first index, name), and in it the
+  most quotas of its affinity key, then the least room that does (best fit; ties: fewer nodes,
+  lower first index, name), and in it the
   zones the caller's rule picks (the fewest leaves); when no unit holds it, that rule over the
   whole cluster.
 * **A partly bound gang** (:func:`near_siblings`): the fewest further zones under the lowest tier
@@ -33,8 +34,9 @@ def by_tier(
     holds: Callable[[Sequence[ZoneOffer]], bool],
 ) -> list[ZoneOffer] | None:
     """The units of the lowest tier (spine, then core, …) of which one ``holds`` the gang — the
-    one with the least room that does (best fit) — and within it the zones ``choose`` picks
-    (the fewest leaves); else what ``choose`` picks of the whole cluster."""
+    one with the most quotas of the job's ``topology-affinity-key``, then the least room (best
+    fit), as among leaves (``gangplan.single_zone_key``) — and within it the zones ``choose``
+    picks (the fewest leaves); else what ``choose`` picks of the whole cluster."""
     for level in range(2, levels + 1):
         units: dict[str, list[ZoneOffer]] = {}
         for z in offers:
@@ -46,6 +48,7 @@ def by_tier(
             _, best = min(
                 holding,
                 key=lambda u: (
+                    -sum(z.affinity for z in u[1]),
                     sum(z.capacity for z in u[1]),
                     sum(z.size for z in u[1]),
                     min(z.first_index for z in u[1]),
