@@ -6,7 +6,8 @@ Two leaves under spine A (s1: n0, n1; s3: n3, n4) and one under spine B (s2: n2)
 on n1. Found by an adversarial review with an exhaustive oracle: a strict-order gang repairing its
 rank order took further zones past its hard limit and with no regard for its siblings' spine, and
 a gang of several sizes chose its further zones with no regard for that spine either (refused
-outright under a hard spine limit).
+outright under a hard spine limit), and its ranks that must share a node packed outside their
+siblings' leaf where the leaf had room for them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from extender.cache.cache import ClusterCache
 from extender.conf import default_policy
 from extender.scheduler import Scheduler
 from tests import builders as b
+from tests.core.scenarios import policy_with_topology
 
 NOW = 1_800_000_000.0
 SPINE = "network.topology.nvidia.com/spine"
@@ -94,3 +96,28 @@ def test_the_rest_of_a_gang_of_several_sizes_goes_under_its_siblings_spine(limit
     held hard to one spine."""
     nodes, why = _place([(1, "2"), (None, "2"), (4, "8")], {"n0": 8, "n1": 7}, limit=limit)
     assert nodes[0] == "n1" and {nodes[1], nodes[2]} <= {"n3", "n4"}, (nodes, why)
+
+
+@pytest.mark.parametrize("pack", [False, True])
+@pytest.mark.parametrize("strict", [True, False])
+def test_ranks_that_must_share_fill_their_siblings_zone_first(pack: bool, strict: bool) -> None:
+    """Ranks of 1, 2, 2 and 4 GPUs; rank 2 bound on n3 (leaf s2, 6 GPUs left); n0 (leaf s1) empty.
+    Ranks must share a node (two nodes free of the gang at most, three quotas): n0, n3, n3, n3 keeps
+    rank order with one quota outside the siblings' leaf, not n0, n0, n3, n3 with two (docs:
+    "the fewest quotas outside the siblings' zones"), by default and with ``pack_workers``."""
+    objs: list[dict[str, Any]] = [b.queue("research")]
+    for name, leaf in (("n0", "s1"), ("n3", "s2")):
+        objs += [b.node(name), b.topology(name, [leaf])]
+    objs.append(b.podgroup("g0", min_member=4))
+    for i, gpu in enumerate((1, 2, 2, 4)):
+        status = {"phase": "QuotaBound", "nodeName": "n3"} if i == 2 else None
+        objs.append(b.quota(f"q-g0-{i}", gpu=gpu, hca=1, status=status))
+        pod = b.pod(f"g0-{i}", group="g0", quota=f"q-g0-{i}", gpu=gpu, hca=1, index=i)
+        pod["metadata"]["annotations"].update(STRICT if strict else {})
+        objs.append(pod)
+    cache = ClusterCache(clock=lambda: NOW)
+    b.feed(cache, objs)
+    policy = policy_with_topology({"pack_workers": True}) if pack else default_policy()
+    result = Scheduler(policy).run_once(cache.snapshot(NOW))
+    nodes = [q.node_name if (q := result.session.quota(f"q-g0-{i}")) is not None else "" for i in range(4)]
+    assert nodes == ["n0", "n3", "n3", "n3"]

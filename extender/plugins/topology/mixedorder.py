@@ -221,11 +221,20 @@ def order_kept(
 
 
 def place_ordered(
-    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], fences: Fences, *, pack: bool
+    nodes: Sequence[MixedNode],
+    kinds: Sequence[Kind],
+    order: Sequence[int],
+    fences: Fences,
+    *,
+    pack: bool,
+    home: Collection[ZoneId] = (),
 ) -> list[str] | None:
     """Rule 3: the node of each quota (kinds ``order``, task order) on ``nodes`` (index order),
     each inside its fence, after the previous quota's (``pack``: that one first) and such that
-    :func:`next_fit` still places the rest; None when no such placement exists. Unlike
+    :func:`next_fit` still places the rest; None when no such placement exists. Packed, a node of
+    the bound siblings' zones (``home``) comes before one outside them: the fewest quotas outside
+    the siblings' zones, as for a gang of one size (ranks 1, 2, 2, 4 GPUs, rank 2 bound on n3 with
+    6 GPUs left, n0 empty in another leaf: n0, n3, n3, n3, not n0, n0, n3, n3). Unlike
     ``rankorder.assign_in_order``, no preference for the bound siblings' nodes: packed, ``nodes``
     are :func:`mixedplan.packed`'s — its siblings' nodes first (they cost no node more; rank 0
     before a rank 1 bound on n1 goes beside it, not onto a new n0), only those when they hold the
@@ -246,7 +255,10 @@ def place_ordered(
     for i, t in enumerate(order):
         here = [at] if out else []
         tail = list(range(at + 1 if out else 0, len(nodes)))
-        for cand in (here + tail) if pack else (tail + here):
+        cands = (here + tail) if pack else (tail + here)
+        if pack and home:
+            cands.sort(key=lambda c: nodes[c].zone not in home)  # stable: previous node, then index
+        for cand in cands:
             node = nodes[cand]
             same = cand == at and bool(out)
             before = used if same else {}

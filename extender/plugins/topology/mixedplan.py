@@ -37,7 +37,8 @@ The rules:
    continuity run).
 4. **Nodes and ranks** (:func:`place`): on those nodes, quotas in task order, each on the
    lowest-index node inside its fence after the previous quota's (pack, or ranks that must share:
-   the previous quota's node first) that still lets the rest follow in order
+   a node of the bound siblings' zones first, then the previous quota's node) that still lets the
+   rest follow in order
    (:func:`mixedorder.place_ordered`); so rank order holds, around the bound siblings too,
    whenever the chosen zones allow it (always, for a strict-order gang). When they do not (only a
    gang that does not ask for strict order gets there), a placement from the frontiers, in which
@@ -311,12 +312,19 @@ def _most_then_best_fit(
 
 
 def place(
-    nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], *, pack: bool, fences: Fences = ()
+    nodes: Sequence[MixedNode],
+    kinds: Sequence[Kind],
+    order: Sequence[int],
+    *,
+    pack: bool,
+    fences: Fences = (),
+    home: Collection[ZoneId] = (),
 ) -> list[str] | None:
     """Rule 4: the node of each quota (kinds ``order``, task order) on ``nodes`` (index order), in
-    the rank order they allow (inside ``fences`` if they can), or None when they cannot hold it."""
+    the rank order they allow (inside ``fences`` if they can), or None when they cannot hold it.
+    ``home``: the bound siblings' zones, whose nodes a packed gang takes first."""
     kept = order_kept(nodes, kinds, order, fences)
-    ordered = None if kept is None else place_ordered(nodes, kinds, order, kept, pack=pack)
+    ordered = None if kept is None else place_ordered(nodes, kinds, order, kept, pack=pack, home=home)
     if ordered is not None:
         return ordered
     spread = None if pack else _place_any(nodes, kinds, order, one_each=True)
@@ -474,7 +482,8 @@ def nodes_and_ranks(gang: MixedGang, nodes: Sequence[MixedNode], *, run: bool = 
         nodes = packed(nodes, kinds, order, head=gang.head, fences=fences, held=gang.held)
     else:
         nodes = preferred(nodes, kinds, order, fences, gang.held)
-    return place(nodes, kinds, order, pack=share, fences=fences)
+    home = {n.zone for n in nodes if n.name in gang.held}
+    return place(nodes, kinds, order, pack=share, fences=fences, home=home)
 
 
 def must_share(nodes: Sequence[MixedNode], kinds: Sequence[Kind], order: Sequence[int], held: Collection[str]) -> bool:
