@@ -84,6 +84,6 @@ def first_near_siblings(
             continue
         (name,) = names
         near = [z for z in others if tiers[z.id].get(level) == name]
-        if len(near) < len(others) and (chosen := choose(near)) is not None:
+        if near and len(near) < len(others) and (chosen := choose(near)) is not None:
             return chosen
     return choose(others)
