@@ -234,8 +234,8 @@ def place_ordered(
     :func:`next_fit` still places the rest; None when no such placement exists. Packed, a node of
     the bound siblings' zones (``home``) comes before one outside them: the fewest quotas outside
     the siblings' zones, as for a gang of one size (ranks 1, 2, 2, 4 GPUs, rank 2 bound on n3 with
-    6 GPUs left, n0 empty in another leaf: n0, n3, n3, n3, not n0, n0, n3, n3). Unlike
-    ``rankorder.assign_in_order``, no preference for the bound siblings' nodes: packed, ``nodes``
+    6 GPUs left, n0 empty in another leaf: n0, n3, n3, n3, not n0, n0, n3, n3). Beyond their
+    zones, unlike ``rankorder.assign_in_order``, no preference for the siblings' own nodes: packed, ``nodes``
     are :func:`mixedplan.packed`'s — its siblings' nodes first (they cost no node more; rank 0
     before a rank 1 bound on n1 goes beside it, not onto a new n0), only those when they hold the
     rest, and no node it can do without (``tests/core/test_mixed_pack_siblings.py``).
