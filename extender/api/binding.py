@@ -164,8 +164,7 @@ async def _write(state: ServiceState, task: TaskInfo, placed: _Placement, asked:
             cache.assume_binding(quota, node_name)
         cache.assume(uid, node_name)
     except (KeyError, RuntimeError) as exc:
-        cache.forget(uid)
-        cache.forget_binding(quota)
+        _forget(state, uid, quota)
         return f"cannot bind {ns}/{name}: {exc}"
     try:
         if placed.quota is not None:
@@ -173,17 +172,22 @@ async def _write(state: ServiceState, task: TaskInfo, placed: _Placement, asked:
             error = await _bind_quota_inline(state, quota, node_name, claim)
             if error:
                 await cache.gate.writable()
-                cache.forget_binding(quota)
-                cache.forget(uid)
+                _forget(state, uid, quota)
                 return error
         await state.writer.bind_pod(ns, name, uid, node_name, annotations)
     except Exception as exc:
         await cache.gate.writable()
-        cache.forget_binding(quota)
-        cache.forget(uid)
+        _forget(state, uid, quota)
         return _bind_error(ns, name, node_name, exc)
     state.recent_binds[uid] = node_name
     return ""
+
+
+def _forget(state: ServiceState, uid: str, quota: str) -> None:
+    """The bind failed: forget what :func:`_write` assumed, the pod and its quota's binding (the
+    caller has passed the cache's gate)."""
+    state.cache.forget_binding(quota)
+    state.cache.forget(uid)
 
 
 def _admission_claim(state: ServiceState, task: TaskInfo, quota: QuotaInfo, asked: _Asked) -> ClaimEntry | None:

@@ -269,11 +269,13 @@ class BinderLoop:
 
     async def _forget_binds(self, names: set[str]) -> None:
         """The writes binding ``names`` failed, were skipped or never ran: forget their bindings."""
-        names &= self._binding
-        if not names:
-            return
-        await self.cache.gate.writable()
-        for name in names:
+        if names & self._binding:
+            await self.cache.gate.writable()
+            self._forget_binds_now(names)
+
+    def _forget_binds_now(self, names: set[str]) -> None:
+        """:meth:`_forget_binds` for a caller that has passed the cache's gate."""
+        for name in names & self._binding:
             self.cache.forget_binding(name)
         self._binding -= names
 
@@ -363,9 +365,7 @@ class BinderLoop:
                 self.cache.dirty_quotas.add(w.name)  # skipped: look again next cycle
                 if obj is not None:
                     self.cache.on_quota_update(obj, obj)
-                if w.name in self._binding:
-                    self._binding.discard(w.name)
-                    self.cache.forget_binding(w.name)
+                self._forget_binds_now({w.name})
                 self._count("quota_status", "skipped")
                 return
             before = self.cache.quota_object(w.name)

@@ -135,16 +135,13 @@ class StatusReconciler:
             if obj is not None and st.podgroup_status(job, cache.quotas, verdict, stored, stamp, hold=hold) != stored:
                 writes.append(self._podgroup(job, verdict, stamp, hold))
         for name in cache.queues:
-            rv = ((cache.queue_object(name) or {}).get("metadata") or {}).get("resourceVersion")
+            rv = _rv(cache.queue_object(name))
             if self._queue_rv.get(name) != rv:
                 self._queue_rv[name] = rv
                 queues.add(name)
         if queues:
             writes += self._queues(queues & set(cache.queues), now)
-        jobqueue_rv = {
-            name: ((cache.jobqueue_object(name) or {}).get("metadata") or {}).get("resourceVersion")
-            for name in cache.jobqueues
-        }
+        jobqueue_rv = {name: _rv(cache.jobqueue_object(name)) for name in cache.jobqueues}
         if cache.jobqueues and (keys or full or jobqueue_rv != self._jobqueue_rv):
             writes += self._jobqueues()
         self._jobqueue_rv = jobqueue_rv
@@ -339,6 +336,11 @@ def _claimed_by_lone_job(cache: ClusterCache, key: str) -> str:
         return ""
     (task,) = job.tasks.values()
     return task.quota if task.quota in cache.quotas else ""
+
+
+def _rv(obj: Mapping[str, Any] | None) -> object:
+    """The object's ``metadata.resourceVersion`` as stored (None: no object): whether it changed."""
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
 
 
 def _status(obj: Mapping[str, Any] | None) -> Obj:

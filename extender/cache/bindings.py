@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from extender.cache import quota_events
 from extender.cache.meta import uid_of
 from extender.model.node import LedgerError
-from extender.model.quota import QuotaPhase
 
 if TYPE_CHECKING:
     from extender.cache.cache import ClusterCache
@@ -57,9 +56,7 @@ def assume(cache: ClusterCache, name: str, node_name: str, *, force: bool = Fals
         raise LedgerError(f"node {node_name} is not in the cache")
     node.add_quota(name, quota.request, force=force)
     quota = cache.quotas[name] = quota.clone()  # stored quotas are replaced, never edited (on_quota_add)
-    quota.node_name = node_name
-    quota.phase = QuotaPhase.BOUND
-    quota.in_flight = True
+    quota.bind_in_flight(node_name)
     cache._quotas_on[node_name].add(name)
     uid = uid_of(cache._quota_objs.get(name) or {})
     cache.bindings[name] = InFlight(node_name, uid, cache.clock() + cache.assume_ttl)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from extender.cache import convert_crds, inflight, pod_events, reservations
 from extender.cache.convert import ConversionError
 from extender.cache.meta import Obj, name_of, older, resource_version, uid_of
-from extender.model.quota import QuotaInfo, QuotaPhase
+from extender.model.quota import QuotaInfo
 from extender.model.task import ON_NODE, TaskStatus
 
 if TYPE_CHECKING:
@@ -107,9 +107,7 @@ def _in_flight(cache: ClusterCache, obj: Obj, quota: QuotaInfo) -> None:
     if quota.node_name or uid_of(obj) != b.uid:
         del cache.bindings[quota.name]
         return
-    quota.node_name = b.node
-    quota.phase = QuotaPhase.BOUND
-    quota.in_flight = True
+    quota.bind_in_flight(b.node)
 
 
 def on_quota_delete(cache: ClusterCache, obj: Obj) -> None:

@@ -230,6 +230,13 @@ class QuotaInfo:
     def bound(self) -> bool:
         return bool(self.node_name)
 
+    def bind_in_flight(self, node_name: str) -> None:
+        """Bound to ``node_name`` by a write of this replica the API has not answered yet
+        (``extender/cache/bindings.py``)."""
+        self.node_name = node_name
+        self.phase = QuotaPhase.BOUND
+        self.in_flight = True
+
     # --- claims ------------------------------------------------------------------------------
     def add_claim(self, task: TaskInfo, *, force: bool = False) -> QuotaClaim:
         if task.uid in self.claims:
