@@ -18,6 +18,7 @@ from extender.model.resources import Resource
 from extender.plugins.topology.fitmemo import capacity_for
 from extender.simulate.cluster import LocalCluster
 from tests import builders as b
+from tests.binder.invariant_monitor import violations
 
 
 @st.composite
@@ -67,25 +68,9 @@ def clusters(draw: st.DrawFn) -> dict[str, Any]:
 def _check(cl: LocalCluster, case: dict[str, Any]) -> None:
     quotas = {q["metadata"]["name"]: q for q in cl.emulator.list(wellknown.API_VERSION, wellknown.QUOTAS)}
     nodes = {n["metadata"]["name"]: n for n in cl.emulator.list("v1", "nodes")}
-    # invariant 1: Σ request of quotas bound to a node ≤ its allocatable, per resource name
-    per_node: defaultdict[str, Resource] = defaultdict(Resource.empty)
-    for q in quotas.values():
-        node = (q.get("status") or {}).get("nodeName")
-        if node:
-            per_node[node].iadd(Resource.from_list(q["spec"]["request"]))
-    for node, total in per_node.items():
-        alloc = Resource.from_list(nodes[node]["status"]["allocatable"])
-        assert total.less_equal(alloc), f"invariant 1 broken on {node}: {total} > {alloc}"
-    # invariant 3: Σ claims ≤ request + shadow (per declared name), from the pods' annotations
-    claims: defaultdict[str, Resource] = defaultdict(Resource.empty)
-    for p in cl.pods():
-        claimed = (p["metadata"].get("annotations") or {}).get(wellknown.ANNO_QUOTA_NAME)
-        if isinstance(claimed, str) and claimed in quotas:
-            req = Resource.from_list(p["spec"]["containers"][0]["resources"]["requests"])
-            declared = quotas[claimed]["spec"]["request"]
-            claims[claimed].iadd(Resource({k: v for k, v in req.q.items() if k in declared}))
-    for qname, total in claims.items():
-        assert total.less_equal(Resource.from_list(quotas[qname]["spec"]["request"])), f"invariant 3 broken on {qname}"
+    # invariants 1-3 of DESIGN §4 on the API objects (invariant_monitor: Σ quota request on a node ≤
+    # its allocatable, a pod on a node claims a quota bound there, Σ claims ≤ request + shadow)
+    assert violations(cl.emulator.store) == []
     # committed gangs meet their topology constraints
     for job in case["jobs"]:
         nodes_of = [(quotas[f"q-{job['name']}-{i}"].get("status") or {}).get("nodeName") for i in range(job["workers"])]
